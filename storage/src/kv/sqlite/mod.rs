@@ -1,0 +1,466 @@
+//! The embedded default backend: one SQLite file in WAL mode, shared by every
+//! node process on the machine.
+//!
+//! Concurrency is FoundationDB's, optimistic: a transaction reads from a
+//! snapshot (its own read connection; readers never block the writer),
+//! buffers its mutations ([`WriteBuffer`]), and records the key ranges it
+//! read. At commit it takes the write lock (a fair hand-off between
+//! processes, [`fair_lock`]), checks the conflict log for writes committed
+//! after its snapshot that overlap its reads (→ [`StorageError::Conflict`]),
+//! applies its mutations, logs its own write ranges and bumps the version,
+//! all in one SQLite transaction. The log keeps about 10 s of history: twice
+//! the 5 s transaction lifetime, so no live transaction's window is pruned.
+
+mod fair_lock;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::overlay::{Mutation, WriteBuffer, apply_add};
+use super::range::key_after;
+use super::{Backend, BackendTransaction, KeyValue};
+use crate::error::{Result, StorageError};
+pub use fair_lock::FairLock;
+
+/// How hard SQLite works to make a commit durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: a commit is on disk when it returns (the default).
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: survives a process crash, not a power cut.
+    Normal,
+}
+
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    pub path: PathBuf,
+    pub durability: Durability,
+    /// Idle read connections kept open for reuse.
+    pub readers_idle_max: usize,
+}
+
+impl SqliteOptions {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        SqliteOptions {
+            path: path.into(),
+            durability: Durability::Full,
+            readers_idle_max: 16,
+        }
+    }
+}
+
+/// Test hooks: make commits fail in ways a real store sometimes does.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// The next N commits are applied, then reported as `CommitUnknown`.
+    pub commit_unknown_after_apply: AtomicU32,
+    /// While set, every commit fails with `Unavailable` (a store that is down).
+    pub store_down: AtomicBool,
+}
+
+struct Writer {
+    conn: Connection,
+    commits_since_prune: u32,
+}
+
+struct Shared {
+    options: SqliteOptions,
+    writer: Mutex<Writer>,
+    fair: FairLock,
+    readers: Mutex<Vec<Connection>>,
+    faults: Faults,
+}
+
+/// The SQLite backend. Cheap to clone.
+#[derive(Clone)]
+pub struct SqliteBackend {
+    shared: Arc<Shared>,
+}
+
+impl SqliteBackend {
+    /// Opens or creates the database file (and its parent directory).
+    pub fn open(options: SqliteOptions) -> Result<Self> {
+        if let Some(dir) = options.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
+        let fair = FairLock::open(&options.path)?;
+        let conn = open_connection(&options.path, options.durability)?;
+        {
+            // Schema creation races with other processes opening the same file.
+            let _guard = fair.acquire()?;
+            schema::create(&conn).map_err(sql_err)?;
+        }
+        Ok(SqliteBackend {
+            shared: Arc::new(Shared {
+                writer: Mutex::new(Writer {
+                    conn,
+                    commits_since_prune: 0,
+                }),
+                fair,
+                readers: Mutex::new(Vec::new()),
+                faults: Faults::default(),
+                options,
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.shared.options.path
+    }
+
+    /// Fault injection for tests.
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+}
+
+fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(sql_err)?;
+    // SQLite's busy handler only matters for processes that bypass the fair
+    // lock (the sqlite3 shell, a checkpoint): wait instead of failing.
+    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql_err)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(sql_err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StorageError::Backend(format!("could not enable WAL (journal_mode={mode})")));
+    }
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.execute_batch(&format!("PRAGMA synchronous={sync}; PRAGMA foreign_keys=OFF;"))
+        .map_err(sql_err)?;
+    Ok(conn)
+}
+
+/// Maps SQLite errors: lock contention is retryable, the rest is not.
+fn sql_err(e: rusqlite::Error) -> StorageError {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StorageError::Unavailable(e.to_string()),
+        _ => StorageError::Backend(e.to_string()),
+    }
+}
+
+fn join_err(e: tokio::task::JoinError) -> StorageError {
+    StorageError::Backend(format!("storage worker failed: {e}"))
+}
+
+#[async_trait]
+impl Backend for SqliteBackend {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn begin(&self, read_only: bool) -> Result<Box<dyn BackendTransaction>> {
+        Ok(Box::new(SqliteTxn {
+            shared: self.shared.clone(),
+            state: Arc::new(Mutex::new(TxnState::default())),
+            read_only,
+        }))
+    }
+}
+
+/// A read transaction pinned on one connection, and the version it sees.
+struct Snapshot {
+    conn: Connection,
+    version: i64,
+}
+
+#[derive(Default)]
+struct TxnState {
+    snapshot: Option<Snapshot>,
+    buffer: WriteBuffer,
+    /// Read-conflict ranges `[begin, end)`.
+    reads: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+struct SqliteTxn {
+    shared: Arc<Shared>,
+    state: Arc<Mutex<TxnState>>,
+    read_only: bool,
+}
+
+impl Drop for SqliteTxn {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.state.lock()
+            && let Some(snap) = st.snapshot.take()
+        {
+            self.shared.release_reader(snap.conn);
+        }
+    }
+}
+
+impl Shared {
+    /// Pins the transaction's read snapshot on first use.
+    fn ensure_snapshot(&self, st: &mut TxnState) -> Result<()> {
+        if st.snapshot.is_none() {
+            let pooled = self.readers.lock().expect("reader pool poisoned").pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => open_connection(&self.options.path, self.options.durability)?,
+            };
+            conn.execute_batch("BEGIN DEFERRED").map_err(sql_err)?;
+            // The first read pins the WAL snapshot; the version comes with it.
+            let version = schema::read_version(&conn).map_err(sql_err)?;
+            st.snapshot = Some(Snapshot { conn, version });
+        }
+        Ok(())
+    }
+
+    fn release_reader(&self, conn: Connection) {
+        if conn.execute_batch("ROLLBACK").is_err() {
+            return; // A broken connection is dropped, not pooled.
+        }
+        let mut pool = self.readers.lock().expect("reader pool poisoned");
+        if pool.len() < self.options.readers_idle_max {
+            pool.push(conn);
+        }
+    }
+
+    fn commit(&self, read_version: Option<i64>, reads: &[(Vec<u8>, Vec<u8>)], mutations: &[Mutation]) -> Result<()> {
+        if self.faults.store_down.load(Ordering::Relaxed) {
+            return Err(StorageError::Unavailable("store is down (injected fault)".into()));
+        }
+        let wait_started = Instant::now();
+        let mut writer = self.writer.lock().expect("writer poisoned");
+        let guard = self.fair.acquire()?;
+        metrics::histogram!("meshmail_kv_writer_lock_wait_seconds").record(wait_started.elapsed().as_secs_f64());
+        let apply_started = Instant::now();
+        let prune = writer.commits_since_prune >= 256;
+        let result = apply(&mut writer.conn, read_version, reads, mutations, prune);
+        drop(guard);
+        metrics::histogram!("meshmail_kv_sqlite_apply_seconds").record(apply_started.elapsed().as_secs_f64());
+        match &result {
+            Ok(()) if prune => writer.commits_since_prune = 0,
+            Ok(()) => writer.commits_since_prune += 1,
+            Err(_) => {}
+        }
+        result?;
+        let injected = self
+            .faults
+            .commit_unknown_after_apply
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if injected.is_ok() {
+            return Err(StorageError::CommitUnknown);
+        }
+        Ok(())
+    }
+}
+
+/// Checks conflicts and applies one transaction's mutations, under the lock.
+fn apply(
+    conn: &mut Connection,
+    read_version: Option<i64>,
+    reads: &[(Vec<u8>, Vec<u8>)],
+    mutations: &[Mutation],
+    prune: bool,
+) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_err)?;
+    let current = schema::read_version(&tx).map_err(sql_err)?;
+    if let Some(rv) = read_version
+        && current > rv
+        && !reads.is_empty()
+    {
+        let pruned_through = schema::read_meta(&tx, "pruned_through").map_err(sql_err)?;
+        if pruned_through > rv {
+            return Err(StorageError::TransactionTooOld {
+                limit_ms: super::TXN_LIFETIME_MAX.as_millis() as u64,
+            });
+        }
+        let writes = schema::write_ranges_since(&tx, rv).map_err(sql_err)?;
+        if overlaps_any(reads, writes) {
+            return Err(StorageError::Conflict);
+        }
+    }
+    let version = current + 1;
+    let now_ms = crate::model::now_ms() as i64;
+    {
+        let mut set = tx.prepare_cached("INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)").map_err(sql_err)?;
+        let mut del = tx.prepare_cached("DELETE FROM kv WHERE k = ?1").map_err(sql_err)?;
+        let mut del_range = tx.prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2").map_err(sql_err)?;
+        let mut get = tx.prepare_cached("SELECT v FROM kv WHERE k = ?1").map_err(sql_err)?;
+        let mut log = tx
+            .prepare_cached("INSERT INTO conflict_log(version, b, e, at_ms) VALUES (?1, ?2, ?3, ?4)")
+            .map_err(sql_err)?;
+        for m in mutations {
+            match m {
+                Mutation::Set(k, v) => set.execute(params![k, v]).map(drop),
+                Mutation::Clear(k) => del.execute(params![k]).map(drop),
+                Mutation::ClearRange(b, e) => del_range.execute(params![b, e]).map(drop),
+                Mutation::Add(k, op) => {
+                    let old: Option<Vec<u8>> = get.query_row(params![k], |r| r.get(0)).optional().map_err(sql_err)?;
+                    set.execute(params![k, apply_add(old.as_deref(), op)]).map(drop)
+                }
+            }
+            .map_err(sql_err)?;
+        }
+        for (b, e) in coalesce(mutations.iter().map(Mutation::conflict_range).collect()) {
+            log.execute(params![version, b, e, now_ms]).map_err(sql_err)?;
+        }
+    }
+    schema::write_meta(&tx, "version", version).map_err(sql_err)?;
+    if prune {
+        schema::prune_conflict_log(&tx, now_ms - 10_000).map_err(sql_err)?;
+    }
+    tx.commit().map_err(sql_err)
+}
+
+/// Sorts and merges overlapping or touching ranges.
+fn coalesce(mut ranges: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    ranges.sort();
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(ranges.len());
+    for (b, e) in ranges {
+        match out.last_mut() {
+            Some(last) if b <= last.1 => {
+                if e > last.1 {
+                    last.1 = e;
+                }
+            }
+            _ => out.push((b, e)),
+        }
+    }
+    out
+}
+
+/// True when any read range intersects any write range (half-open ranges).
+fn overlaps_any(reads: &[(Vec<u8>, Vec<u8>)], writes: Vec<(Vec<u8>, Vec<u8>)>) -> bool {
+    let writes = coalesce(writes);
+    reads.iter().any(|(rb, re)| {
+        // The last write range starting before the read ends is the only
+        // candidate: coalesced ranges are disjoint and sorted.
+        let idx = writes.partition_point(|(wb, _)| wb < re);
+        idx > 0 && writes[idx - 1].1 > *rb
+    })
+}
+
+fn read_one(conn: &Connection, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let mut stmt = conn.prepare_cached("SELECT v FROM kv WHERE k = ?1").map_err(sql_err)?;
+    stmt.query_row(params![key], |r| r.get(0)).optional().map_err(sql_err)
+}
+
+fn read_range(conn: &Connection, begin: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    let sql = if reverse {
+        "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT ?3"
+    } else {
+        "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k ASC LIMIT ?3"
+    };
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params![begin, end, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(sql_err)?;
+    rows.collect::<std::result::Result<Vec<KeyValue>, _>>().map_err(sql_err)
+}
+
+#[async_trait]
+impl BackendTransaction for SqliteTxn {
+    async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
+        let (shared, state, key) = (self.shared.clone(), self.state.clone(), key.to_vec());
+        tokio::task::spawn_blocking(move || {
+            let mut guard = state.lock().expect("txn state poisoned");
+            let st = &mut *guard;
+            shared.ensure_snapshot(st)?;
+            let snap = st.snapshot.as_ref().expect("snapshot pinned");
+            let value = st.buffer.get(&key, |k| read_one(&snap.conn, k))?;
+            if !snapshot {
+                let end = key_after(&key);
+                st.reads.push((key, end));
+            }
+            Ok(value)
+        })
+        .await
+        .map_err(join_err)?
+    }
+
+    async fn get_range(&self, begin: &[u8], end: &[u8], limit: usize, reverse: bool, snapshot: bool) -> Result<Vec<KeyValue>> {
+        let (shared, state) = (self.shared.clone(), self.state.clone());
+        let (begin, end) = (begin.to_vec(), end.to_vec());
+        tokio::task::spawn_blocking(move || {
+            let mut guard = state.lock().expect("txn state poisoned");
+            let st = &mut *guard;
+            shared.ensure_snapshot(st)?;
+            let snap = st.snapshot.as_ref().expect("snapshot pinned");
+            let rows = st
+                .buffer
+                .get_range(&begin, &end, limit, reverse, |b, e, n, r| read_range(&snap.conn, b, e, n, r))?;
+            if !snapshot {
+                // Only the part of the range the caller saw can conflict.
+                let range = match rows.last() {
+                    Some((last, _)) if rows.len() == limit && reverse => (last.clone(), end),
+                    Some((last, _)) if rows.len() == limit => (begin, key_after(last)),
+                    _ => (begin, end),
+                };
+                st.reads.push(range);
+            }
+            Ok(rows)
+        })
+        .await
+        .map_err(join_err)?
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) {
+        self.state.lock().expect("txn state poisoned").buffer.set(key, value);
+    }
+
+    fn clear(&self, key: &[u8]) {
+        self.state.lock().expect("txn state poisoned").buffer.clear(key);
+    }
+
+    fn clear_range(&self, begin: &[u8], end: &[u8]) {
+        self.state.lock().expect("txn state poisoned").buffer.clear_range(begin, end);
+    }
+
+    fn atomic_add(&self, key: &[u8], operand: &[u8]) {
+        self.state.lock().expect("txn state poisoned").buffer.add(key, operand);
+    }
+
+    async fn commit(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        let (shared, state) = (self.shared.clone(), self.state.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut st = state.lock().expect("txn state poisoned");
+            let read_version = st.snapshot.as_ref().map(|s| s.version);
+            if let Some(snap) = st.snapshot.take() {
+                shared.release_reader(snap.conn);
+            }
+            if st.buffer.is_empty() {
+                return Ok(());
+            }
+            let mutations = st.buffer.take_mutations();
+            let reads = std::mem::take(&mut st.reads);
+            shared.commit(read_version, &reads, &mutations)
+        })
+        .await
+        .map_err(join_err)?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(b: &[u8], e: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        (b.to_vec(), e.to_vec())
+    }
+
+    #[test]
+    fn overlap_detection() {
+        let writes = vec![r(b"c", b"d"), r(b"a", b"b")];
+        assert!(overlaps_any(&[r(b"a", b"a\0")], writes.clone()));
+        assert!(overlaps_any(&[r(b"b", b"z")], writes.clone()));
+        assert!(!overlaps_any(&[r(b"b", b"c")], writes.clone()));
+        assert!(!overlaps_any(&[r(b"d", b"e")], writes));
+    }
+}

@@ -1,0 +1,137 @@
+//! Mailboxes: name, UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ, special use and
+//! subscription, plus the counters kept in step with every change.
+
+use serde::{Deserialize, Serialize};
+
+use super::{get_record, next_sequence, now_ms, put_record};
+use crate::error::{Result, StorageError};
+use crate::keyspace::{self, AccountId, MailboxId, Uid};
+use crate::kv::{RangeOptions, Txn};
+
+/// Created for every new account (RFC 6154 special-use attributes).
+pub const DEFAULT_MAILBOXES: &[(&str, Option<&str>)] = &[
+    ("INBOX", None),
+    ("Drafts", Some("\\Drafts")),
+    ("Sent", Some("\\Sent")),
+    ("Trash", Some("\\Trash")),
+    ("Junk", Some("\\Junk")),
+    ("Archive", Some("\\Archive")),
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Mailbox {
+    pub id: MailboxId,
+    pub name: String,
+    pub uid_validity: u32,
+    /// The UID the next message will get. Never decreases.
+    pub uid_next: Uid,
+    /// The MODSEQ of the last change. Never decreases.
+    pub highest_modseq: u64,
+    pub special_use: Option<String>,
+    pub subscribed: bool,
+    pub created_ms: u64,
+}
+
+/// Counter kinds kept per mailbox.
+pub const COUNT_MESSAGES: &str = "messages";
+pub const COUNT_UNSEEN: &str = "unseen";
+pub const COUNT_BYTES: &str = "bytes";
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub messages: i64,
+    pub unseen: i64,
+    pub bytes: i64,
+}
+
+pub async fn create_defaults(txn: &Txn, account: AccountId) -> Result<()> {
+    for (name, special) in DEFAULT_MAILBOXES {
+        create(txn, account, name, special.map(str::to_string)).await?;
+    }
+    Ok(())
+}
+
+/// IMAP treats INBOX case-insensitively; every other name is kept as given.
+pub fn canonical_name(name: &str) -> String {
+    if name.eq_ignore_ascii_case("INBOX") {
+        "INBOX".to_string()
+    } else {
+        name.to_string()
+    }
+}
+
+pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Option<String>) -> Result<Mailbox> {
+    let name = canonical_name(name);
+    if name.is_empty() || name.len() > 1000 {
+        return Err(StorageError::Model("mailbox name must be 1..1000 bytes".into()));
+    }
+    let name_key = keyspace::mailbox_name(account, &name);
+    if txn.get(&name_key).await?.is_some() {
+        return Err(StorageError::AlreadyExists(format!("mailbox {name}")));
+    }
+    let id = next_sequence(txn, &keyspace::mailbox_sequence(account)).await?;
+    // UIDVALIDITY: seconds since epoch, made unique per account by the id so
+    // a mailbox re-created in the same second still gets a new value.
+    let uid_validity = ((now_ms() / 1000) as u32).wrapping_add(id as u32);
+    let mb = Mailbox {
+        id,
+        name,
+        uid_validity,
+        uid_next: 1,
+        highest_modseq: 1,
+        special_use,
+        subscribed: true,
+        created_ms: now_ms(),
+    };
+    put_record(txn, &keyspace::mailbox(account, id), &mb)?;
+    txn.set(&name_key, &id.to_le_bytes())?;
+    Ok(mb)
+}
+
+pub async fn get(txn: &Txn, account: AccountId, id: MailboxId) -> Result<Option<Mailbox>> {
+    get_record(txn, &keyspace::mailbox(account, id), "mailbox").await
+}
+
+pub async fn find(txn: &Txn, account: AccountId, name: &str) -> Result<Option<Mailbox>> {
+    let name = canonical_name(name);
+    match txn.get(&keyspace::mailbox_name(account, &name)).await? {
+        Some(id) => get(txn, account, crate::kv::decode_i64(Some(&id))).await,
+        None => Ok(None),
+    }
+}
+
+/// Writes a changed mailbox record. Asserts UIDNEXT/MODSEQ never go back.
+pub fn put(txn: &Txn, account: AccountId, before: &Mailbox, after: &Mailbox) -> Result<()> {
+    assert!(after.uid_next >= before.uid_next, "UIDNEXT went backwards");
+    assert!(after.highest_modseq >= before.highest_modseq, "HIGHESTMODSEQ went backwards");
+    put_record(txn, &keyspace::mailbox(account, after.id), after)
+}
+
+/// Every mailbox of an account (bounded: an account has at most 10,000).
+pub async fn list(txn: &Txn, account: AccountId) -> Result<Vec<Mailbox>> {
+    let (b, e) = keyspace::mailboxes(account);
+    let rows = txn.get_range(&b, &e, RangeOptions::limit(10_000)).await?;
+    rows.iter().map(|(_, v)| super::decode("mailbox", v)).collect()
+}
+
+pub async fn counts(txn: &Txn, account: AccountId, mailbox: MailboxId) -> Result<Counts> {
+    Ok(Counts {
+        messages: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_MESSAGES)).await?,
+        unseen: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_UNSEEN)).await?,
+        bytes: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_BYTES)).await?,
+    })
+}
+
+/// Changes the counters with atomic adds (no read conflict).
+pub fn add_counts(txn: &Txn, account: AccountId, mailbox: MailboxId, delta: Counts) -> Result<()> {
+    for (kind, d) in [
+        (COUNT_MESSAGES, delta.messages),
+        (COUNT_UNSEEN, delta.unseen),
+        (COUNT_BYTES, delta.bytes),
+    ] {
+        if d != 0 {
+            txn.add_i64(&keyspace::counter(account, mailbox, kind), d)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Messages: rows keyed by UID, allocated in the same transaction as the row,
+//! with the counters, the change log and the accept ledger.
+
+use serde::{Deserialize, Serialize};
+
+use super::ledger::{self, LedgerState};
+use super::mailboxes::{self, Counts};
+use super::{decode, get_record, now_ms, put_record};
+use crate::error::{Result, StorageError};
+use crate::keyspace::{self, AccountId, MailboxId, Uid};
+use crate::kv::{RangeOptions, Txn};
+
+/// Where a message body lives: content hash and size. Bodies are
+/// content-addressed in the blob store (or inline in the KV store when small).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BodyRef {
+    /// Hex SHA-256 of the raw message bytes.
+    pub hash: String,
+    pub size: u64,
+    /// True when the body is stored inline in the KV store.
+    #[serde(default)]
+    pub inline: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Message {
+    pub uid: Uid,
+    pub modseq: u64,
+    pub flags: Vec<String>,
+    pub internal_date_ms: i64,
+    pub body: BodyRef,
+    /// Pre-computed at delivery so FETCH never re-parses: IMAP ENVELOPE and
+    /// BODYSTRUCTURE, as produced by the protocols crate.
+    #[serde(default)]
+    pub envelope: serde_json::Value,
+    #[serde(default)]
+    pub body_structure: serde_json::Value,
+    /// The acceptance this message came from (None for IMAP COPY results
+    /// of messages older than the ledger).
+    pub acceptance_id: Option<[u8; 16]>,
+}
+
+impl Message {
+    pub fn is_seen(&self) -> bool {
+        self.flags.iter().any(|f| f.eq_ignore_ascii_case("\\Seen"))
+    }
+}
+
+/// What changed at one MODSEQ.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Flags,
+    Expunged,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Change {
+    pub modseq: u64,
+    pub uid: Uid,
+    pub kind: ChangeKind,
+}
+
+/// A message to append.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub body: BodyRef,
+    pub flags: Vec<String>,
+    pub internal_date_ms: i64,
+    pub envelope: serde_json::Value,
+    pub body_structure: serde_json::Value,
+    /// Unique per acceptance (UUIDv7), never derived from the content.
+    pub acceptance_id: [u8; 16],
+}
+
+/// Appends a message: allocates its UID and MODSEQ, writes the row, the
+/// counters, the change log and the ledger entry, all in `txn`. The caller
+/// must have taken a blob reference for `body` in the same transaction.
+pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &NewMessage) -> Result<(Uid, u64)> {
+    let before = mailboxes::get(txn, account, mailbox)
+        .await?
+        .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox} of account {account}")))?;
+    let mut mb = before.clone();
+    let uid = mb.uid_next;
+    let modseq = mb.highest_modseq + 1;
+    mb.uid_next = uid.checked_add(1).ok_or_else(|| StorageError::Model("UID space exhausted".into()))?;
+    mb.highest_modseq = modseq;
+    mailboxes::put(txn, account, &before, &mb)?;
+
+    let row = Message {
+        uid,
+        modseq,
+        flags: msg.flags.clone(),
+        internal_date_ms: msg.internal_date_ms,
+        body: msg.body.clone(),
+        envelope: msg.envelope.clone(),
+        body_structure: msg.body_structure.clone(),
+        acceptance_id: Some(msg.acceptance_id),
+    };
+    put_record(txn, &keyspace::message(account, mailbox, uid), &row)?;
+    let unseen = if row.is_seen() { 0 } else { 1 };
+    mailboxes::add_counts(
+        txn,
+        account,
+        mailbox,
+        Counts {
+            messages: 1,
+            unseen,
+            bytes: msg.body.size as i64,
+        },
+    )?;
+    put_record(
+        txn,
+        &keyspace::change(account, mailbox, modseq),
+        &Change {
+            modseq,
+            uid,
+            kind: ChangeKind::Added,
+        },
+    )?;
+    ledger::record(
+        txn,
+        &msg.acceptance_id,
+        &LedgerState::Delivered {
+            account,
+            mailbox,
+            uid,
+            uid_validity: mb.uid_validity,
+        },
+    )?;
+    Ok((uid, modseq))
+}
+
+pub async fn get(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<Message>> {
+    get_record(txn, &keyspace::message(account, mailbox, uid), "message").await
+}
+
+/// Up to `limit` messages with UID ≥ `from_uid`, in UID order.
+pub async fn list(txn: &Txn, account: AccountId, mailbox: MailboxId, from_uid: Uid, limit: usize) -> Result<Vec<Message>> {
+    let (_, e) = keyspace::messages(account, mailbox);
+    let b = keyspace::message(account, mailbox, from_uid);
+    let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
+    rows.iter().map(|(_, v)| decode("message", v)).collect()
+}
+
+/// Changes with MODSEQ greater than `since`, oldest first.
+pub async fn changes_since(txn: &Txn, account: AccountId, mailbox: MailboxId, since: u64, limit: usize) -> Result<Vec<Change>> {
+    let (b, e) = keyspace::changes_since(account, mailbox, since);
+    let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
+    rows.iter().map(|(_, v)| decode("change", v)).collect()
+}
+
+/// Removes a message (IMAP EXPUNGE): the row, the counters, a change-log
+/// entry. Returns the body reference the caller must release.
+pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<BodyRef>> {
+    let Some(msg) = get(txn, account, mailbox, uid).await? else {
+        return Ok(None);
+    };
+    let before = mailboxes::get(txn, account, mailbox)
+        .await?
+        .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
+    let mut mb = before.clone();
+    mb.highest_modseq += 1;
+    mailboxes::put(txn, account, &before, &mb)?;
+    txn.clear(&keyspace::message(account, mailbox, uid))?;
+    mailboxes::add_counts(
+        txn,
+        account,
+        mailbox,
+        Counts {
+            messages: -1,
+            unseen: if msg.is_seen() { 0 } else { -1 },
+            bytes: -(msg.body.size as i64),
+        },
+    )?;
+    put_record(
+        txn,
+        &keyspace::change(account, mailbox, mb.highest_modseq),
+        &Change {
+            modseq: mb.highest_modseq,
+            uid,
+            kind: ChangeKind::Expunged,
+        },
+    )?;
+    Ok(Some(msg.body))
+}
+
+/// Seconds-resolution internal date for callers that have none.
+pub fn internal_date_now() -> i64 {
+    now_ms() as i64
+}
