@@ -274,7 +274,9 @@ impl Txn {
         Ok(decode_i64(self.get(key).await?.as_deref()))
     }
 
-    async fn commit(&self) -> Result<()> {
+    /// Commits this attempt. [`Database::run`] does this for you (and
+    /// retries); call it only when driving a transaction by hand.
+    pub async fn commit(&self) -> Result<()> {
         self.check_alive()?;
         self.inner.raw.commit().await
     }
