@@ -1,1 +1,48 @@
-fn main() {}
+//! `meshmail`: the node binary. It wires the crates together and holds no
+//! mail logic of its own: configuration, the command line, listeners, the
+//! metrics endpoint and the admin commands.
+
+mod admin;
+mod cli;
+mod config;
+mod http;
+mod serve;
+
+use clap::Parser;
+
+use cli::{AccountCmd, Cli, Command, DomainCmd};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging(cli.log_json);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let cfg = config::Config::load(cli.config.as_deref(), &cli.overrides)?;
+    match cli.command {
+        Command::Serve(args) => serve::run(cfg.with_serve_args(&args)).await,
+        Command::Domain { cmd: DomainCmd::Add { domain } } => admin::domain_add(&cfg, &domain).await,
+        Command::Domain { cmd: DomainCmd::List } => admin::domain_list(&cfg).await,
+        Command::Account {
+            cmd: AccountCmd::Add { email, password_stdin },
+        } => admin::account_add(&cfg, &email, password_stdin).await,
+        Command::Account { cmd: AccountCmd::List } => admin::account_list(&cfg).await,
+    }
+}
+
+fn init_logging(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("MESHMAIL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

@@ -11,10 +11,12 @@
 //! backend.
 
 
+pub mod blob;
 pub mod error;
 pub mod keyspace;
 pub mod kv;
 pub mod model;
+pub mod open;
 
 
 pub use error::{Result, StorageError, TxError};

@@ -1,0 +1,62 @@
+//! Opening the store a node is configured for: the KV backend and the blob
+//! store, from one serializable configuration.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, StorageError};
+use crate::kv::Database;
+use crate::kv::sqlite::{Durability, SqliteBackend, SqliteOptions};
+
+/// Which KV backend holds the metadata.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum KvConfig {
+    /// The embedded default: one SQLite file shared by every local node.
+    Sqlite {
+        path: PathBuf,
+        /// false = synchronous=NORMAL (survives a crash, not a power cut).
+        #[serde(default = "yes")]
+        fsync: bool,
+    },
+    /// FoundationDB (needs the `fdb` build feature and libfdb_c).
+    Fdb {
+        /// None = the client library's default cluster file.
+        cluster_file: Option<PathBuf>,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl KvConfig {
+    /// The embedded default under a data directory.
+    pub fn sqlite_in(data_dir: &Path) -> Self {
+        KvConfig::Sqlite {
+            path: data_dir.join("meshmail.sqlite"),
+            fsync: true,
+        }
+    }
+}
+
+/// Opens the configured KV backend.
+pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
+    match cfg {
+        KvConfig::Sqlite { path, fsync } => {
+            let mut opts = SqliteOptions::new(path);
+            opts.durability = if *fsync { Durability::Full } else { Durability::Normal };
+            Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
+        }
+        #[cfg(feature = "fdb")]
+        KvConfig::Fdb { cluster_file } => Ok(Database::new(Arc::new(crate::kv::fdb::FdbBackend::open(
+            cluster_file.as_deref(),
+        )?))),
+        #[cfg(not(feature = "fdb"))]
+        KvConfig::Fdb { .. } => Err(StorageError::Backend(
+            "this build has no FoundationDB support: rebuild with `--features fdb`".into(),
+        )),
+    }
+}
