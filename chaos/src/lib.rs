@@ -1,1 +1,9 @@
-//! placeholder
+//! The chaos runner: starts a local mesh, kills and restarts nodes on a
+//! randomized schedule, drops links, partitions and pauses nodes, records
+//! every event, and checks at the end that nothing acknowledged was lost,
+//! duplicated or left in an orphaned state.
+//!
+//! Architecture invariant: drives nodes only as processes and talks to them
+//! only as a client (SMTP, IMAP, HTTP), never through internal APIs; sends
+//! traffic only to loopback or to network namespaces it created. Not built
+//! yet: see docs/ARCHITECTURE.md.

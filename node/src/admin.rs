@@ -4,9 +4,9 @@
 use std::io::BufRead;
 
 use anyhow::{Context, bail};
+use meshmail_storage::Database;
 use meshmail_storage::model::{accounts, domains};
 use meshmail_storage::open::open_kv;
-use meshmail_storage::Database;
 
 use crate::config::Config;
 
@@ -29,7 +29,9 @@ pub async fn domain_add(cfg: &Config, domain: &str) -> anyhow::Result<()> {
 
 pub async fn domain_list(cfg: &Config) -> anyhow::Result<()> {
     let db = open(cfg)?;
-    let list = db.read("admin_domain_list", |txn| async move { domains::list(&txn).await }).await?;
+    let list = db
+        .read("admin_domain_list", |txn| async move { domains::list(&txn).await })
+        .await?;
     for d in list {
         println!("{}", d.name);
     }
@@ -83,4 +85,3 @@ pub async fn account_list(cfg: &Config) -> anyhow::Result<()> {
     }
     Ok::<(), anyhow::Error>(())
 }
-

@@ -76,6 +76,8 @@ impl Config {
     }
 
     pub fn kv(&self) -> KvConfig {
-        self.store.clone().unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir))
+        self.store
+            .clone()
+            .unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir))
     }
 }

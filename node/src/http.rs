@@ -8,8 +8,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json};
 use axum::routing::get;
-use metrics_exporter_prometheus::PrometheusHandle;
 use meshmail_storage::Database;
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
 pub struct NodeInfo {

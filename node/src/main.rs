@@ -23,7 +23,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = config::Config::load(cli.config.as_deref(), &cli.overrides)?;
     match cli.command {
         Command::Serve(args) => serve::run(cfg.with_serve_args(&args)).await,
-        Command::Domain { cmd: DomainCmd::Add { domain } } => admin::domain_add(&cfg, &domain).await,
+        Command::Domain {
+            cmd: DomainCmd::Add { domain },
+        } => admin::domain_add(&cfg, &domain).await,
         Command::Domain { cmd: DomainCmd::List } => admin::domain_list(&cfg).await,
         Command::Account {
             cmd: AccountCmd::Add { email, password_stdin },

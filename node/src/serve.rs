@@ -49,7 +49,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         "meshmail node ready"
     );
     // A line scripts and tests can wait for (the port may have been 0).
-    println!("meshmail ready: node={} generation={generation} http={http_addr}", cfg.node_name);
+    println!(
+        "meshmail ready: node={} generation={generation} http={http_addr}",
+        cfg.node_name
+    );
 
     axum::serve(listener, http::router(info))
         .with_graceful_shutdown(shutdown_signal())

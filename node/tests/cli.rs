@@ -73,7 +73,10 @@ fn accounts_survive_a_restart_and_serve_answers() {
     let list = run_ok(meshmail(dir.path()).args(["account", "list"]), None);
     assert!(list.contains("alice@example.org"), "{list}");
     let (mut node, http) = serve(dir.path());
-    assert!(http_get(&http, "/status").contains("\"generation\":2"), "generation grows per start");
+    assert!(
+        http_get(&http, "/status").contains("\"generation\":2"),
+        "generation grows per start"
+    );
     node.kill().unwrap();
     node.wait().unwrap();
 }

@@ -1,1 +1,7 @@
-//! placeholder
+//! Load generation, benchmarks and long-run verifiers. The `bench kv`
+//! subcommand measures the storage layer; SMTP and IMAP loads come with the
+//! protocols.
+//!
+//! Architecture invariant: talks to meshmail as a client, or (for `bench
+//! kv`) through the storage crate's public API; every load loop is bounded
+//! in count and in time and stops by itself.

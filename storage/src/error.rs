@@ -32,10 +32,7 @@ pub enum StorageError {
     #[error("write attempted in a read-only snapshot transaction")]
     ReadOnly,
     #[error("transaction gave up after {attempts} attempts; last error: {last}")]
-    RetriesExhausted {
-        attempts: u32,
-        last: Box<StorageError>,
-    },
+    RetriesExhausted { attempts: u32, last: Box<StorageError> },
     /// A stored value could not be decoded: the keyspace holds something this
     /// version does not understand.
     #[error("corrupt or unreadable record at {what}: {detail}")]

@@ -10,14 +10,12 @@
 //! 100 KB values, 10 MB and 5 s per transaction) are enforced here on every
 //! backend.
 
-
 pub mod blob;
 pub mod error;
 pub mod keyspace;
 pub mod kv;
 pub mod model;
 pub mod open;
-
 
 pub use error::{Result, StorageError, TxError};
 pub use kv::{Database, Txn};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::kv::Database;
 use crate::kv::sqlite::{Durability, SqliteBackend, SqliteOptions};
 
@@ -55,7 +55,7 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             cluster_file.as_deref(),
         )?))),
         #[cfg(not(feature = "fdb"))]
-        KvConfig::Fdb { .. } => Err(StorageError::Backend(
+        KvConfig::Fdb { .. } => Err(crate::error::StorageError::Backend(
             "this build has no FoundationDB support: rebuild with `--features fdb`".into(),
         )),
     }

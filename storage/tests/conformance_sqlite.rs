@@ -80,23 +80,32 @@ async fn durable_across_sigkill() {
 async fn unknown_commit_outcome_is_retried_idempotently() {
     let (_d, backend, t) = target();
     let key = t.key("idem");
-    backend.faults().commit_unknown_after_apply.store(1, std::sync::atomic::Ordering::SeqCst);
+    backend
+        .faults()
+        .commit_unknown_after_apply
+        .store(1, std::sync::atomic::Ordering::SeqCst);
     let op_id = *uuid::Uuid::now_v7().as_bytes();
     let k = key.clone();
-    let out = t
-        .db
-        .run_idempotent("t_idem", op_id, move |txn| {
+    let out =
+        t.db.run_idempotent("t_idem", op_id, move |txn| {
             let k = k.clone();
             async move { txn.add_i64(&k, 1) }
         })
         .await
         .unwrap();
-    assert_eq!(out, Idempotent::AlreadyApplied, "the retry saw the first attempt's marker");
+    assert_eq!(
+        out,
+        Idempotent::AlreadyApplied,
+        "the retry saw the first attempt's marker"
+    );
     assert_eq!(conformance::read_i64(&t.db, &key).await, 1, "applied exactly once");
 
     // Without the marker, a blind retry would have applied it twice: the
     // check above can fail.
-    backend.faults().commit_unknown_after_apply.store(1, std::sync::atomic::Ordering::SeqCst);
+    backend
+        .faults()
+        .commit_unknown_after_apply
+        .store(1, std::sync::atomic::Ordering::SeqCst);
     let k = key.clone();
     t.db.run("t_not_idem", move |txn| {
         let k = k.clone();
@@ -116,7 +125,10 @@ async fn store_down_fails_cleanly() {
         attempts_max: 3,
         ..Default::default()
     });
-    backend.faults().store_down.store(true, std::sync::atomic::Ordering::SeqCst);
+    backend
+        .faults()
+        .store_down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let key = t.key("down");
     let err = db
         .run("t_down", move |txn| {
@@ -125,8 +137,14 @@ async fn store_down_fails_cleanly() {
         })
         .await
         .unwrap_err();
-    assert!(matches!(err, StorageError::RetriesExhausted { attempts: 3, .. }), "{err:?}");
-    backend.faults().store_down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        matches!(err, StorageError::RetriesExhausted { attempts: 3, .. }),
+        "{err:?}"
+    );
+    backend
+        .faults()
+        .store_down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Three processes group-commit (64 keys per transaction) to one file for
@@ -148,7 +166,10 @@ async fn writer_fairness_three_processes() {
         .collect();
     let mut reports = Vec::new();
     for c in children {
-        let out = tokio::task::spawn_blocking(move || c.wait_with_output()).await.unwrap().unwrap();
+        let out = tokio::task::spawn_blocking(move || c.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
         assert!(out.status.success());
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("probe JSON");
         reports.push(report);

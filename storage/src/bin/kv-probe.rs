@@ -17,7 +17,9 @@ use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::{Database, StorageError};
 
 fn usage() -> ! {
-    eprintln!("usage: kv-probe (--sqlite PATH | --fdb CLUSTER_FILE) (add KEY TIMES | commit-loop RUN | group-commit SECS KEYS)");
+    eprintln!(
+        "usage: kv-probe (--sqlite PATH | --fdb CLUSTER_FILE) (add KEY TIMES | commit-loop RUN | group-commit SECS KEYS)"
+    );
     std::process::exit(2)
 }
 
@@ -102,7 +104,12 @@ async fn main() {
                 n += 1;
             }
             latencies_us.sort_unstable();
-            let pct = |p: f64| latencies_us.get(((latencies_us.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0);
+            let pct = |p: f64| {
+                latencies_us
+                    .get(((latencies_us.len() as f64 - 1.0) * p) as usize)
+                    .copied()
+                    .unwrap_or(0)
+            };
             println!(
                 "{{\"pid\":{pid},\"commits\":{n},\"p50_us\":{},\"p99_us\":{},\"max_us\":{}}}",
                 pct(0.5),

@@ -11,13 +11,13 @@
 //! add on little-endian integers that adds no read conflict; commit either
 //! applies every mutation or none.
 
-mod limits;
-pub mod overlay;
-pub mod sqlite;
 #[cfg(feature = "fdb")]
 pub mod fdb;
+mod limits;
+pub mod overlay;
 mod range;
 mod retry;
+pub mod sqlite;
 
 pub use limits::*;
 pub use range::{RangeCursor, RangeOptions, key_after, prefix_range, strinc};
@@ -229,7 +229,11 @@ impl Txn {
         }
         let limit = opts.limit.clamp(1, RANGE_CHUNK_MAX);
         let snapshot = opts.snapshot || self.inner.read_only;
-        let rows = self.inner.raw.get_range(begin, end, limit, opts.reverse, snapshot).await?;
+        let rows = self
+            .inner
+            .raw
+            .get_range(begin, end, limit, opts.reverse, snapshot)
+            .await?;
         debug_assert!(rows.len() <= limit, "backend returned more rows than the limit");
         Ok(rows)
     }

@@ -308,7 +308,10 @@ mod tests {
     #[test]
     fn add_wraps_and_extends() {
         assert_eq!(apply_add(None, &5i64.to_le_bytes()), 5i64.to_le_bytes().to_vec());
-        assert_eq!(apply_add(Some(&[0xff]), &1i64.to_le_bytes()), 256i64.to_le_bytes().to_vec());
+        assert_eq!(
+            apply_add(Some(&[0xff]), &1i64.to_le_bytes()),
+            256i64.to_le_bytes().to_vec()
+        );
         assert_eq!(
             apply_add(Some(&(-1i64).to_le_bytes()), &1i64.to_le_bytes()),
             0i64.to_le_bytes().to_vec()

@@ -84,7 +84,12 @@ impl Database {
     /// in the same transaction, and an attempt that follows an unknown commit
     /// outcome checks the marker before doing anything. `op_id` must be
     /// unique per logical operation (a UUIDv7 made by the caller).
-    pub async fn run_idempotent<T, E, F, Fut>(&self, op: &'static str, op_id: [u8; 16], mut f: F) -> Result<Idempotent<T>, E>
+    pub async fn run_idempotent<T, E, F, Fut>(
+        &self,
+        op: &'static str,
+        op_id: [u8; 16],
+        mut f: F,
+    ) -> Result<Idempotent<T>, E>
     where
         F: FnMut(Txn) -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -127,8 +132,7 @@ impl Database {
                     txn.commit().await?;
                     metrics::histogram!("meshmail_kv_commit_seconds", "op" => op)
                         .record(body_done.elapsed().as_secs_f64());
-                    metrics::histogram!("meshmail_kv_txn_written_bytes", "op" => op)
-                        .record(txn.written_bytes() as f64);
+                    metrics::histogram!("meshmail_kv_txn_written_bytes", "op" => op).record(txn.written_bytes() as f64);
                 }
                 Ok::<T, E>(value)
             }
@@ -143,8 +147,7 @@ impl Database {
             if !storage.is_retryable() {
                 return Err(err);
             }
-            metrics::counter!("meshmail_kv_retries_total", "op" => op, "reason" => storage.label())
-                .increment(1);
+            metrics::counter!("meshmail_kv_retries_total", "op" => op, "reason" => storage.label()).increment(1);
             maybe_committed |= storage.maybe_committed();
             attempt += 1;
             if attempt >= self.retry.attempts_max {

@@ -44,8 +44,8 @@ fn argon2() -> Argon2<'static> {
 
 /// Hashes a password. CPU-heavy (tens of ms): call it off the async workers.
 pub fn hash_password(password: &str) -> Result<String> {
-    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>())
-        .map_err(|e| StorageError::Model(format!("salt: {e}")))?;
+    let salt =
+        SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|e| StorageError::Model(format!("salt: {e}")))?;
     argon2()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
@@ -125,7 +125,10 @@ mod tests {
 
     #[test]
     fn emails_are_normalized() {
-        assert_eq!(normalize("Bob@Example.ORG").unwrap(), ("bob".into(), "example.org".into()));
+        assert_eq!(
+            normalize("Bob@Example.ORG").unwrap(),
+            ("bob".into(), "example.org".into())
+        );
         assert!(normalize("nobody").is_err());
         assert!(normalize("@example.org").is_err());
     }

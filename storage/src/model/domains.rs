@@ -18,9 +18,8 @@ pub fn normalize(name: &str) -> Result<String> {
     let n = name.trim().trim_end_matches('.').to_ascii_lowercase();
     let valid = !n.is_empty()
         && n.len() <= 253
-        && n.split('.').all(|l| {
-            !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        });
+        && n.split('.')
+            .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
     if !valid {
         return Err(StorageError::Model(format!("invalid domain name {name:?}")));
     }

@@ -103,7 +103,10 @@ pub async fn find(txn: &Txn, account: AccountId, name: &str) -> Result<Option<Ma
 /// Writes a changed mailbox record. Asserts UIDNEXT/MODSEQ never go back.
 pub fn put(txn: &Txn, account: AccountId, before: &Mailbox, after: &Mailbox) -> Result<()> {
     assert!(after.uid_next >= before.uid_next, "UIDNEXT went backwards");
-    assert!(after.highest_modseq >= before.highest_modseq, "HIGHESTMODSEQ went backwards");
+    assert!(
+        after.highest_modseq >= before.highest_modseq,
+        "HIGHESTMODSEQ went backwards"
+    );
     put_record(txn, &keyspace::mailbox(account, after.id), after)
 }
 
@@ -116,7 +119,9 @@ pub async fn list(txn: &Txn, account: AccountId) -> Result<Vec<Mailbox>> {
 
 pub async fn counts(txn: &Txn, account: AccountId, mailbox: MailboxId) -> Result<Counts> {
     Ok(Counts {
-        messages: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_MESSAGES)).await?,
+        messages: txn
+            .get_i64(&keyspace::counter(account, mailbox, COUNT_MESSAGES))
+            .await?,
         unseen: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_UNSEEN)).await?,
         bytes: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_BYTES)).await?,
     })

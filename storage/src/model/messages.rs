@@ -83,7 +83,9 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
     let mut mb = before.clone();
     let uid = mb.uid_next;
     let modseq = mb.highest_modseq + 1;
-    mb.uid_next = uid.checked_add(1).ok_or_else(|| StorageError::Model("UID space exhausted".into()))?;
+    mb.uid_next = uid
+        .checked_add(1)
+        .ok_or_else(|| StorageError::Model("UID space exhausted".into()))?;
     mb.highest_modseq = modseq;
     mailboxes::put(txn, account, &before, &mb)?;
 
@@ -136,7 +138,13 @@ pub async fn get(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) ->
 }
 
 /// Up to `limit` messages with UID ≥ `from_uid`, in UID order.
-pub async fn list(txn: &Txn, account: AccountId, mailbox: MailboxId, from_uid: Uid, limit: usize) -> Result<Vec<Message>> {
+pub async fn list(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    from_uid: Uid,
+    limit: usize,
+) -> Result<Vec<Message>> {
     let (_, e) = keyspace::messages(account, mailbox);
     let b = keyspace::message(account, mailbox, from_uid);
     let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
@@ -144,7 +152,13 @@ pub async fn list(txn: &Txn, account: AccountId, mailbox: MailboxId, from_uid: U
 }
 
 /// Changes with MODSEQ greater than `since`, oldest first.
-pub async fn changes_since(txn: &Txn, account: AccountId, mailbox: MailboxId, since: u64, limit: usize) -> Result<Vec<Change>> {
+pub async fn changes_since(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    since: u64,
+    limit: usize,
+) -> Result<Vec<Change>> {
     let (b, e) = keyspace::changes_since(account, mailbox, since);
     let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
     rows.iter().map(|(_, v)| decode("change", v)).collect()

@@ -59,9 +59,8 @@ pub async fn ordering_and_limits(t: &Target) {
     .unwrap();
     let (b, e) = prefix_range(&pack(&(t.prefix.as_str(), "ord")));
     let (b2, e2) = (b.clone(), e.clone());
-    let (fwd, rev, mid) = t
-        .db
-        .read("t_read", move |txn| {
+    let (fwd, rev, mid) =
+        t.db.read("t_read", move |txn| {
             let (b, e) = (b2.clone(), e2.clone());
             async move {
                 let fwd = txn.get_range(&b, &e, RangeOptions::limit(7)).await?;
@@ -72,7 +71,10 @@ pub async fn ordering_and_limits(t: &Target) {
         })
         .await
         .unwrap();
-    assert_eq!(fwd.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(), keys[..7].to_vec());
+    assert_eq!(
+        fwd.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        keys[..7].to_vec()
+    );
     let mut last7: Vec<Vec<u8>> = keys[43..].to_vec();
     last7.reverse();
     assert_eq!(rev.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(), last7);
@@ -82,9 +84,8 @@ pub async fn ordering_and_limits(t: &Target) {
     // Cursor: chunks of 8, forwards and backwards, cover the range exactly once.
     for reverse in [false, true] {
         let (b, e) = (b.clone(), e.clone());
-        let seen = t
-            .db
-            .read("t_cursor", move |txn| {
+        let seen =
+            t.db.read("t_cursor", move |txn| {
                 let (b, e) = (b.clone(), e.clone());
                 async move {
                     let mut cur = txn.range_cursor(&b, &e, 8, reverse);
@@ -106,15 +107,17 @@ pub async fn ordering_and_limits(t: &Target) {
     }
     // A limited read starting mid-range.
     let begin = key_after(&keys[10]);
-    let rows = t
-        .db
-        .read("t_mid", move |txn| {
+    let rows =
+        t.db.read("t_mid", move |txn| {
             let (b, e) = (begin.clone(), e.clone());
             async move { txn.get_range(&b, &e, RangeOptions::limit(3)).await }
         })
         .await
         .unwrap();
-    assert_eq!(rows.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(), keys[11..14].to_vec());
+    assert_eq!(
+        rows.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        keys[11..14].to_vec()
+    );
 }
 
 /// A transaction reads its own sets, clears and clear-ranges.
@@ -184,7 +187,10 @@ pub async fn conflicting_transactions_serialize(t: &Target) {
     for task in tasks {
         task.await.unwrap().unwrap();
     }
-    assert!(attempts.load(std::sync::atomic::Ordering::SeqCst) >= 3, "one transaction retried");
+    assert!(
+        attempts.load(std::sync::atomic::Ordering::SeqCst) >= 3,
+        "one transaction retried"
+    );
     assert_eq!(read_i64(&t.db, &key).await, 3, "serializable: 1 + 2 increments");
 }
 
@@ -195,7 +201,13 @@ pub async fn range_reads_conflict_and_snapshots_do_not(t: &Target) {
     let inside = pack(&(t.prefix.as_str(), "phantom", 5));
     let elsewhere = t.key("phantom-out");
     let reader = t.db.begin(false).await.unwrap();
-    assert!(reader.get_range(&b, &e, RangeOptions::limit(10)).await.unwrap().is_empty());
+    assert!(
+        reader
+            .get_range(&b, &e, RangeOptions::limit(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let snap_reader = t.db.begin(false).await.unwrap();
     assert!(
         snap_reader
@@ -211,7 +223,9 @@ pub async fn range_reads_conflict_and_snapshots_do_not(t: &Target) {
     let err = commit(&t.db, reader).await.expect_err("phantom must conflict");
     assert!(matches!(err, StorageError::Conflict), "got {err:?}");
     snap_reader.set(&elsewhere, b"z").unwrap();
-    commit(&t.db, snap_reader).await.expect("snapshot reads add no conflict");
+    commit(&t.db, snap_reader)
+        .await
+        .expect("snapshot reads add no conflict");
 }
 
 /// Atomic adds from many concurrent tasks sum exactly (and never conflict).
@@ -266,7 +280,16 @@ pub async fn atomic_add_many_processes(t: &Target) {
 pub async fn limits_are_enforced(t: &Target) {
     let txn = t.db.begin(false).await.unwrap();
     let err = txn.set(&vec![b'k'; 10_001], b"v").unwrap_err();
-    assert!(matches!(err, StorageError::KeyTooLarge { size: 10_001, limit: 10_000 }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            StorageError::KeyTooLarge {
+                size: 10_001,
+                limit: 10_000
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("key too large"));
     let err = txn.set(&t.key("big-value"), &vec![0u8; 100_001]).unwrap_err();
     assert!(matches!(err, StorageError::ValueTooLarge { .. }), "{err:?}");
@@ -289,7 +312,10 @@ pub async fn limits_are_enforced(t: &Target) {
     let old = t.db.begin(false).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5_100)).await;
     let err = old.get(&t.key("late")).await.unwrap_err();
-    assert!(matches!(err, StorageError::TransactionTooOld { limit_ms: 5000 }), "{err:?}");
+    assert!(
+        matches!(err, StorageError::TransactionTooOld { limit_ms: 5000 }),
+        "{err:?}"
+    );
     assert!(err.is_retryable());
 }
 
@@ -333,16 +359,19 @@ pub async fn durable_across_sigkill(t: &Target) {
     })
     .await
     .unwrap();
-    assert!(reported.len() > 5, "the probe committed only {} times before the kill", reported.len());
+    assert!(
+        reported.len() > 5,
+        "the probe committed only {} times before the kill",
+        reported.len()
+    );
 
     let (b, e) = prefix_range(&pack(&("probe", run.as_str())));
     let mut parts_by_txn: std::collections::BTreeMap<u64, u8> = Default::default();
     let mut begin = b;
     loop {
         let (bb, ee) = (begin.clone(), e.clone());
-        let rows = t
-            .db
-            .read("t_kill_check", move |txn| {
+        let rows =
+            t.db.read("t_kill_check", move |txn| {
                 let (b, e) = (bb.clone(), ee.clone());
                 async move { txn.get_range(&b, &e, RangeOptions::limit(5000)).await }
             })
@@ -358,13 +387,20 @@ pub async fn durable_across_sigkill(t: &Target) {
         }
     }
     for n in &reported {
-        assert_eq!(parts_by_txn.get(n), Some(&9), "reported commit {n} is missing or partial");
+        assert_eq!(
+            parts_by_txn.get(n),
+            Some(&9),
+            "reported commit {n} is missing or partial"
+        );
     }
     for (n, parts) in &parts_by_txn {
         assert_eq!(*parts, 9, "transaction {n} is half there: {parts} of 9 keys");
     }
     let unreported = parts_by_txn.len() - reported.len();
-    assert!(unreported <= 1, "at most the in-flight commit may be present unreported, saw {unreported}");
+    assert!(
+        unreported <= 1,
+        "at most the in-flight commit may be present unreported, saw {unreported}"
+    );
 }
 
 /// Commits a hand-driven transaction (tests that interleave by hand).

@@ -132,7 +132,9 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
         .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
         .map_err(sql_err)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StorageError::Backend(format!("could not enable WAL (journal_mode={mode})")));
+        return Err(StorageError::Backend(format!(
+            "could not enable WAL (journal_mode={mode})"
+        )));
     }
     let sync = match durability {
         Durability::Full => "FULL",
@@ -266,7 +268,9 @@ fn apply(
     mutations: &[Mutation],
     prune: bool,
 ) -> Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql_err)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql_err)?;
     let current = schema::read_version(&tx).map_err(sql_err)?;
     if let Some(rv) = read_version
         && current > rv
@@ -286,9 +290,13 @@ fn apply(
     let version = current + 1;
     let now_ms = crate::model::now_ms() as i64;
     {
-        let mut set = tx.prepare_cached("INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)").map_err(sql_err)?;
+        let mut set = tx
+            .prepare_cached("INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)")
+            .map_err(sql_err)?;
         let mut del = tx.prepare_cached("DELETE FROM kv WHERE k = ?1").map_err(sql_err)?;
-        let mut del_range = tx.prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2").map_err(sql_err)?;
+        let mut del_range = tx
+            .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")
+            .map_err(sql_err)?;
         let mut get = tx.prepare_cached("SELECT v FROM kv WHERE k = ?1").map_err(sql_err)?;
         let mut log = tx
             .prepare_cached("INSERT INTO conflict_log(version, b, e, at_ms) VALUES (?1, ?2, ?3, ?4)")
@@ -382,7 +390,14 @@ impl BackendTransaction for SqliteTxn {
         .map_err(join_err)?
     }
 
-    async fn get_range(&self, begin: &[u8], end: &[u8], limit: usize, reverse: bool, snapshot: bool) -> Result<Vec<KeyValue>> {
+    async fn get_range(
+        &self,
+        begin: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        snapshot: bool,
+    ) -> Result<Vec<KeyValue>> {
         let (shared, state) = (self.shared.clone(), self.state.clone());
         let (begin, end) = (begin.to_vec(), end.to_vec());
         tokio::task::spawn_blocking(move || {
@@ -390,9 +405,9 @@ impl BackendTransaction for SqliteTxn {
             let st = &mut *guard;
             shared.ensure_snapshot(st)?;
             let snap = st.snapshot.as_ref().expect("snapshot pinned");
-            let rows = st
-                .buffer
-                .get_range(&begin, &end, limit, reverse, |b, e, n, r| read_range(&snap.conn, b, e, n, r))?;
+            let rows = st.buffer.get_range(&begin, &end, limit, reverse, |b, e, n, r| {
+                read_range(&snap.conn, b, e, n, r)
+            })?;
             if !snapshot {
                 // Only the part of the range the caller saw can conflict.
                 let range = match rows.last() {
@@ -417,7 +432,11 @@ impl BackendTransaction for SqliteTxn {
     }
 
     fn clear_range(&self, begin: &[u8], end: &[u8]) {
-        self.state.lock().expect("txn state poisoned").buffer.clear_range(begin, end);
+        self.state
+            .lock()
+            .expect("txn state poisoned")
+            .buffer
+            .clear_range(begin, end);
     }
 
     fn atomic_add(&self, key: &[u8], operand: &[u8]) {
