@@ -1,0 +1,46 @@
+//! `meshmail-soak`: benchmarks and load for meshmail.
+
+use clap::{Parser, Subcommand};
+
+use meshmail_soak::bench_kv;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "meshmail-soak",
+    version,
+    about = "Benchmarks, load generation and long-run verifiers for meshmail"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks. Figures are medians of several runs; use a release build.
+    Bench {
+        #[command(subcommand)]
+        what: Bench,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// The storage layer: committed transactions/s and commit latency for
+    /// several writes per transaction, from 1 and from several OS processes
+    /// sharing one SQLite file (each run on a fresh file).
+    Kv(bench_kv::KvArgs),
+    /// Internal: one worker process of `bench kv`.
+    #[command(hide = true)]
+    KvWorker(bench_kv::WorkerArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench { what: Bench::Kv(args) } => bench_kv::run(args),
+        Command::Bench {
+            what: Bench::KvWorker(args),
+        } => bench_kv::worker(args),
+    }
+}
