@@ -6,7 +6,7 @@
 //! # Protocol
 //!
 //! A delivery calls [`BlobStore::prepare`] and then, inside its metadata
-//! transaction, [`reference`]; an expunge calls [`release`]; one node now and
+//! transaction, [`reference()`]; an expunge calls [`release`]; one node now and
 //! then calls [`BlobStore::sweep_step`], which deletes bodies nobody
 //! references. Keys (see [`crate::keyspace`]): `bref` (reference count),
 //! `bgen` (generation, bumped before every delete), `bdel` (present while a
@@ -38,10 +38,11 @@
 //!    alone would fail forever. Because generations only grow, `bgen` is never
 //!    cleared (one small key per body ever swept), or an old g could match.
 //!
-//! The grace period only spares fresh uploads the round trip of case 3; safety
-//! never depends on clocks. Inline bodies need no marker: their bytes travel
-//! in the referencing transaction itself, and the inline sweep reads `bref`
-//! and clears `binl` in one transaction.
+//! None of the three cases depends on clocks: the grace period only spares
+//! fresh uploads the round trip of case 3. Inline bodies need no marker:
+//! their bytes travel in the referencing transaction itself, and the inline
+//! sweep reads `bref` and clears `binl` in one transaction. The sweep's first
+//! read of `bref` (outside txn1) only saves transactions; txn1 decides.
 //!
 //! A sweeper that dies between txn1 and txn2 leaves `bdel` behind, and
 //! deliveries of that content would wait forever. A marker older than
@@ -73,7 +74,7 @@ use crate::model::messages::BodyRef;
 pub const INLINE_MAX_BYTES_DEFAULT: usize = 64 * 1024;
 /// Inline threshold ceiling: one KV value holds at most 100 KB (FDB's limit).
 pub const INLINE_MAX_BYTES_CAP: usize = 90_000;
-/// The message of the error [`reference`] returns when the body was swept
+/// The message of the error [`reference()`] returns when the body was swept
 /// after `prepare`: the caller must call [`BlobStore::prepare`] again.
 pub const BODY_SWEPT: &str = "body was swept; prepare again";
 /// How long `prepare` waits for an in-progress delete of the same content.
@@ -132,9 +133,9 @@ impl fmt::Debug for BlobConfig {
 #[derive(Debug, Clone)]
 pub struct PreparedBody {
     pub body: BodyRef,
-    /// `bgen` as read before the PUT; [`reference`] checks it is unchanged.
+    /// `bgen` as read before the PUT; [`reference()`] checks it is unchanged.
     pub generation: i64,
-    /// The bytes, when the body is to be stored inline by [`reference`].
+    /// The bytes, when the body is to be stored inline by [`reference()`].
     pub inline_bytes: Option<Bytes>,
 }
 
@@ -316,7 +317,7 @@ pub fn release(txn: &Txn, body: &BodyRef) -> Result<()> {
     txn.add_i64(&keyspace::blob_refs(&body.hash), -1)
 }
 
-/// True for the error of [`reference`] that asks for a new `prepare`.
+/// True for the error of [`reference()`] that asks for a new `prepare`.
 pub fn is_body_swept(err: &StorageError) -> bool {
     matches!(err, StorageError::Blob(msg) if msg == BODY_SWEPT)
 }
