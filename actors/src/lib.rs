@@ -1,9 +1,23 @@
 //! Every supervised actor of a meshmail node (built on `ractor`): the node
-//! supervisor, one session actor per client connection, the mailbox shard
-//! actors (the single writer of their accounts' mailboxes), the commit
-//! batchers that fold many deliveries into one KV transaction, the
-//! compactor and the quarantine actor.
+//! supervisor ([`node`]), the listener supervisors with one session actor
+//! per client connection ([`session`]), the mailbox shard actors — the
+//! single writer of their accounts' mailboxes ([`shard`]), the commit
+//! batchers that fold deliveries into one KV transaction ([`batcher`]), and
+//! the poison quarantine ([`quarantine`]). [`delivery`] is the path sessions
+//! call; [`auth`] verifies passwords off the async workers.
 //!
 //! Architecture invariant: depends only on `meshmail-storage`. Supervisors
-//! override ractor's default of stopping when a child exits; a panic in a
-//! handler is contained. Not built yet: see docs/ARCHITECTURE.md.
+//! override ractor's default of stopping when a child exits and restart
+//! within a bounded budget ([`restart`]); a panic in a handler is contained.
+//! Every actor counts itself in `meshmail_actors_live{kind}` ([`live`]).
+
+pub mod auth;
+pub mod batcher;
+pub mod delivery;
+pub mod faults;
+pub mod live;
+pub mod node;
+pub mod quarantine;
+pub mod restart;
+pub mod session;
+pub mod shard;

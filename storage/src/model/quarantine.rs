@@ -23,6 +23,10 @@ pub struct QuarantineRecord {
     pub recipient: String,
     pub body_hash: String,
     pub body_size: u64,
+    /// What a redelivery needs besides the body (account, mailbox, flags,
+    /// summaries), as the actors crate serialized it.
+    #[serde(default)]
+    pub request: serde_json::Value,
 }
 
 pub fn put(txn: &Txn, record: &QuarantineRecord) -> Result<()> {

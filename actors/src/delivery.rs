@@ -1,0 +1,200 @@
+//! The delivery path as sessions see it: a [`DeliveryRequest`] goes to the
+//! recipient's shard actor, which queues it for its commit batcher; the
+//! caller gets an [`Outcome`] only once the batch transaction committed.
+//!
+//! [`deliver`] is also where poison handling lives: when the batcher dies
+//! while handling *this* delivery (the [`PoisonBoard`] says so), the failure
+//! is counted durably; at the third it is quarantined instead of retried.
+//! Deliveries that merely shared a batch with a poison message are retried
+//! without counting.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use meshmail_storage::blob::PreparedBody;
+use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::model::quarantine;
+use meshmail_storage::{StorageError, Txn};
+use ractor::rpc::CallResult;
+use ractor::RpcReplyPort;
+use serde::{Deserialize, Serialize};
+
+use crate::faults::Fault;
+use crate::node::NodeCtx;
+use crate::shard::ShardMsg;
+
+/// How long a caller waits for its batch to commit before retrying (the
+/// retry is idempotent: the acceptance id is checked in the transaction).
+pub const DELIVERY_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retries after failures that were not this delivery's fault.
+const COLLATERAL_RETRIES_MAX: u32 = 20;
+
+/// One message for one recipient mailbox.
+#[derive(Debug, Clone)]
+pub struct DeliveryRequest {
+    /// Unique per acceptance (UUIDv7), never derived from the content.
+    pub acceptance_id: [u8; 16],
+    pub account: AccountId,
+    /// For logs and quarantine records.
+    pub recipient: String,
+    pub mailbox: String,
+    pub body: PreparedBody,
+    pub flags: Vec<String>,
+    pub internal_date_ms: i64,
+    pub envelope: serde_json::Value,
+    pub body_structure: serde_json::Value,
+    /// Test-only fault to trigger (see `faults`).
+    pub fault: Option<Fault>,
+    /// Set when an operator redelivers a quarantined item: the batch
+    /// transaction also removes the quarantine record.
+    pub from_quarantine: Option<[u8; 16]>,
+}
+
+/// What a quarantine record keeps to redeliver later (no body bytes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredRequest {
+    pub account: AccountId,
+    pub recipient: String,
+    pub mailbox: String,
+    pub flags: Vec<String>,
+    pub internal_date_ms: i64,
+    pub envelope: serde_json::Value,
+    pub body_structure: serde_json::Value,
+}
+
+impl DeliveryRequest {
+    pub fn stored(&self) -> StoredRequest {
+        StoredRequest {
+            account: self.account,
+            recipient: self.recipient.clone(),
+            mailbox: self.mailbox.clone(),
+            flags: self.flags.clone(),
+            internal_date_ms: self.internal_date_ms,
+            envelope: self.envelope.clone(),
+            body_structure: self.body_structure.clone(),
+        }
+    }
+}
+
+/// The final state an accepted delivery reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered { mailbox: MailboxId, uid: Uid, modseq: u64 },
+    Quarantined { quarantine_id: [u8; 16] },
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum DeliveryError {
+    /// Nothing was stored; try again later (SMTP 451, LMTP 451).
+    #[error("temporary failure: {0}")]
+    Temporary(String),
+    /// The body was swept between prepare and commit: prepare again.
+    #[error("message body must be written again")]
+    BodySwept,
+    /// Will not succeed by retrying (SMTP 554/550).
+    #[error("permanent failure: {0}")]
+    Permanent(String),
+}
+
+impl From<StorageError> for DeliveryError {
+    fn from(e: StorageError) -> Self {
+        if meshmail_storage::blob::is_body_swept(&e) {
+            DeliveryError::BodySwept
+        } else {
+            DeliveryError::Temporary(e.to_string())
+        }
+    }
+}
+
+/// The reply a batcher sends to one waiter.
+pub type DeliveryReply = RpcReplyPort<Result<Outcome, DeliveryError>>;
+
+/// Which deliveries were being handled when a batcher panicked.
+#[derive(Debug, Default)]
+pub struct PoisonBoard {
+    crashed: Mutex<HashSet<[u8; 16]>>,
+}
+
+impl PoisonBoard {
+    pub fn mark_crashed(&self, id: [u8; 16]) {
+        self.crashed.lock().expect("poison board").insert(id);
+    }
+
+    /// True (once) if this delivery was in hand when its handler crashed.
+    pub fn take_crashed(&self, id: &[u8; 16]) -> bool {
+        self.crashed.lock().expect("poison board").remove(id)
+    }
+}
+
+/// Held while one delivery is handled: if the handler panics, unwinding
+/// drops it and marks this delivery as the culprit.
+pub struct InFlight<'a> {
+    board: &'a PoisonBoard,
+    id: [u8; 16],
+}
+
+impl<'a> InFlight<'a> {
+    pub fn new(board: &'a PoisonBoard, id: [u8; 16]) -> Self {
+        InFlight { board, id }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.board.mark_crashed(self.id);
+        }
+    }
+}
+
+/// Delivers one request through its shard actor and waits for the commit.
+pub async fn deliver(ctx: &Arc<NodeCtx>, req: DeliveryRequest) -> Result<Outcome, DeliveryError> {
+    let started = Instant::now();
+    let mut collateral = 0u32;
+    loop {
+        let shard = ctx.shard_of(req.account);
+        let Some(actor) = ctx.shard_actor(shard) else {
+            return Err(DeliveryError::Temporary(format!("shard {shard} is not served by this node")));
+        };
+        let r = req.clone();
+        let call = actor
+            .call(move |port| ShardMsg::Deliver(Box::new(r), port), Some(DELIVERY_CALL_TIMEOUT))
+            .await;
+        match call {
+            Ok(CallResult::Success(result)) => {
+                metrics::histogram!("meshmail_delivery_seconds").record(started.elapsed().as_secs_f64());
+                return result;
+            }
+            Ok(CallResult::Timeout) => collateral += 1,
+            Ok(CallResult::SenderError) | Err(_) => {
+                if ctx.poison.take_crashed(&req.acceptance_id) {
+                    let failures = count_failure(ctx, &req.acceptance_id).await?;
+                    tracing::warn!(
+                        acceptance = %meshmail_storage::model::id_to_string(&req.acceptance_id),
+                        failures, "delivery crashed its handler"
+                    );
+                    if failures >= quarantine::ATTEMPTS_MAX {
+                        let reason = format!("handler crashed {failures} times");
+                        return crate::quarantine::quarantine(ctx, &req, &reason).await;
+                    }
+                } else {
+                    collateral += 1;
+                }
+            }
+        }
+        if collateral > COLLATERAL_RETRIES_MAX {
+            return Err(DeliveryError::Temporary("delivery path unavailable".into()));
+        }
+        tokio::time::sleep(Duration::from_millis(20 * u64::from(collateral.min(10)) + 5)).await;
+    }
+}
+
+/// Durably counts one crash of a delivery (survives a node crash).
+async fn count_failure(ctx: &NodeCtx, id: &[u8; 16]) -> Result<i64, DeliveryError> {
+    let id = *id;
+    Ok(ctx
+        .db
+        .run("delivery_failure", move |txn: Txn| async move { quarantine::count_failure(&txn, &id).await })
+        .await?)
+}

@@ -1,0 +1,112 @@
+//! The mailbox shard actor: the single writer of the accounts that hash to
+//! its virtual shard. Every write to those mailboxes passes through it (today
+//! deliveries; IMAP flag changes, expunges and moves join them), and it
+//! keeps the list of sessions to notify — the push path of IMAP IDLE, fed by
+//! the writer instead of by watching the store.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use meshmail_storage::keyspace::{AccountId, MailboxId};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::mpsc;
+
+use crate::batcher::{BatcherMsg, Pending};
+use crate::delivery::{DeliveryReply, DeliveryRequest};
+use crate::live::LiveGuard;
+use crate::node::NodeCtx;
+
+/// A hint that a mailbox changed; sessions re-read the store from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeHint {
+    pub account: AccountId,
+    pub mailbox: MailboxId,
+    pub uid: u32,
+    pub modseq: u64,
+}
+
+/// A session that wants hints for one account. The channel is bounded: a
+/// session that does not keep up loses hints, never memory, and re-reads.
+#[derive(Debug, Clone)]
+pub struct Subscriber {
+    pub id: u64,
+    pub account: AccountId,
+    pub tx: mpsc::Sender<ChangeHint>,
+}
+
+pub enum ShardMsg {
+    Deliver(Box<DeliveryRequest>, DeliveryReply),
+    /// Sent by the batcher after a commit that changed this shard.
+    Committed(ChangeHint),
+    Subscribe(Subscriber),
+    Unsubscribe { account: AccountId, id: u64 },
+}
+
+pub struct ShardActor;
+
+pub struct ShardArgs {
+    pub ctx: Arc<NodeCtx>,
+    pub shard: u32,
+}
+
+pub struct ShardState {
+    ctx: Arc<NodeCtx>,
+    shard: u32,
+    subscribers: HashMap<AccountId, Vec<Subscriber>>,
+    _live: LiveGuard,
+}
+
+impl Actor for ShardActor {
+    type Msg = ShardMsg;
+    type State = ShardState;
+    type Arguments = ShardArgs;
+
+    async fn pre_start(&self, _me: ActorRef<ShardMsg>, args: ShardArgs) -> Result<ShardState, ActorProcessingErr> {
+        Ok(ShardState {
+            ctx: args.ctx,
+            shard: args.shard,
+            subscribers: HashMap::new(),
+            _live: LiveGuard::new("shard"),
+        })
+    }
+
+    async fn handle(&self, _me: ActorRef<ShardMsg>, msg: ShardMsg, st: &mut ShardState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ShardMsg::Deliver(req, reply) => {
+                let idx = st.ctx.batcher_index(st.shard);
+                st.ctx.queues[idx].push(Pending {
+                    req: *req,
+                    shard: st.shard,
+                    enqueued: Instant::now(),
+                    reply,
+                });
+                if let Some(b) = st.ctx.batcher(idx) {
+                    let _ = b.cast(BatcherMsg::Kick);
+                }
+            }
+            ShardMsg::Committed(hint) => {
+                if let Some(subs) = st.subscribers.get_mut(&hint.account) {
+                    // Closed channels are sessions that ended: drop them here.
+                    subs.retain(|s| !s.tx.is_closed());
+                    for s in subs.iter() {
+                        if s.tx.try_send(hint).is_err() {
+                            metrics::counter!("meshmail_shard_hints_dropped_total").increment(1);
+                        }
+                    }
+                    metrics::counter!("meshmail_shard_hints_sent_total").increment(subs.len() as u64);
+                }
+            }
+            ShardMsg::Subscribe(sub) => st.subscribers.entry(sub.account).or_default().push(sub),
+            ShardMsg::Unsubscribe { account, id } => {
+                if let Some(subs) = st.subscribers.get_mut(&account) {
+                    subs.retain(|s| s.id != id);
+                    if subs.is_empty() {
+                        st.subscribers.remove(&account);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
