@@ -9,7 +9,9 @@ pub mod ledger;
 pub mod mailboxes;
 pub mod messages;
 pub mod nodes;
+pub mod outbound;
 pub mod quarantine;
+pub mod verify;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

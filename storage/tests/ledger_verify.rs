@@ -1,0 +1,70 @@
+//! The ledger verifier reconciles every acceptance with what it names, and
+//! reports exactly the ones that are not backed by the store.
+
+use std::sync::Arc;
+
+use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
+use meshmail_storage::model::messages::{BodyRef, NewMessage};
+use meshmail_storage::model::verify::verify_ledger;
+use meshmail_storage::model::{accounts, domains, mailboxes, messages, new_id};
+use meshmail_storage::{Database, StorageError, keyspace};
+
+#[tokio::test]
+async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::new(Arc::new(SqliteBackend::open(SqliteOptions::new(dir.path().join("m.sqlite"))).unwrap()));
+    let (account, inbox) = db
+        .run("setup", |txn| async move {
+            domains::add(&txn, "example.org").await?;
+            let a = accounts::add(&txn, "bob@example.org", "$argon2id$x").await?;
+            let inbox = mailboxes::find(&txn, a.id, "INBOX").await?.unwrap();
+            Ok::<_, StorageError>((a.id, inbox.id))
+        })
+        .await
+        .unwrap();
+    // 250 deliveries in batches of 50, so the verifier needs several chunks.
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let batch: Vec<[u8; 16]> = (0..50).map(|_| new_id()).collect();
+        ids.extend(batch.clone());
+        db.run("deliver", move |txn| {
+            let batch = batch.clone();
+            async move {
+                for id in batch {
+                    let msg = NewMessage {
+                        body: BodyRef {
+                            hash: "00".repeat(32),
+                            size: 10,
+                            inline: true,
+                        },
+                        flags: vec![],
+                        internal_date_ms: 0,
+                        envelope: serde_json::Value::Null,
+                        body_structure: serde_json::Value::Null,
+                        acceptance_id: id,
+                    };
+                    messages::append(&txn, account, inbox, &msg).await?;
+                }
+                Ok::<(), StorageError>(())
+            }
+        })
+        .await
+        .unwrap();
+    }
+    let clean = verify_ledger(&db, 64, |_| {}).await.unwrap();
+    assert_eq!(clean.entries, 250);
+    assert_eq!(clean.delivered, 250);
+    assert!(clean.is_clean(), "{:?}", clean.problems);
+
+    // Behind the server's back: delete the message with UID 137.
+    db.run("sabotage", move |txn| async move { txn.clear(&keyspace::message(account, inbox, 137)) })
+        .await
+        .unwrap();
+    let mut calls = 0;
+    let report = verify_ledger(&db, 64, |_| calls += 1).await.unwrap();
+    assert_eq!(report.entries, 250);
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert_eq!(report.problems[0].acceptance_id, ids[136]);
+    assert!(report.problems[0].detail.contains("uid 137"));
+    assert!(calls >= 4, "walked in bounded chunks ({calls} progress calls)");
+}
