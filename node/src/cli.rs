@@ -55,6 +55,56 @@ pub enum Command {
         #[command(subcommand)]
         cmd: AccountCmd,
     },
+    /// Check the store's invariants.
+    Verify {
+        #[command(subcommand)]
+        what: VerifyCmd,
+    },
+    /// Inspect and act on quarantined (poison) deliveries.
+    Quarantine {
+        #[command(subcommand)]
+        cmd: QuarantineCmd,
+    },
+    /// Inspect the outbound queue (mail for remote recipients).
+    Queue {
+        #[command(subcommand)]
+        cmd: QueueCmd,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VerifyCmd {
+    /// Reconcile every acceptance in the ledger with a stored message, a
+    /// queued item, a bounce or a quarantine record. Walks the ledger in
+    /// bounded chunks; exits 1 on any discrepancy.
+    Ledger {
+        /// Ledger entries per transaction.
+        #[arg(long, default_value_t = 1000)]
+        chunk: usize,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuarantineCmd {
+    /// List quarantined items (newest last).
+    List,
+    /// Show one item in full.
+    Show { id: String },
+    /// Deliver it again, through the running node at --node (its HTTP listener).
+    Redeliver {
+        id: String,
+        /// HTTP address of a running node.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        node: String,
+    },
+    /// Remove it; its acceptance ends as bounced.
+    Drop { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCmd {
+    /// List queued outbound items.
+    List,
 }
 
 #[derive(Debug, Args, Default)]
@@ -62,9 +112,42 @@ pub struct ServeArgs {
     /// This node's name in the mesh (default: node0). Each start gets a new generation.
     #[arg(long)]
     pub node_name: Option<String>,
-    /// HTTP listener for /metrics, /health and /status (dev default 127.0.0.1:8080).
+    /// Inbound MX listener (dev default 127.0.0.1:2525; "off" disables it).
     #[arg(long)]
-    pub http: Option<SocketAddr>,
+    pub smtp: Option<ListenAddr>,
+    /// Submission with STARTTLS and AUTH (dev default 127.0.0.1:2587).
+    #[arg(long)]
+    pub submission: Option<ListenAddr>,
+    /// Submission over implicit TLS (dev default 127.0.0.1:2465).
+    #[arg(long)]
+    pub submissions: Option<ListenAddr>,
+    /// LMTP, for use behind another MTA (dev default 127.0.0.1:2424).
+    #[arg(long)]
+    pub lmtp: Option<ListenAddr>,
+    /// HTTP listener for /metrics, /health, /status and the admin API (dev default 127.0.0.1:8080).
+    #[arg(long)]
+    pub http: Option<ListenAddr>,
+    /// Allow AUTH without TLS from loopback clients (tests and local tools only).
+    #[arg(long)]
+    pub allow_plaintext_auth_on_loopback: bool,
+    /// Largest accepted message in bytes (default 50 MiB).
+    #[arg(long)]
+    pub max_message_bytes: Option<u64>,
+    /// BENCHMARK ONLY: answer 250 to every message without storing it, to
+    /// measure the protocol-only ceiling. Never use it for real mail.
+    #[arg(long, hide_short_help = true)]
+    pub bench_sink: bool,
+}
+
+/// A listener address given on the command line: `host:port` or `off`.
+#[derive(Debug, Clone, Copy)]
+pub struct ListenAddr(pub Option<SocketAddr>);
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        crate::config::parse_listen(s).map(ListenAddr)
+    }
 }
 
 #[derive(Debug, Subcommand)]

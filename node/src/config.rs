@@ -5,13 +5,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use meshmail_storage::blob::{BlobConfig, INLINE_MAX_BYTES_DEFAULT};
 use meshmail_storage::open::KvConfig;
 use serde::Deserialize;
 
 use crate::cli::{GlobalOverrides, ServeArgs};
 
 pub const DATA_DIR_DEFAULT: &str = "./meshmail-data";
-pub const HTTP_DEFAULT: &str = "127.0.0.1:8080";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -20,24 +20,94 @@ pub struct Config {
     pub data_dir: PathBuf,
     #[serde(default = "default_node_name")]
     pub node_name: String,
+    /// The name this node gives itself in greetings and Received headers.
+    #[serde(default = "default_hostname")]
+    pub hostname: String,
+    #[serde(default = "default_shard_count")]
+    pub shard_count: u32,
+    #[serde(default = "default_batchers")]
+    pub batchers: usize,
     #[serde(default)]
     pub listen: Listen,
+    #[serde(default)]
+    pub smtp: SmtpConfig,
+    #[serde(default)]
+    pub tls: TlsConfig,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,
+    /// The blob store; default: `<data_dir>/blobs`.
+    #[serde(default)]
+    pub blobs: Option<BlobConfig>,
+    #[serde(default = "default_inline")]
+    pub inline_max_bytes: usize,
 }
 
+/// Listener addresses. A listener left out of the file keeps its dev default;
+/// set it to "off" to disable it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
-    #[serde(default = "default_http")]
-    pub http: SocketAddr,
+    #[serde(default = "d_smtp", with = "opt_addr")]
+    pub smtp: Option<SocketAddr>,
+    #[serde(default = "d_submission", with = "opt_addr")]
+    pub submission: Option<SocketAddr>,
+    /// Implicit TLS submission (RFC 8314), 465 in production.
+    #[serde(default = "d_submissions", with = "opt_addr")]
+    pub submissions: Option<SocketAddr>,
+    #[serde(default = "d_lmtp", with = "opt_addr")]
+    pub lmtp: Option<SocketAddr>,
+    #[serde(default = "d_http", with = "opt_addr")]
+    pub http: Option<SocketAddr>,
 }
 
 impl Default for Listen {
     fn default() -> Self {
-        Listen { http: default_http() }
+        Listen {
+            smtp: d_smtp(),
+            submission: d_submission(),
+            submissions: d_submissions(),
+            lmtp: d_lmtp(),
+            http: d_http(),
+        }
     }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpConfig {
+    /// Largest message accepted (SIZE); default 50 MiB.
+    #[serde(default = "d_max_message")]
+    pub max_message_bytes: u64,
+    /// Most recipients per transaction.
+    #[serde(default = "d_max_rcpt")]
+    pub max_recipients: usize,
+    /// Allow AUTH without TLS when the client connects from loopback (dev
+    /// and tests only; never over a network).
+    #[serde(default)]
+    pub allow_plaintext_auth_on_loopback: bool,
+    /// Seconds a client may stay silent before it is dropped with 421
+    /// (RFC 5321 §4.5.3.2 suggests 5 minutes).
+    #[serde(default = "d_idle")]
+    pub idle_timeout_s: u64,
+}
+
+impl Default for SmtpConfig {
+    fn default() -> Self {
+        SmtpConfig {
+            max_message_bytes: d_max_message(),
+            max_recipients: d_max_rcpt(),
+            allow_plaintext_auth_on_loopback: false,
+            idle_timeout_s: d_idle(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -46,8 +116,64 @@ fn default_data_dir() -> PathBuf {
 fn default_node_name() -> String {
     "node0".to_string()
 }
-fn default_http() -> SocketAddr {
-    HTTP_DEFAULT.parse().expect("valid default")
+fn default_hostname() -> String {
+    "localhost".to_string()
+}
+fn default_shard_count() -> u32 {
+    meshmail_actors::node::SHARD_COUNT_DEFAULT
+}
+fn default_batchers() -> usize {
+    2
+}
+fn default_inline() -> usize {
+    INLINE_MAX_BYTES_DEFAULT
+}
+fn addr(s: &str) -> Option<SocketAddr> {
+    Some(s.parse().expect("valid default address"))
+}
+fn d_smtp() -> Option<SocketAddr> {
+    addr("127.0.0.1:2525")
+}
+fn d_submission() -> Option<SocketAddr> {
+    addr("127.0.0.1:2587")
+}
+fn d_submissions() -> Option<SocketAddr> {
+    addr("127.0.0.1:2465")
+}
+fn d_lmtp() -> Option<SocketAddr> {
+    addr("127.0.0.1:2424")
+}
+fn d_http() -> Option<SocketAddr> {
+    addr("127.0.0.1:8080")
+}
+fn d_max_message() -> u64 {
+    50 * 1024 * 1024
+}
+fn d_max_rcpt() -> usize {
+    100
+}
+fn d_idle() -> u64 {
+    300
+}
+
+/// `"host:port"` or `"off"`.
+mod opt_addr {
+    use std::net::SocketAddr;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+        let s = String::deserialize(d)?;
+        super::parse_listen(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parses a listener setting: an address, or `off`.
+pub fn parse_listen(s: &str) -> Result<Option<SocketAddr>, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|e| format!("{s:?} is not host:port or \"off\": {e}"))
 }
 
 impl Config {
@@ -69,15 +195,33 @@ impl Config {
         if let Some(n) = &args.node_name {
             self.node_name = n.clone();
         }
-        if let Some(a) = args.http {
-            self.listen.http = a;
+        for (flag, slot) in [
+            (&args.smtp, &mut self.listen.smtp),
+            (&args.submission, &mut self.listen.submission),
+            (&args.submissions, &mut self.listen.submissions),
+            (&args.lmtp, &mut self.listen.lmtp),
+            (&args.http, &mut self.listen.http),
+        ] {
+            if let Some(v) = flag {
+                *slot = v.0;
+            }
+        }
+        if args.allow_plaintext_auth_on_loopback {
+            self.smtp.allow_plaintext_auth_on_loopback = true;
+        }
+        if let Some(m) = args.max_message_bytes {
+            self.smtp.max_message_bytes = m;
         }
         self
     }
 
     pub fn kv(&self) -> KvConfig {
-        self.store
-            .clone()
-            .unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir))
+        self.store.clone().unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir))
+    }
+
+    pub fn blob_config(&self) -> BlobConfig {
+        self.blobs.clone().unwrap_or_else(|| BlobConfig::Local {
+            dir: self.data_dir.join("blobs"),
+        })
     }
 }

@@ -18,6 +18,7 @@ pub struct NodeInfo {
     pub started: Instant,
     pub db: Database,
     pub metrics: PrometheusHandle,
+    pub ctx: Arc<meshmail_actors::node::NodeCtx>,
 }
 
 pub fn router(info: Arc<NodeInfo>) -> Router {
@@ -25,6 +26,7 @@ pub fn router(info: Arc<NodeInfo>) -> Router {
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .route("/status", get(status))
+        .route("/admin/quarantine/{id}/redeliver", axum::routing::post(redeliver))
         .with_state(info)
 }
 
@@ -53,5 +55,20 @@ async fn status(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
         "generation": info.generation,
         "backend": info.db.backend_name(),
         "uptime_s": info.started.elapsed().as_secs(),
+        "shards_owned": info.ctx.owned_shards(),
+        "shard_count": info.ctx.shard_count,
+        "actors_live": meshmail_actors::live::live_actors(),
     }))
+}
+
+/// Redelivers a quarantined item through its shard actor.
+async fn redeliver(State(info): State<Arc<NodeInfo>>, axum::extract::Path(id): axum::extract::Path<String>) -> impl IntoResponse {
+    let id = match meshmail_storage::model::id_from_str(&id) {
+        Ok(id) => id,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    match meshmail_actors::quarantine::redeliver(&info.ctx, id).await {
+        Ok(outcome) => (StatusCode::OK, format!("redelivered: {outcome:?}\n")),
+        Err(e) => (StatusCode::CONFLICT, format!("redelivery failed: {e}\n")),
+    }
 }

@@ -6,11 +6,13 @@ mod admin;
 mod cli;
 mod config;
 mod http;
+mod listeners;
 mod serve;
+mod tls;
 
 use clap::Parser;
 
-use cli::{AccountCmd, Cli, Command, DomainCmd};
+use cli::{AccountCmd, Cli, Command, DomainCmd, QuarantineCmd, QueueCmd, VerifyCmd};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -22,7 +24,10 @@ fn main() -> anyhow::Result<()> {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = config::Config::load(cli.config.as_deref(), &cli.overrides)?;
     match cli.command {
-        Command::Serve(args) => serve::run(cfg.with_serve_args(&args)).await,
+        Command::Serve(args) => {
+            let opts = serve::ServeOptions { sink: args.bench_sink };
+            serve::run(cfg.with_serve_args(&args), opts).await
+        }
         Command::Domain {
             cmd: DomainCmd::Add { domain },
         } => admin::domain_add(&cfg, &domain).await,
@@ -31,6 +36,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cmd: AccountCmd::Add { email, password_stdin },
         } => admin::account_add(&cfg, &email, password_stdin).await,
         Command::Account { cmd: AccountCmd::List } => admin::account_list(&cfg).await,
+        Command::Verify {
+            what: VerifyCmd::Ledger { chunk },
+        } => {
+            if !admin::verify_ledger(&cfg, chunk).await? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Quarantine { cmd } => match cmd {
+            QuarantineCmd::List => admin::quarantine_list(&cfg).await,
+            QuarantineCmd::Show { id } => admin::quarantine_show(&cfg, &id).await,
+            QuarantineCmd::Redeliver { id, node } => admin::quarantine_redeliver(&id, &node).await,
+            QuarantineCmd::Drop { id } => admin::quarantine_drop(&cfg, &id).await,
+        },
+        Command::Queue { cmd: QueueCmd::List } => admin::queue_list(&cfg).await,
     }
 }
 

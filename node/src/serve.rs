@@ -1,63 +1,131 @@
-//! `meshmail serve`: open the store, take a new generation, serve until
-//! interrupted.
+//! `meshmail serve`: open the store, take a new generation and the shard
+//! leases, start the actors and the listeners, serve until interrupted.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use meshmail_actors::auth::Authenticator;
+use meshmail_actors::node::{self as actor_node, NodeCtx, NodeIdentity};
+use meshmail_protocols::smtp::session::{Mode, SmtpShared};
+use meshmail_storage::blob::BlobStore;
 use meshmail_storage::model::nodes;
 use meshmail_storage::open::open_kv;
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 use crate::config::Config;
 use crate::http::{self, NodeInfo};
+use crate::{listeners, tls};
 
 /// Seconds, from 50 µs to 10 s: covers a cached read up to a stalled commit.
 const LATENCY_BUCKETS_S: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-pub async fn run(cfg: Config) -> anyhow::Result<()> {
+/// Batch sizes: powers of two up to the batcher's maximum.
+const COUNT_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+/// Sizes in bytes: 1 KiB to 10 MB (FDB's transaction limit).
+const BYTE_BUCKETS: &[f64] = &[1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 10_000_000.0];
+
+pub struct ServeOptions {
+    pub sink: bool,
+}
+
+pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let started = Instant::now();
     let metrics = PrometheusBuilder::new()
         // Histograms (not summaries) so they aggregate across nodes.
         .set_buckets(LATENCY_BUCKETS_S)
         .context("metrics buckets")?
+        .set_buckets_for_metric(Matcher::Full("meshmail_batch_deliveries".into()), COUNT_BUCKETS)
+        .context("metrics buckets")?
+        .set_buckets_for_metric(Matcher::Suffix("_bytes".into()), BYTE_BUCKETS)
+        .context("metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
     let db = open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))?;
+    let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
+        .await
+        .with_context(|| format!("opening the blob store ({:?})", cfg.blob_config()))?;
     let generation = nodes::register_start(&db, &cfg.node_name, "").await?;
     metrics::gauge!("meshmail_node_generation").set(generation as f64);
-
-    let listener = tokio::net::TcpListener::bind(cfg.listen.http)
+    let identity = NodeIdentity {
+        name: cfg.node_name.clone(),
+        generation,
+    };
+    let ctx = NodeCtx::new(db.clone(), blobs, identity, cfg.shard_count, cfg.batchers);
+    ctx.acquire_all_leases().await.context("taking the shard leases")?;
+    let (_supervisor, _sup_handle) = actor_node::start(ctx.clone())
         .await
-        .with_context(|| format!("binding the HTTP listener on {}", cfg.listen.http))?;
-    let http_addr = listener.local_addr()?;
+        .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
+    let auth = Authenticator::new(db.clone(), threads);
+    let tls = tls::acceptor(cfg.tls.cert.as_deref(), cfg.tls.key.as_deref(), &cfg.data_dir, &cfg.hostname)?;
+    if opts.sink {
+        tracing::warn!("--bench-sink: SMTP answers 250 WITHOUT STORING ANYTHING (benchmark mode)");
+    }
+
+    let mut endpoints = Vec::new();
+    for (name, addr, mode) in [
+        ("smtp", cfg.listen.smtp, Mode::Mx),
+        ("submission", cfg.listen.submission, Mode::Submission { implicit_tls: false }),
+        ("submissions", cfg.listen.submissions, Mode::Submission { implicit_tls: true }),
+        ("lmtp", cfg.listen.lmtp, Mode::Lmtp),
+    ] {
+        let Some(addr) = addr else { continue };
+        let shared = Arc::new(SmtpShared {
+            ctx: ctx.clone(),
+            auth: auth.clone(),
+            tls: Some(tls.clone()),
+            hostname: cfg.hostname.clone(),
+            mode,
+            max_message_bytes: cfg.smtp.max_message_bytes,
+            max_recipients: cfg.smtp.max_recipients,
+            allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
+            idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s.max(1)),
+            sink: opts.sink,
+        });
+        let bound = listeners::spawn_smtp(name, addr, shared).await?;
+        endpoints.push(format!("{name}={bound}"));
+    }
+
     let info = Arc::new(NodeInfo {
         name: cfg.node_name.clone(),
         generation,
         started,
         db,
         metrics,
+        ctx: ctx.clone(),
     });
+    let http_listener = match cfg.listen.http {
+        Some(addr) => {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the HTTP listener on {addr}"))?;
+            endpoints.push(format!("http={}", l.local_addr()?));
+            Some(l)
+        }
+        None => None,
+    };
     tracing::info!(
         node = %cfg.node_name,
         generation,
         data_dir = %cfg.data_dir.display(),
         backend = info.db.backend_name(),
-        http = %http_addr,
+        shards = ctx.owned_shards(),
+        endpoints = %endpoints.join(" "),
         "meshmail node ready"
     );
-    // A line scripts and tests can wait for (the port may have been 0).
-    println!(
-        "meshmail ready: node={} generation={generation} http={http_addr}",
-        cfg.node_name
-    );
+    // A line scripts and tests can wait for (ports may have been 0).
+    println!("meshmail ready: node={} generation={generation} {}", cfg.node_name, endpoints.join(" "));
 
-    axum::serve(listener, http::router(info))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("HTTP listener failed")?;
+    match http_listener {
+        Some(l) => axum::serve(l, http::router(info))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("HTTP listener failed")?,
+        None => shutdown_signal().await,
+    }
     tracing::info!("meshmail node stopped");
     Ok(())
 }

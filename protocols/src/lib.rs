@@ -1,7 +1,15 @@
-//! The mail protocols: SMTP/LMTP/submission, IMAP and JMAP, each with its
-//! wire parser in its own module, separate from the session logic.
+//! The mail protocols, each with its wire layer apart from its session
+//! logic: [`smtp`] (SMTP, LMTP and submission: `command`/`data`/`reply`/
+//! `address` are the pure wire layer, `session` the state machine, `accept`
+//! what happens to a message once read), [`net`] (line I/O with STARTTLS and
+//! pipelining), and [`summary`] (the one-time parse of a message into the
+//! envelope and body structure stored with it). IMAP and JMAP come next.
 //!
 //! Architecture invariant: a protocol session never writes to the store
 //! directly; every write to a mailbox goes through that mailbox's shard
 //! actor (`meshmail-actors`). Parsers never panic on network input and are
-//! fuzzed. Not built yet: see docs/ARCHITECTURE.md.
+//! fuzzed (`protocols/fuzz`).
+
+pub mod net;
+pub mod smtp;
+pub mod summary;

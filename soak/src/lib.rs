@@ -6,3 +6,5 @@
 //! in count and in time and stops by itself.
 
 pub mod bench_kv;
+pub mod bench_smtp;
+pub mod node_proc;

@@ -30,6 +30,9 @@ enum Bench {
     /// several writes per transaction, from 1 and from several OS processes
     /// sharing one SQLite file (each run on a fresh file).
     Kv(bench_kv::KvArgs),
+    /// SMTP ingest: N messages over C connections against one node, durable
+    /// and in the server's no-storage sink mode, in the same run.
+    Smtp(meshmail_soak::bench_smtp::SmtpArgs),
     /// Internal: one worker process of `bench kv`.
     #[command(hide = true)]
     KvWorker(bench_kv::WorkerArgs),
@@ -39,6 +42,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench { what: Bench::Kv(args) } => bench_kv::run(args),
+        Command::Bench { what: Bench::Smtp(args) } => meshmail_soak::bench_smtp::run(args),
         Command::Bench {
             what: Bench::KvWorker(args),
         } => bench_kv::worker(args),

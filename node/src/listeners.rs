@@ -1,0 +1,42 @@
+//! Mail listeners: accept loops that hand each connection to a new session
+//! actor under the listener's supervisor.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use meshmail_actors::session::{ListenerMsg, start_listener};
+use meshmail_protocols::smtp::session::{SmtpSession, SmtpShared};
+use tokio::net::TcpListener;
+
+/// Binds `addr` and serves SMTP/LMTP/submission sessions on it until the
+/// process ends. Returns the bound address (the port may have been 0).
+pub async fn spawn_smtp(name: &'static str, addr: SocketAddr, shared: Arc<SmtpShared>) -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the {name} listener on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let supervisor = start_listener(name)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the {name} supervisor: {e}"))?;
+    tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let session = SmtpSession::new(shared.clone(), stream, peer);
+                    if supervisor.cast(ListenerMsg::Spawn(Box::new(session))).is_err() {
+                        tracing::error!(listener = name, "listener supervisor is gone: stopping the accept loop");
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(listener = name, error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    });
+    Ok(bound)
+}

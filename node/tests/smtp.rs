@@ -1,0 +1,77 @@
+//! SMTP, LMTP and submission over real sockets: Python's smtplib suite and
+//! swaks against a node started on port 0.
+
+mod common;
+
+use std::process::Command;
+
+use common::{Node, setup_account, write_config};
+
+const USER: &str = "alice@example.org";
+const PASSWORD: &str = "correct horse battery staple";
+
+fn node(dir: &std::path::Path) -> Node {
+    setup_account(dir, USER, PASSWORD);
+    let cfg = write_config(dir, "[smtp]\nidle_timeout_s = 2\nmax_message_bytes = 200000\n");
+    Node::start(dir, &["--config", cfg.to_str().unwrap()], &[])
+}
+
+#[test]
+fn smtplib_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = node(dir.path());
+    let out = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/smtp_suite.py"))
+        .args([n.addr("smtp"), n.addr("submission"), n.addr("lmtp"), USER, PASSWORD])
+        .output()
+        .expect("python3");
+    let report = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{report}");
+    assert!(out.status.success(), "smtplib suite failed");
+    assert!(report.contains("OK"), "{report}");
+    // What was accepted is reconciled by the ledger verifier.
+    let verify = common::meshmail(dir.path()).args(["verify", "ledger"]).output().unwrap();
+    let text = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success(), "{text}");
+    assert!(text.contains("discrepancies:  0"), "{text}");
+    assert!(text.contains("queued:         1"), "the remote recipient of the submission test is queued: {text}");
+    let queue = common::run_ok(common::meshmail(dir.path()).args(["queue", "list"]), None);
+    assert!(queue.contains("friend@remote.example"), "{queue}");
+}
+
+fn swaks(args: &[&str]) -> (bool, String) {
+    let out = Command::new("swaks").args(args).output().expect("swaks is installed (apt install swaks)");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn swaks_delivery_relay_and_submission() {
+    if Command::new("swaks").arg("--version").output().is_err() {
+        // CI installs swaks; say so loudly rather than pass silently.
+        panic!("swaks not found: install it (apt-get install swaks)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let n = node(dir.path());
+    let smtp = n.addr("smtp").to_string();
+    let (ok, out) = swaks(&["--server", &smtp, "--to", USER, "--from", "x@remote.example", "--body", "hi"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("<-  250 2.0.0"), "{out}");
+    let (ok, out) = swaks(&["--server", &smtp, "--to", "x@elsewhere.example", "--from", "x@remote.example"]);
+    assert!(!ok, "relay must be refused: {out}");
+    assert!(out.contains("550 5.7.1"), "{out}");
+    let (ok, out) = swaks(&["--server", &smtp, "--to", USER, "--pipeline", "--body", "piped"]);
+    assert!(ok, "{out}");
+    let sub = n.addr("submission").to_string();
+    let (ok, out) = swaks(&[
+        "--server", &sub, "--tls", "--auth", "PLAIN", "--auth-user", USER, "--auth-password", PASSWORD, "--from", USER,
+        "--to", USER,
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("235 2.7.0"), "{out}");
+    let subs = n.addr("submissions").to_string();
+    let (ok, out) = swaks(&[
+        "--server", &subs, "--tlsc", "--auth", "LOGIN", "--auth-user", USER, "--auth-password", PASSWORD, "--from",
+        USER, "--to", USER,
+    ]);
+    assert!(ok, "implicit TLS submission: {out}");
+}

@@ -1,0 +1,224 @@
+//! Connection plumbing shared by the line-based protocols (SMTP, LMTP, and
+//! later IMAP): a stream that can switch to TLS in place, line reads with a
+//! length cap and an idle timeout, and reply buffering that makes
+//! pipelining cheap (replies are flushed only before the next blocking read).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// Read size per syscall; also bounds how much is read past a message end.
+const READ_CHUNK: usize = 64 * 1024;
+
+pub enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+    /// Only during a TLS upgrade.
+    Upgrading,
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Upgrading => Poll::Ready(Err(io::Error::other("stream is being upgraded"))),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Upgrading => Poll::Ready(Err(io::Error::other("stream is being upgraded"))),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Upgrading => Poll::Ready(Ok(())),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Upgrading => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    #[error("client closed the connection")]
+    Closed,
+    #[error("client idle for longer than the timeout")]
+    TimedOut,
+    #[error("i/o: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A line read from the client.
+pub enum Line {
+    /// Without its CRLF.
+    Complete(Vec<u8>),
+    /// Longer than allowed; everything up to the next CRLF was discarded.
+    TooLong,
+}
+
+pub struct Conn {
+    stream: Stream,
+    inbuf: Vec<u8>,
+    /// Where the next CRLF search starts: bytes before it hold no LF.
+    scanned: usize,
+    out: Vec<u8>,
+    idle: Duration,
+    tls: bool,
+}
+
+impl Conn {
+    pub fn new(stream: Stream, idle: Duration) -> Self {
+        let tls = matches!(stream, Stream::Tls(_));
+        Conn {
+            stream,
+            inbuf: Vec::with_capacity(4096),
+            scanned: 0,
+            out: Vec::with_capacity(4096),
+            idle,
+            tls,
+        }
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// Queues bytes for the client (sent at the next flush or read).
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    pub async fn flush(&mut self) -> Result<(), ConnError> {
+        if !self.out.is_empty() {
+            let out = std::mem::take(&mut self.out);
+            tokio::time::timeout(self.idle, self.stream.write_all(&out))
+                .await
+                .map_err(|_| ConnError::TimedOut)??;
+            tokio::time::timeout(self.idle, self.stream.flush())
+                .await
+                .map_err(|_| ConnError::TimedOut)??;
+        }
+        Ok(())
+    }
+
+    /// Reads more bytes into the buffer, flushing queued replies first (so
+    /// pipelined commands get their replies in one write).
+    async fn fill(&mut self) -> Result<usize, ConnError> {
+        self.flush().await?;
+        let old = self.inbuf.len();
+        self.inbuf.resize(old + READ_CHUNK, 0);
+        let read = tokio::time::timeout(self.idle, self.stream.read(&mut self.inbuf[old..])).await;
+        let n = match read {
+            Err(_) => {
+                self.inbuf.truncate(old);
+                return Err(ConnError::TimedOut);
+            }
+            Ok(Err(e)) => {
+                self.inbuf.truncate(old);
+                return Err(e.into());
+            }
+            Ok(Ok(n)) => n,
+        };
+        self.inbuf.truncate(old + n);
+        if n == 0 {
+            return Err(ConnError::Closed);
+        }
+        Ok(n)
+    }
+
+    /// One CRLF-terminated line of at most `max` bytes (CRLF excluded).
+    pub async fn read_line(&mut self, max: usize) -> Result<Line, ConnError> {
+        let mut too_long = false;
+        loop {
+            if let Some(pos) = self.inbuf[self.scanned..].iter().position(|&b| b == b'\n') {
+                let end = self.scanned + pos;
+                let line: Vec<u8> = self.inbuf.drain(..=end).collect();
+                self.scanned = 0;
+                if too_long {
+                    return Ok(Line::TooLong);
+                }
+                let mut line = line;
+                line.pop(); // LF
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                if line.len() > max {
+                    return Ok(Line::TooLong);
+                }
+                return Ok(Line::Complete(line));
+            }
+            self.scanned = self.inbuf.len();
+            if self.inbuf.len() > max + 2 {
+                // Keep no more than the cap: drop what we have, remember it.
+                too_long = true;
+                self.inbuf.clear();
+                self.scanned = 0;
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Bytes already buffered (e.g. the start of a message body after DATA),
+    /// taken out of the buffer.
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        self.scanned = 0;
+        std::mem::take(&mut self.inbuf)
+    }
+
+    /// Puts back bytes read past the end of a message (pipelined commands).
+    pub fn unread(&mut self, bytes: &[u8]) {
+        let mut v = bytes.to_vec();
+        v.extend_from_slice(&self.inbuf);
+        self.inbuf = v;
+        self.scanned = 0;
+    }
+
+    /// Reads whatever arrives next (at least one byte).
+    pub async fn read_some(&mut self) -> Result<Vec<u8>, ConnError> {
+        if self.inbuf.is_empty() {
+            self.fill().await?;
+        }
+        Ok(self.take_buffered())
+    }
+
+    /// Switches to TLS in place. Anything the client sent after STARTTLS in
+    /// plaintext is discarded (RFC 3207 §4.2: it could be an injection).
+    pub async fn start_tls(&mut self, acceptor: &TlsAcceptor) -> Result<(), ConnError> {
+        self.flush().await?;
+        self.inbuf.clear();
+        self.scanned = 0;
+        let Stream::Plain(tcp) = std::mem::replace(&mut self.stream, Stream::Upgrading) else {
+            return Err(ConnError::Io(io::Error::other("TLS is already active")));
+        };
+        let tls = tokio::time::timeout(self.idle, acceptor.accept(tcp))
+            .await
+            .map_err(|_| ConnError::TimedOut)??;
+        self.stream = Stream::Tls(Box::new(tls));
+        self.tls = true;
+        Ok(())
+    }
+
+    pub async fn shutdown(&mut self) {
+        let _ = self.flush().await;
+        let _ = self.stream.shutdown().await;
+    }
+}

@@ -1,0 +1,249 @@
+//! What happens to a message once its body is read: the Received header,
+//! the one-time parse into the stored summary, the body write, and one
+//! delivery (with its own acceptance id) per recipient — local ones through
+//! their shard actors, remote ones (submission) into the outbound queue.
+//! The replies say 250 only for what is durable.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, deliver};
+use meshmail_actors::faults;
+use meshmail_actors::node::NodeCtx;
+use meshmail_storage::blob::{self, PreparedBody};
+use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::model::outbound::{self, OutboundItem};
+use meshmail_storage::model::{accounts, domains, id_to_string, new_id, now_ms};
+use meshmail_storage::{StorageError, Txn};
+
+use super::address::Mailbox;
+use super::command::ReversePath;
+use super::reply::Reply;
+use super::session::SmtpShared;
+use crate::summary::summarize;
+
+#[derive(Debug, Clone)]
+pub enum Recipient {
+    Local { account: AccountId, address: String },
+    /// Submission only: relayed through the outbound queue.
+    Remote { address: String },
+}
+
+pub struct Accepted {
+    pub from: ReversePath,
+    pub recipients: Vec<Recipient>,
+    pub helo: String,
+    pub peer: SocketAddr,
+    pub tls: bool,
+    pub authenticated: Option<String>,
+    pub lmtp: bool,
+}
+
+pub async fn is_local_domain(ctx: &NodeCtx, domain: &str) -> Result<bool, StorageError> {
+    let domain = domain.to_string();
+    ctx.db
+        .read("smtp_domain", move |txn| {
+            let domain = domain.clone();
+            async move {
+                match domains::get(&txn, &domain).await {
+                    Err(StorageError::Model(_)) => Ok(false),
+                    other => other.map(|d| d.is_some()),
+                }
+            }
+        })
+        .await
+}
+
+/// A local account, a remote address (submission), or `None` (refused).
+pub async fn resolve_recipient(ctx: &NodeCtx, mailbox: &Mailbox, submission: bool) -> Result<Option<Recipient>, StorageError> {
+    let address = mailbox.to_string();
+    let a = address.clone();
+    let account = ctx
+        .db
+        .read("smtp_rcpt", move |txn| {
+            let a = a.clone();
+            async move {
+                match accounts::get(&txn, &a).await {
+                    Err(StorageError::Model(_)) => Ok(None),
+                    other => other,
+                }
+            }
+        })
+        .await?;
+    if let Some(acc) = account {
+        return Ok(Some(Recipient::Local {
+            account: acc.id,
+            address: acc.email,
+        }));
+    }
+    if submission && !is_local_domain(ctx, &mailbox.domain).await? {
+        return Ok(Some(Recipient::Remote { address }));
+    }
+    Ok(None)
+}
+
+fn received_header(shared: &SmtpShared, m: &Accepted, id: &str) -> String {
+    let with = match (m.lmtp, m.tls, m.authenticated.is_some()) {
+        (true, _, _) => "LMTP",
+        (false, true, true) => "ESMTPSA",
+        (false, false, true) => "ESMTPA",
+        (false, true, false) => "ESMTPS",
+        (false, false, false) => "ESMTP",
+    };
+    let date = mail_parser::DateTime::from_timestamp((now_ms() / 1000) as i64).to_rfc822();
+    let for_clause = match m.recipients.as_slice() {
+        [Recipient::Local { address, .. }] | [Recipient::Remote { address }] => format!("\r\n\tfor <{address}>"),
+        _ => String::new(),
+    };
+    format!(
+        "Received: from {} ({})\r\n\tby {} (meshmail) with {with} id {id}{for_clause};\r\n\t{date}\r\n",
+        sanitize(&m.helo),
+        m.peer.ip(),
+        shared.hostname,
+    )
+}
+
+/// HELO names end up in a header: keep them to printable ASCII.
+fn sanitize(s: &str) -> String {
+    s.chars().filter(|c| c.is_ascii_graphic()).take(255).collect()
+}
+
+/// Stores the message for every recipient; one reply per recipient.
+pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>) -> Vec<Reply> {
+    if shared.sink {
+        return m.recipients.iter().map(|_| Reply::message_accepted("sink")).collect();
+    }
+    let ids: Vec<[u8; 16]> = m.recipients.iter().map(|_| new_id()).collect();
+    let mut raw = received_header(shared, &m, &id_to_string(&ids[0])).into_bytes();
+    raw.extend_from_slice(&body);
+    drop(body);
+    let fault = faults::requested_fault(&raw);
+    let raw = Bytes::from(raw);
+    // Parse once, here; FETCH never parses again. Large messages off the workers.
+    let for_parse = raw.clone();
+    let summary = match tokio::task::spawn_blocking(move || summarize(&for_parse)).await {
+        Ok(s) => serde_json::to_value(s).unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    };
+    let (envelope, structure) = split_summary(summary);
+    let ctx = &shared.ctx;
+    let mut prepared = match ctx.blobs.prepare(&ctx.db, raw.clone()).await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not store a message body");
+            return m.recipients.iter().map(|_| Reply::local_error()).collect();
+        }
+    };
+    let sender = match &m.from {
+        ReversePath::Null => String::new(),
+        ReversePath::Mailbox(mb) => mb.to_string(),
+    };
+    let mut replies = Vec::with_capacity(m.recipients.len());
+    for (rcpt, id) in m.recipients.iter().zip(ids) {
+        let mut outcome = Err(DeliveryError::BodySwept);
+        // A body swept between prepare and commit is written again (rare).
+        for _ in 0..3 {
+            outcome = match rcpt {
+                Recipient::Local { account, address } => {
+                    let req = DeliveryRequest {
+                        acceptance_id: id,
+                        account: *account,
+                        recipient: address.clone(),
+                        mailbox: "INBOX".into(),
+                        body: prepared.clone(),
+                        flags: Vec::new(),
+                        internal_date_ms: now_ms() as i64,
+                        envelope: envelope.clone(),
+                        body_structure: structure.clone(),
+                        fault,
+                        from_quarantine: None,
+                    };
+                    deliver(ctx, req).await.map(|_| ())
+                }
+                Recipient::Remote { address } => queue_remote(ctx, id, &sender, address, &prepared).await,
+            };
+            if outcome != Err(DeliveryError::BodySwept) {
+                break;
+            }
+            match ctx.blobs.prepare(&ctx.db, raw.clone()).await {
+                Ok(p) => prepared = p,
+                Err(e) => {
+                    outcome = Err(DeliveryError::Temporary(e.to_string()));
+                    break;
+                }
+            }
+        }
+        replies.push(match outcome {
+            Ok(()) => Reply::message_accepted(&id_to_string(&id)),
+            Err(DeliveryError::Permanent(why)) => Reply::transaction_failed(&why),
+            Err(e) => {
+                tracing::warn!(error = %e, "delivery failed: answering 451");
+                Reply::local_error()
+            }
+        });
+    }
+    replies
+}
+
+/// Puts the mail for one remote recipient in the outbound queue.
+async fn queue_remote(ctx: &NodeCtx, id: [u8; 16], sender: &str, to: &str, body: &PreparedBody) -> Result<(), DeliveryError> {
+    let item = OutboundItem {
+        id: new_id(),
+        acceptance_id: id,
+        sender: sender.to_string(),
+        recipient: to.to_string(),
+        body: body.body.clone(),
+        queued_ms: now_ms(),
+        attempts: 0,
+        last_error: None,
+    };
+    let body = body.clone();
+    ctx.db
+        .run("outbound_enqueue", move |txn: Txn| {
+            let (item, body) = (item.clone(), body.clone());
+            async move {
+                if meshmail_storage::model::ledger::get(&txn, &item.acceptance_id).await?.is_some() {
+                    return Ok(()); // An earlier attempt committed.
+                }
+                blob::reference(&txn, &body).await?;
+                outbound::enqueue(&txn, &item)
+            }
+        })
+        .await
+        .map_err(DeliveryError::from)
+}
+
+/// Stored message rows keep the envelope apart from the rest of the summary.
+fn split_summary(mut summary: serde_json::Value) -> (serde_json::Value, serde_json::Value) {
+    let envelope = summary
+        .as_object_mut()
+        .and_then(|o| o.remove("envelope"))
+        .unwrap_or(serde_json::Value::Null);
+    (envelope, summary)
+}
+
+/// One SMTP reply for a whole transaction: 250 only if every recipient's copy
+/// is durable; otherwise a temporary failure wins over a permanent one, so
+/// the client retries rather than bounces what could still be delivered.
+pub fn combine(replies: Vec<Reply>) -> Reply {
+    if let Some(r) = replies.iter().find(|r| r.is_transient()) {
+        return r.clone();
+    }
+    if let Some(r) = replies.iter().find(|r| r.is_permanent()) {
+        return r.clone();
+    }
+    replies.into_iter().next().unwrap_or_else(Reply::ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_failure_wins() {
+        let r = combine(vec![Reply::message_accepted("a"), Reply::local_error(), Reply::transaction_failed("x")]);
+        assert_eq!(r.code, 451);
+        assert_eq!(combine(vec![Reply::message_accepted("a")]).code, 250);
+    }
+}

@@ -1,0 +1,512 @@
+//! What an IMAP (or JMAP) server needs to know about a message without
+//! reading it again: the ENVELOPE, the BODYSTRUCTURE tree and the byte
+//! offsets of every part's header and body in the raw message, so that
+//! `BODY[1.2.MIME]` or `BODY[1.TEXT]` is a slice of the stored bytes.
+//!
+//! [`summarize`] parses the message once with `mail-parser`, at delivery,
+//! and the [`Summary`] is stored as JSON next to the message row. A message
+//! the parser refuses or panics on still gets a minimal summary with
+//! `parse_failed: true`: a message is never dropped for being strange.
+//!
+//! Envelope strings are kept raw (unfolded, trimmed), as IMAP sends them;
+//! the subject and display names are also kept RFC 2047-decoded. Address
+//! display names come decoded only: an IMAP session that did not enable
+//! UTF8=ACCEPT re-encodes non-ASCII names as encoded words.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use mail_parser::{Address, Encoding, Header, HeaderName, HeaderValue, Message, MessageParser, PartType};
+use serde::{Deserialize, Serialize};
+
+/// Deeper MIME nesting than this is summarized as an opaque leaf. It keeps
+/// our recursion (and serde_json's, which refuses more than 128 levels)
+/// bounded on hostile input; real mail nests a handful of levels.
+pub const MAX_DEPTH: usize = 24;
+
+/// The summary of one message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Summary {
+    /// The parser refused or panicked: `structure` is a text/plain part
+    /// spanning the whole message and the envelope is empty.
+    pub parse_failed: bool,
+    /// Octets in the raw message (RFC822.SIZE).
+    pub size: u64,
+    /// Octets of the header section including the empty line that ends it
+    /// (`BODY[HEADER]`); the whole message when there is no empty line.
+    pub header_len: u64,
+    /// Where the body starts (`BODY[TEXT]` is `raw[body_offset..]`).
+    pub body_offset: u64,
+    pub envelope: Envelope,
+    pub structure: BodyPart,
+}
+
+/// An unstructured header value: as written and RFC 2047-decoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HeaderText {
+    pub raw: String,
+    pub decoded: String,
+}
+
+/// One IMAP address structure `(name adl mailbox host)`. A group is a
+/// start marker (mailbox = group name, host = None) and an end marker (all
+/// None) around its members, as RFC 3501 §7.4.2 lays it out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ImapAddress {
+    /// Display name, RFC 2047-decoded.
+    pub name: Option<String>,
+    /// Source route: always None (obsolete syntax, dropped by the parser).
+    pub adl: Option<String>,
+    pub mailbox: Option<String>,
+    pub host: Option<String>,
+}
+
+/// An address header: its raw value and the IMAP address list (empty means
+/// NIL).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AddressList {
+    pub raw: Option<String>,
+    pub addresses: Vec<ImapAddress>,
+}
+
+/// The IMAP ENVELOPE (RFC 3501 §7.4.2 / RFC 9051 §7.5.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Envelope {
+    /// The Date header as written.
+    pub date: Option<String>,
+    /// The Date header as seconds since the Unix epoch, when it parses.
+    pub date_timestamp: Option<i64>,
+    pub subject: Option<HeaderText>,
+    pub from: AddressList,
+    /// Set to `from` when absent or empty (RFC 3501: the server does this).
+    pub sender: AddressList,
+    /// Set to `from` when absent or empty.
+    pub reply_to: AddressList,
+    pub to: AddressList,
+    pub cc: AddressList,
+    pub bcc: AddressList,
+    pub in_reply_to: Option<String>,
+    pub message_id: Option<String>,
+}
+
+/// Content-Disposition: its value and parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Disposition {
+    pub kind: String,
+    pub params: Vec<(String, String)>,
+}
+
+/// One node of BODYSTRUCTURE, with where its bytes are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BodyPart {
+    /// Lowercase media type (`text`, `multipart`, ...).
+    pub media_type: String,
+    /// Lowercase subtype (`plain`, `mixed`, ...).
+    pub subtype: String,
+    /// Content-Type parameters (RFC 2231 continuations joined, values decoded).
+    pub params: Vec<(String, String)>,
+    /// Content-ID as written.
+    pub id: Option<String>,
+    /// Content-Description as written.
+    pub description: Option<String>,
+    /// Content-Transfer-Encoding as written, `7BIT` when absent.
+    pub encoding: String,
+    /// Octets of the body in its transfer encoding.
+    pub size: u64,
+    /// Lines of the body, for text/* and message/rfc822 parts.
+    pub lines: Option<u64>,
+    /// Content-MD5: never computed.
+    pub md5: Option<String>,
+    pub disposition: Option<Disposition>,
+    pub language: Vec<String>,
+    /// Content-Location as written.
+    pub location: Option<String>,
+    /// Offset of the part's MIME header (`BODY[n.MIME]` is
+    /// `raw[header_offset..body_offset]`).
+    pub header_offset: u64,
+    /// Offset of the part's body (`BODY[n]` is `raw[body_offset..end_offset]`).
+    pub body_offset: u64,
+    pub end_offset: u64,
+    /// The parts of a multipart, in order (never empty for a multipart).
+    pub children: Vec<BodyPart>,
+    /// For message/rfc822 and message/global in identity encoding: the
+    /// encapsulated message. None for an encoded one (its bytes are not in
+    /// the raw message as they are), which an IMAP server then describes
+    /// as a basic part.
+    pub message: Option<Box<NestedMessage>>,
+}
+
+/// A message inside a message/rfc822 part: `BODY[n.HEADER]` is
+/// `raw[header_offset..body_offset]`, `BODY[n.TEXT]` is
+/// `raw[body_offset..structure.end_offset]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NestedMessage {
+    pub header_offset: u64,
+    pub body_offset: u64,
+    pub envelope: Envelope,
+    pub structure: BodyPart,
+}
+
+impl BodyPart {
+    pub fn is_multipart(&self) -> bool {
+        self.media_type == "multipart"
+    }
+}
+
+impl Summary {
+    /// The part an IMAP section number names (`[1, 2]` for `1.2`), with
+    /// RFC 3501 §6.4.5 numbering: a non-multipart message has only part 1
+    /// (its body), and the numbers after a message/rfc822 part count in the
+    /// encapsulated message. None for an empty path or a part that does not
+    /// exist.
+    pub fn part(&self, path: &[u32]) -> Option<&BodyPart> {
+        let (&first, rest) = path.split_first()?;
+        let mut cur = nth_in_message(&self.structure, first)?;
+        for &n in rest {
+            cur = if cur.is_multipart() {
+                cur.children.get((n as usize).checked_sub(1)?)?
+            } else {
+                nth_in_message(&cur.message.as_ref()?.structure, n)?
+            };
+        }
+        Some(cur)
+    }
+}
+
+/// Part `n` of a message whose body structure is `root`.
+fn nth_in_message(root: &BodyPart, n: u32) -> Option<&BodyPart> {
+    if root.is_multipart() {
+        root.children.get((n as usize).checked_sub(1)?)
+    } else {
+        (n == 1).then_some(root)
+    }
+}
+
+/// Summarizes a raw message (the exact bytes that will be stored).
+pub fn summarize(raw: &[u8]) -> Summary {
+    guarded(raw, try_summarize)
+}
+
+/// Runs `summarizer`, falling back to the minimal summary when it gives up
+/// or panics. mail-parser promises not to panic; we do not bet the message
+/// on it.
+fn guarded(raw: &[u8], summarizer: impl FnOnce(&[u8]) -> Option<Summary>) -> Summary {
+    match catch_unwind(AssertUnwindSafe(|| summarizer(raw))) {
+        Ok(Some(summary)) => summary,
+        Ok(None) | Err(_) => failed_summary(raw),
+    }
+}
+
+/// The summary of a message we could not parse: one text/plain part.
+fn failed_summary(raw: &[u8]) -> Summary {
+    let len = raw.len() as u64;
+    Summary {
+        parse_failed: true,
+        size: len,
+        header_len: 0,
+        body_offset: 0,
+        envelope: Envelope::default(),
+        structure: BodyPart {
+            media_type: "text".into(),
+            subtype: "plain".into(),
+            params: vec![("charset".into(), "us-ascii".into())],
+            encoding: "7BIT".into(),
+            size: len,
+            lines: Some(count_lines(raw)),
+            end_offset: len,
+            ..BodyPart::default()
+        },
+    }
+}
+
+fn try_summarize(raw: &[u8]) -> Option<Summary> {
+    // Offsets are u32 inside mail-parser.
+    if raw.len() > u32::MAX as usize {
+        return None;
+    }
+    let message = MessageParser::default().parse(raw)?;
+    let root = message.parts.first()?;
+    let body_offset = clamp(root.offset_body, raw);
+    let walker = Walker { raw };
+    let structure = walker.part(&message, 0, 0, false);
+    let summary = Summary {
+        parse_failed: false,
+        size: raw.len() as u64,
+        header_len: body_offset,
+        body_offset,
+        envelope: walker.envelope(&root.headers),
+        structure,
+    };
+    dismantle(message);
+    Some(summary)
+}
+
+/// Drops a parsed message without recursion: a hostile message can nest
+/// message/rfc822 parts thousands deep, and the derived Drop would recurse
+/// once per level.
+fn dismantle(message: Message<'_>) {
+    let mut pending = vec![message];
+    while let Some(mut m) = pending.pop() {
+        for part in m.parts.drain(..) {
+            if let PartType::Message(nested) = part.body {
+                pending.push(nested);
+            }
+        }
+    }
+}
+
+fn clamp(offset: u32, raw: &[u8]) -> u64 {
+    u64::from(offset).min(raw.len() as u64)
+}
+
+/// Lines in a body: LFs, plus one for a last line without one.
+fn count_lines(body: &[u8]) -> u64 {
+    let lf = body.iter().filter(|&&b| b == b'\n').count() as u64;
+    lf + u64::from(body.last().is_some_and(|&b| b != b'\n'))
+}
+
+struct Walker<'a> {
+    raw: &'a [u8],
+}
+
+impl Walker<'_> {
+    /// Summarizes `message.parts[id]`. `in_digest`: the parent is
+    /// multipart/digest, where the default type is message/rfc822.
+    fn part(&self, message: &Message<'_>, id: usize, depth: usize, in_digest: bool) -> BodyPart {
+        let Some(part) = message.parts.get(id) else {
+            return BodyPart::default();
+        };
+        let header_offset = clamp(part.offset_header, self.raw);
+        let body_offset = clamp(part.offset_body, self.raw).max(header_offset);
+        let end_offset = clamp(part.offset_end, self.raw).max(body_offset);
+        let headers = &part.headers;
+        let content_type = first(headers, &HeaderName::ContentType).and_then(|h| h.value.as_content_type());
+        let (mut media_type, mut subtype, mut params) = match content_type {
+            Some(ct) => (
+                ct.c_type.to_ascii_lowercase(),
+                ct.c_subtype.as_deref().unwrap_or_default().to_ascii_lowercase(),
+                ct.attributes()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|a| (a.name.to_string(), a.value.to_string()))
+                    .collect(),
+            ),
+            None if in_digest => ("message".to_string(), "rfc822".to_string(), Vec::new()),
+            None => (
+                "text".to_string(),
+                "plain".to_string(),
+                vec![("charset".to_string(), "us-ascii".to_string())],
+            ),
+        };
+        let mut bp = BodyPart {
+            id: self.raw_value(headers, &HeaderName::ContentId),
+            description: self.raw_value(headers, &HeaderName::ContentDescription),
+            encoding: self
+                .raw_value(headers, &HeaderName::ContentTransferEncoding)
+                .unwrap_or_else(|| "7BIT".to_string()),
+            size: end_offset - body_offset,
+            disposition: first(headers, &HeaderName::ContentDisposition)
+                .and_then(|h| h.value.as_content_type())
+                .map(|d| Disposition {
+                    kind: d.c_type.to_ascii_lowercase(),
+                    params: d
+                        .attributes()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|a| (a.name.to_string(), a.value.to_string()))
+                        .collect(),
+                }),
+            language: match first(headers, &HeaderName::ContentLanguage).map(|h| &h.value) {
+                Some(HeaderValue::Text(t)) => vec![t.to_string()],
+                Some(HeaderValue::TextList(l)) => l.iter().map(|t| t.to_string()).collect(),
+                _ => Vec::new(),
+            },
+            location: self.raw_value(headers, &HeaderName::ContentLocation),
+            header_offset,
+            body_offset,
+            end_offset,
+            ..BodyPart::default()
+        };
+        let too_deep = depth >= MAX_DEPTH;
+        match &part.body {
+            PartType::Multipart(ids) if !too_deep => {
+                let digest = subtype == "digest";
+                // Children always come after their parent in `parts`; the
+                // check also rules out any cycle.
+                bp.children = ids
+                    .iter()
+                    .map(|&c| c as usize)
+                    .filter(|&c| c > id && c < message.parts.len())
+                    .map(|c| self.part(message, c, depth + 1, digest))
+                    .collect();
+            }
+            PartType::Message(nested) if !too_deep && part.encoding == Encoding::None => {
+                if let Some(nested_root) = nested.parts.first() {
+                    let nested_body = clamp(nested_root.offset_body, self.raw);
+                    bp.message = Some(Box::new(NestedMessage {
+                        header_offset: clamp(nested_root.offset_header, self.raw),
+                        body_offset: nested_body,
+                        envelope: self.envelope(&nested_root.headers),
+                        structure: self.part(nested, 0, depth + 1, false),
+                    }));
+                }
+            }
+            _ => {}
+        }
+        // Keep the tree well-formed for IMAP: a "multipart" that is not one
+        // (no boundary, too deep, no children) is described as what the
+        // parser treated it as, opaque bytes or text.
+        if media_type == "multipart" && bp.children.is_empty() {
+            (media_type, subtype, params) = if too_deep {
+                ("application".into(), "octet-stream".into(), Vec::new())
+            } else {
+                ("text".into(), "plain".into(), Vec::new())
+            };
+        }
+        if too_deep && media_type == "message" {
+            (media_type, subtype) = ("application".into(), "octet-stream".into());
+        }
+        if media_type == "text" || (media_type == "message" && bp.message.is_some()) {
+            bp.lines = Some(count_lines(&self.raw[body_offset as usize..end_offset as usize]));
+        }
+        bp.media_type = media_type;
+        bp.subtype = subtype;
+        bp.params = params;
+        bp
+    }
+
+    fn envelope(&self, headers: &[Header<'_>]) -> Envelope {
+        let date_header = first(headers, &HeaderName::Date);
+        let from = self.addresses(headers, &HeaderName::From);
+        let or_from = |list: AddressList| {
+            if list.addresses.is_empty() {
+                AddressList {
+                    raw: list.raw,
+                    addresses: from.addresses.clone(),
+                }
+            } else {
+                list
+            }
+        };
+        Envelope {
+            date: date_header.map(|h| self.raw_text(h)),
+            date_timestamp: date_header
+                .and_then(|h| h.value.as_datetime())
+                .filter(|d| d.is_valid())
+                .map(|d| d.to_timestamp()),
+            subject: first(headers, &HeaderName::Subject).map(|h| HeaderText {
+                raw: self.raw_text(h),
+                decoded: h.value.as_text().unwrap_or_default().to_string(),
+            }),
+            sender: or_from(self.addresses(headers, &HeaderName::Sender)),
+            reply_to: or_from(self.addresses(headers, &HeaderName::ReplyTo)),
+            to: self.addresses(headers, &HeaderName::To),
+            cc: self.addresses(headers, &HeaderName::Cc),
+            bcc: self.addresses(headers, &HeaderName::Bcc),
+            in_reply_to: self.raw_value(headers, &HeaderName::InReplyTo),
+            message_id: self.raw_value(headers, &HeaderName::MessageId),
+            from,
+        }
+    }
+
+    fn addresses(&self, headers: &[Header<'_>], name: &HeaderName<'_>) -> AddressList {
+        let Some(header) = first(headers, name) else {
+            return AddressList::default();
+        };
+        let mut out = Vec::new();
+        match header.value.as_address() {
+            Some(Address::List(list)) => out.extend(list.iter().map(imap_address)),
+            Some(Address::Group(groups)) => {
+                for group in groups {
+                    if let Some(name) = &group.name {
+                        out.push(ImapAddress {
+                            mailbox: Some(name.to_string()),
+                            ..ImapAddress::default()
+                        });
+                    }
+                    out.extend(group.addresses.iter().map(imap_address));
+                    if group.name.is_some() {
+                        out.push(ImapAddress::default());
+                    }
+                }
+            }
+            None => {}
+        }
+        AddressList {
+            raw: Some(self.raw_text(header)),
+            addresses: out,
+        }
+    }
+
+    /// A header's value as written: unfolded, trimmed, lossily UTF-8.
+    fn raw_text(&self, header: &Header<'_>) -> String {
+        let start = clamp(header.offset_start, self.raw) as usize;
+        let end = (clamp(header.offset_end, self.raw) as usize).max(start);
+        let text = String::from_utf8_lossy(&self.raw[start..end]);
+        // Unfolding is removing the CRLF of each fold (RFC 5322 §2.2.3).
+        let unfolded: String = text.chars().filter(|&c| c != '\r' && c != '\n').collect();
+        unfolded.trim().to_string()
+    }
+
+    fn raw_value(&self, headers: &[Header<'_>], name: &HeaderName<'_>) -> Option<String> {
+        first(headers, name).map(|h| self.raw_text(h)).filter(|v| !v.is_empty())
+    }
+}
+
+/// The first header of that name (IMAP uses the first occurrence).
+fn first<'h, 'x>(headers: &'h [Header<'x>], name: &HeaderName<'_>) -> Option<&'h Header<'x>> {
+    headers.iter().find(|h| h.name == *name)
+}
+
+fn imap_address(addr: &mail_parser::Addr<'_>) -> ImapAddress {
+    // IMAP reserves a NIL host for group markers, so an address without a
+    // domain (or without any address) gets placeholders instead.
+    let (mailbox, host) = match addr.address.as_deref() {
+        Some(a) => match a.rsplit_once('@') {
+            Some((local, domain)) => (local.to_string(), domain.to_string()),
+            None => (a.to_string(), "MISSING_DOMAIN".to_string()),
+        },
+        None => ("MISSING_MAILBOX".to_string(), "MISSING_DOMAIN".to_string()),
+    };
+    ImapAddress {
+        name: addr.name.as_ref().map(|n| n.to_string()).filter(|n| !n.is_empty()),
+        adl: None,
+        mailbox: Some(mailbox),
+        host: Some(host),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_parser_yields_the_minimal_summary() {
+        let raw = b"Subject: x\r\n\r\nline\r\n";
+        let s = guarded(raw, |_| panic!("parser bug"));
+        assert!(s.parse_failed);
+        assert_eq!(s.size, raw.len() as u64);
+        assert_eq!(s.structure.size, raw.len() as u64);
+        assert_eq!(s.structure.lines, Some(3));
+        assert_eq!(
+            (s.structure.media_type.as_str(), s.structure.subtype.as_str()),
+            ("text", "plain")
+        );
+        assert_eq!(s.envelope, Envelope::default());
+    }
+
+    #[test]
+    fn line_counting() {
+        assert_eq!(count_lines(b""), 0);
+        assert_eq!(count_lines(b"a"), 1);
+        assert_eq!(count_lines(b"a\r\n"), 1);
+        assert_eq!(count_lines(b"a\r\nb"), 2);
+    }
+}

@@ -1,0 +1,109 @@
+//! Starting a `meshmail` node process for benchmarks: fresh data directory,
+//! every listener on port 0, endpoints read from its ready line.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, bail};
+
+/// Finds the `meshmail` binary: `--meshmail`, else next to this executable.
+pub fn meshmail_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    let exe = std::env::current_exe()?;
+    let candidate = exe.with_file_name("meshmail");
+    if candidate.exists() {
+        return Ok(candidate);
+    }
+    bail!("cannot find the meshmail binary next to {}: build it (cargo build --release -p meshmail-node) or pass --meshmail", exe.display())
+}
+
+pub struct NodeProc {
+    child: Child,
+    pub endpoints: HashMap<String, String>,
+}
+
+impl NodeProc {
+    pub fn start(bin: &Path, data_dir: &Path, extra: &[&str]) -> anyhow::Result<NodeProc> {
+        let mut child = Command::new(bin)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["serve", "--smtp", "127.0.0.1:0", "--submission", "off", "--submissions", "off"])
+            .args(["--lmtp", "off", "--http", "127.0.0.1:0"])
+            .args(extra)
+            .env("MESHMAIL_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting meshmail")?;
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let ready = lines.next().context("meshmail exited before it was ready")??;
+        let endpoints = ready
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Ok(NodeProc { child, endpoints })
+    }
+
+    pub fn addr(&self, name: &str) -> anyhow::Result<String> {
+        self.endpoints.get(name).cloned().with_context(|| format!("no {name} endpoint"))
+    }
+
+    /// The Prometheus text of its /metrics.
+    pub fn metrics(&self) -> anyhow::Result<String> {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect(self.addr("http")?)?;
+        write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out)
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Adds a domain and an account to a data directory.
+pub fn setup_account(bin: &Path, data_dir: &Path, email: &str, password: &str) -> anyhow::Result<()> {
+    let domain = email.split('@').nth(1).context("user@domain")?;
+    let st = Command::new(bin).arg("--data-dir").arg(data_dir).args(["domain", "add", domain]).output()?;
+    if !st.status.success() {
+        bail!("domain add failed: {}", String::from_utf8_lossy(&st.stderr));
+    }
+    let mut child = Command::new(bin)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["account", "add", email, "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    child.stdin.take().expect("piped").write_all(format!("{password}\n").as_bytes())?;
+    if !child.wait()?.success() {
+        bail!("account add failed");
+    }
+    Ok(())
+}
+
+/// Sum of a histogram's `_sum` / `_count` and its buckets, from Prometheus text.
+pub fn histogram(metrics: &str, name: &str) -> (f64, f64, Vec<(String, f64)>) {
+    let (mut sum, mut count, mut buckets) = (0.0, 0.0, Vec::new());
+    for line in metrics.lines() {
+        if let Some(rest) = line.strip_prefix(&format!("{name}_sum")) {
+            sum += rest.split_whitespace().last().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        } else if let Some(rest) = line.strip_prefix(&format!("{name}_count")) {
+            count += rest.split_whitespace().last().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        } else if let Some(rest) = line.strip_prefix(&format!("{name}_bucket{{le=\"")) {
+            if let Some((le, v)) = rest.split_once("\"}") {
+                buckets.push((le.to_string(), v.trim().parse().unwrap_or(0.0)));
+            }
+        }
+    }
+    (sum, count, buckets)
+}
