@@ -191,4 +191,5 @@ impl Authenticator {
 }
 
 /// A valid argon2id hash of a random password, verified for unknown users.
-const DUMMY_PHC: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$0rKJjJmXn7zlRTyxMvmaR9WZ5hcG1YyDhU0rFKZ3ZP0";
+const DUMMY_PHC: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$0rKJjJmXn7zlRTyxMvmaR9WZ5hcG1YyDhU0rFKZ3ZP0";

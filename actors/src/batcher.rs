@@ -63,7 +63,8 @@ impl BatchQueue {
         let mut inline_bytes = 0usize;
         while let Some(front) = q.front() {
             let size = front.req.body.inline_bytes.as_ref().map_or(0, |b| b.len());
-            if batch.len() >= BATCH_DELIVERIES_MAX || (!batch.is_empty() && inline_bytes + size > BATCH_INLINE_BYTES_MAX)
+            if batch.len() >= BATCH_DELIVERIES_MAX
+                || (!batch.is_empty() && inline_bytes + size > BATCH_INLINE_BYTES_MAX)
             {
                 break;
             }
@@ -106,7 +107,11 @@ impl Actor for CommitBatcher {
     type State = BatcherState;
     type Arguments = BatcherArgs;
 
-    async fn pre_start(&self, _me: ActorRef<BatcherMsg>, args: BatcherArgs) -> Result<BatcherState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _me: ActorRef<BatcherMsg>,
+        args: BatcherArgs,
+    ) -> Result<BatcherState, ActorProcessingErr> {
         Ok(BatcherState {
             ctx: args.ctx,
             queue: args.queue,
@@ -114,7 +119,12 @@ impl Actor for CommitBatcher {
         })
     }
 
-    async fn handle(&self, _me: ActorRef<BatcherMsg>, msg: BatcherMsg, st: &mut BatcherState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _me: ActorRef<BatcherMsg>,
+        msg: BatcherMsg,
+        st: &mut BatcherState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             BatcherMsg::Kick => loop {
                 let batch = st.queue.take_batch();
@@ -133,14 +143,16 @@ impl Actor for CommitBatcher {
 async fn commit_batch(ctx: &Arc<NodeCtx>, batch: Vec<Pending>) {
     let started = Instant::now();
     for p in &batch {
-        metrics::histogram!("meshmail_shard_queue_wait_seconds").record(started.duration_since(p.enqueued).as_secs_f64());
+        metrics::histogram!("meshmail_shard_queue_wait_seconds")
+            .record(started.duration_since(p.enqueued).as_secs_f64());
     }
     metrics::histogram!("meshmail_batch_deliveries").record(batch.len() as f64);
     let reqs: Arc<Vec<(DeliveryRequest, u32)>> = Arc::new(batch.iter().map(|p| (p.req.clone(), p.shard)).collect());
     let result = run_batch(ctx, reqs.clone()).await;
     match result {
         Ok(outcomes) => {
-            metrics::counter!("meshmail_ledger_entries_total").increment(outcomes.iter().filter(|o| o.is_ok()).count() as u64);
+            metrics::counter!("meshmail_ledger_entries_total")
+                .increment(outcomes.iter().filter(|o| o.is_ok()).count() as u64);
             for (p, outcome) in batch.into_iter().zip(outcomes) {
                 if let Ok(Outcome::Delivered { mailbox, uid, modseq }) = &outcome {
                     notify(ctx, p.shard, p.req.account, *mailbox, *uid, *modseq);
@@ -191,7 +203,9 @@ async fn run_batch(ctx: &Arc<NodeCtx>, reqs: Arc<Vec<(DeliveryRequest, u32)>>) -
                 let mut out = Vec::with_capacity(reqs.len());
                 for (req, shard) in reqs.iter() {
                     if !fenced.contains_key(shard) {
-                        let epoch = ctx.lease_epoch(*shard).ok_or_else(|| StorageError::Model(format!("no lease for shard {shard}")))?;
+                        let epoch = ctx
+                            .lease_epoch(*shard)
+                            .ok_or_else(|| StorageError::Model(format!("no lease for shard {shard}")))?;
                         nodes::check_lease(&txn, *shard, &ctx.identity.name, ctx.identity.generation, epoch).await?;
                         fenced.insert(*shard, ());
                     }
@@ -216,7 +230,9 @@ async fn deliver_one(
         && let LedgerState::Delivered { mailbox, uid, .. } = entry.state
     {
         // Applied by an earlier attempt whose outcome we did not learn.
-        let modseq = messages::get(txn, req.account, mailbox, uid).await?.map_or(0, |m| m.modseq);
+        let modseq = messages::get(txn, req.account, mailbox, uid)
+            .await?
+            .map_or(0, |m| m.modseq);
         return Ok(Ok(Outcome::Delivered { mailbox, uid, modseq }));
     }
     let key = (req.account, req.mailbox.clone());
@@ -229,7 +245,10 @@ async fn deliver_one(
         }
     };
     let Some(mailbox) = mailbox else {
-        return Ok(Err(DeliveryError::Permanent(format!("no mailbox {} for {}", req.mailbox, req.recipient))));
+        return Ok(Err(DeliveryError::Permanent(format!(
+            "no mailbox {} for {}",
+            req.mailbox, req.recipient
+        ))));
     };
     match blob::reference(txn, &req.body).await {
         Ok(()) => {}

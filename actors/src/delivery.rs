@@ -16,8 +16,8 @@ use meshmail_storage::blob::PreparedBody;
 use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::quarantine;
 use meshmail_storage::{StorageError, Txn};
-use ractor::rpc::CallResult;
 use ractor::RpcReplyPort;
+use ractor::rpc::CallResult;
 use serde::{Deserialize, Serialize};
 
 use crate::faults::Fault;
@@ -155,11 +155,16 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, req: DeliveryRequest) -> Result<Outcome
     loop {
         let shard = ctx.shard_of(req.account);
         let Some(actor) = ctx.shard_actor(shard) else {
-            return Err(DeliveryError::Temporary(format!("shard {shard} is not served by this node")));
+            return Err(DeliveryError::Temporary(format!(
+                "shard {shard} is not served by this node"
+            )));
         };
         let r = req.clone();
         let call = actor
-            .call(move |port| ShardMsg::Deliver(Box::new(r), port), Some(DELIVERY_CALL_TIMEOUT))
+            .call(
+                move |port| ShardMsg::Deliver(Box::new(r), port),
+                Some(DELIVERY_CALL_TIMEOUT),
+            )
             .await;
         match call {
             Ok(CallResult::Success(result)) => {
@@ -195,6 +200,8 @@ async fn count_failure(ctx: &NodeCtx, id: &[u8; 16]) -> Result<i64, DeliveryErro
     let id = *id;
     Ok(ctx
         .db
-        .run("delivery_failure", move |txn: Txn| async move { quarantine::count_failure(&txn, &id).await })
+        .run("delivery_failure", move |txn: Txn| async move {
+            quarantine::count_failure(&txn, &id).await
+        })
         .await?)
 }

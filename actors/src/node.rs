@@ -66,7 +66,12 @@ impl NodeCtx {
     }
 
     pub fn shard_actor(&self, shard: u32) -> Option<ActorRef<ShardMsg>> {
-        self.shards.read().expect("shards").get(shard as usize).cloned().flatten()
+        self.shards
+            .read()
+            .expect("shards")
+            .get(shard as usize)
+            .cloned()
+            .flatten()
     }
 
     /// Every shard's commits go to one batcher, so two transactions never
@@ -140,7 +145,16 @@ impl NodeSupervisor {
         let ctx = st.ctx.clone();
         match child {
             Child::Shard(shard) => {
-                let (actor, _) = Actor::spawn_linked(None, ShardActor, ShardArgs { ctx: ctx.clone(), shard }, me.clone()).await?;
+                let (actor, _) = Actor::spawn_linked(
+                    None,
+                    ShardActor,
+                    ShardArgs {
+                        ctx: ctx.clone(),
+                        shard,
+                    },
+                    me.clone(),
+                )
+                .await?;
                 st.children.insert(actor.get_id(), child);
                 ctx.shards.write().expect("shards")[shard as usize] = Some(actor);
             }
@@ -173,7 +187,11 @@ impl Actor for NodeSupervisor {
     type State = SupervisorState;
     type Arguments = Arc<NodeCtx>;
 
-    async fn pre_start(&self, me: ActorRef<SupervisorMsg>, ctx: Arc<NodeCtx>) -> Result<SupervisorState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        ctx: Arc<NodeCtx>,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
         let mut st = SupervisorState {
             ctx: ctx.clone(),
             children: HashMap::new(),
@@ -223,7 +241,9 @@ fn child_kind(c: Child) -> &'static str {
 }
 
 /// Starts the node's actors; the returned supervisor lives until stopped.
-pub async fn start(ctx: Arc<NodeCtx>) -> Result<(ActorRef<SupervisorMsg>, tokio::task::JoinHandle<()>), ActorProcessingErr> {
+pub async fn start(
+    ctx: Arc<NodeCtx>,
+) -> Result<(ActorRef<SupervisorMsg>, tokio::task::JoinHandle<()>), ActorProcessingErr> {
     let (sup, handle) = Actor::spawn(None, NodeSupervisor, ctx).await?;
     Ok((sup, handle))
 }

@@ -38,7 +38,13 @@ pub async fn quarantine(ctx: &NodeCtx, req: &DeliveryRequest, reason: &str) -> R
             async move {
                 blob::reference(&txn, &prepared).await?;
                 quarantine::put(&txn, &record)?;
-                ledger::record(&txn, &acceptance, &LedgerState::Quarantined { quarantine_id: record.id })?;
+                ledger::record(
+                    &txn,
+                    &acceptance,
+                    &LedgerState::Quarantined {
+                        quarantine_id: record.id,
+                    },
+                )?;
                 Ok::<(), StorageError>(())
             }
         })
@@ -71,7 +77,9 @@ pub async fn redeliver(ctx: &Arc<NodeCtx>, id: [u8; 16]) -> Result<Outcome, Deli
     // A fresh count: three more crashes quarantine it again.
     let aid = acceptance_id;
     ctx.db
-        .run("quarantine_reset", move |txn| async move { quarantine::clear_failures(&txn, &aid) })
+        .run("quarantine_reset", move |txn| async move {
+            quarantine::clear_failures(&txn, &aid)
+        })
         .await?;
     delivery::deliver(ctx, req).await
 }
@@ -106,9 +114,17 @@ pub async fn drop_item(db: &Database, id: [u8; 16]) -> Result<(), DeliveryError>
 }
 
 async fn load(db: &Database, id: [u8; 16]) -> Result<QuarantineRecord, DeliveryError> {
-    db.read("quarantine_get", move |txn| async move { quarantine::get(&txn, &id).await })
-        .await?
-        .ok_or_else(|| DeliveryError::Permanent(format!("no quarantine item {}", meshmail_storage::model::id_to_string(&id))))
+    db.read(
+        "quarantine_get",
+        move |txn| async move { quarantine::get(&txn, &id).await },
+    )
+    .await?
+    .ok_or_else(|| {
+        DeliveryError::Permanent(format!(
+            "no quarantine item {}",
+            meshmail_storage::model::id_to_string(&id)
+        ))
+    })
 }
 
 /// Rebuilds a prepared body from what the quarantine keeps referenced.

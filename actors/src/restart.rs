@@ -27,7 +27,11 @@ impl RestartBudget {
     }
 
     fn allow_at(&mut self, now: Instant) -> bool {
-        while self.recent.front().is_some_and(|t| now.duration_since(*t) > self.window) {
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > self.window)
+        {
             self.recent.pop_front();
         }
         if self.recent.len() >= self.max_restarts {

@@ -38,7 +38,11 @@ impl Actor for SessionActor {
     type State = SessionState;
     type Arguments = Box<dyn Session>;
 
-    async fn pre_start(&self, me: ActorRef<SessionMsg>, session: Box<dyn Session>) -> Result<SessionState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        me: ActorRef<SessionMsg>,
+        session: Box<dyn Session>,
+    ) -> Result<SessionState, ActorProcessingErr> {
         let live = LiveGuard::new(session.kind());
         me.cast(SessionMsg::Run)?;
         Ok(SessionState {
@@ -47,7 +51,12 @@ impl Actor for SessionActor {
         })
     }
 
-    async fn handle(&self, me: ActorRef<SessionMsg>, msg: SessionMsg, st: &mut SessionState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        me: ActorRef<SessionMsg>,
+        msg: SessionMsg,
+        st: &mut SessionState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             SessionMsg::Run => {
                 if let Some(session) = st.session.take() {
@@ -78,14 +87,23 @@ impl Actor for ListenerSupervisor {
     type State = ListenerState;
     type Arguments = &'static str;
 
-    async fn pre_start(&self, _me: ActorRef<ListenerMsg>, name: &'static str) -> Result<ListenerState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _me: ActorRef<ListenerMsg>,
+        name: &'static str,
+    ) -> Result<ListenerState, ActorProcessingErr> {
         Ok(ListenerState {
             name,
             _live: LiveGuard::new("listener_supervisor"),
         })
     }
 
-    async fn handle(&self, me: ActorRef<ListenerMsg>, msg: ListenerMsg, st: &mut ListenerState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        me: ActorRef<ListenerMsg>,
+        msg: ListenerMsg,
+        st: &mut ListenerState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             ListenerMsg::Spawn(session) => {
                 if let Err(e) = Actor::spawn_linked(None, SessionActor, session, me.get_cell()).await {

@@ -40,7 +40,10 @@ pub enum ShardMsg {
     /// Sent by the batcher after a commit that changed this shard.
     Committed(ChangeHint),
     Subscribe(Subscriber),
-    Unsubscribe { account: AccountId, id: u64 },
+    Unsubscribe {
+        account: AccountId,
+        id: u64,
+    },
 }
 
 pub struct ShardActor;
@@ -71,7 +74,12 @@ impl Actor for ShardActor {
         })
     }
 
-    async fn handle(&self, _me: ActorRef<ShardMsg>, msg: ShardMsg, st: &mut ShardState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _me: ActorRef<ShardMsg>,
+        msg: ShardMsg,
+        st: &mut ShardState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             ShardMsg::Deliver(req, reply) => {
                 let idx = st.ctx.batcher_index(st.shard);

@@ -89,8 +89,9 @@ pub async fn account_list(cfg: &Config) -> anyhow::Result<()> {
 pub async fn verify_ledger(cfg: &Config, chunk: usize) -> anyhow::Result<bool> {
     use meshmail_storage::model::verify::verify_ledger;
     let db = open(cfg)?;
-    let bar = indicatif::ProgressBar::new_spinner()
-        .with_style(indicatif::ProgressStyle::with_template("{spinner} verifying ledger: {pos} entries ({per_sec})")?);
+    let bar = indicatif::ProgressBar::new_spinner().with_style(indicatif::ProgressStyle::with_template(
+        "{spinner} verifying ledger: {pos} entries ({per_sec})",
+    )?);
     let report = verify_ledger(&db, chunk, |n| bar.set_position(n)).await?;
     bar.finish_and_clear();
     println!("ledger entries: {}", report.entries);
@@ -100,7 +101,11 @@ pub async fn verify_ledger(cfg: &Config, chunk: usize) -> anyhow::Result<bool> {
     println!("quarantined:    {}", report.quarantined);
     println!("discrepancies:  {}", report.problems.len());
     for p in report.problems.iter().take(100) {
-        println!("  {}: {}", meshmail_storage::model::id_to_string(&p.acceptance_id), p.detail);
+        println!(
+            "  {}: {}",
+            meshmail_storage::model::id_to_string(&p.acceptance_id),
+            p.detail
+        );
     }
     if report.problems.len() > 100 {
         println!("  ... and {} more", report.problems.len() - 100);
@@ -111,7 +116,11 @@ pub async fn verify_ledger(cfg: &Config, chunk: usize) -> anyhow::Result<bool> {
 pub async fn quarantine_list(cfg: &Config) -> anyhow::Result<()> {
     use meshmail_storage::model::quarantine;
     let db = open(cfg)?;
-    let items = db.read("admin_quarantine_list", |txn| async move { quarantine::list(&txn, 10_000).await }).await?;
+    let items = db
+        .read("admin_quarantine_list", |txn| async move {
+            quarantine::list(&txn, 10_000).await
+        })
+        .await?;
     println!("{} item(s)", items.len());
     for q in items {
         println!(
@@ -131,7 +140,9 @@ pub async fn quarantine_show(cfg: &Config, id: &str) -> anyhow::Result<()> {
     let id = meshmail_storage::model::id_from_str(id)?;
     let db = open(cfg)?;
     let item = db
-        .read("admin_quarantine_show", move |txn| async move { quarantine::get(&txn, &id).await })
+        .read("admin_quarantine_show", move |txn| async move {
+            quarantine::get(&txn, &id).await
+        })
         .await?
         .ok_or_else(|| anyhow::anyhow!("no quarantined item with that id"))?;
     println!("id:          {}", meshmail_storage::model::id_to_string(&item.id));
@@ -170,7 +181,12 @@ pub async fn quarantine_redeliver(id: &str, node: &str) -> anyhow::Result<()> {
 pub async fn queue_list(cfg: &Config) -> anyhow::Result<()> {
     use meshmail_storage::model::outbound;
     let db = open(cfg)?;
-    let items = db.read("admin_queue_list", |txn| async move { outbound::list(&txn, 10_000).await }).await?;
+    let items = db
+        .read(
+            "admin_queue_list",
+            |txn| async move { outbound::list(&txn, 10_000).await },
+        )
+        .await?;
     println!("{} item(s) queued", items.len());
     for i in items {
         println!(
@@ -190,11 +206,16 @@ async fn http_post(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(addr)
         .await
         .with_context(|| format!("connecting to the node's HTTP listener at {addr}"))?;
-    s.write_all(format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
-        .await?;
+    s.write_all(
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
     let mut out = String::new();
     s.read_to_string(&mut out).await?;
     let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((status, body))
 }

@@ -173,7 +173,9 @@ pub fn parse_listen(s: &str) -> Result<Option<SocketAddr>, String> {
     if s.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
-    s.parse().map(Some).map_err(|e| format!("{s:?} is not host:port or \"off\": {e}"))
+    s.parse()
+        .map(Some)
+        .map_err(|e| format!("{s:?} is not host:port or \"off\": {e}"))
 }
 
 impl Config {
@@ -216,7 +218,9 @@ impl Config {
     }
 
     pub fn kv(&self) -> KvConfig {
-        self.store.clone().unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir))
+        self.store
+            .clone()
+            .unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir))
     }
 
     pub fn blob_config(&self) -> BlobConfig {

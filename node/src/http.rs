@@ -62,7 +62,10 @@ async fn status(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
 }
 
 /// Redelivers a quarantined item through its shard actor.
-async fn redeliver(State(info): State<Arc<NodeInfo>>, axum::extract::Path(id): axum::extract::Path<String>) -> impl IntoResponse {
+async fn redeliver(
+    State(info): State<Arc<NodeInfo>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> impl IntoResponse {
     let id = match meshmail_storage::model::id_from_str(&id) {
         Ok(id) => id,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")),

@@ -25,7 +25,16 @@ const LATENCY_BUCKETS_S: &[f64] = &[
 /// Batch sizes: powers of two up to the batcher's maximum.
 const COUNT_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 /// Sizes in bytes: 1 KiB to 10 MB (FDB's transaction limit).
-const BYTE_BUCKETS: &[f64] = &[1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 10_000_000.0];
+const BYTE_BUCKETS: &[f64] = &[
+    1024.0,
+    4096.0,
+    16384.0,
+    65536.0,
+    262144.0,
+    1048576.0,
+    4194304.0,
+    10_000_000.0,
+];
 
 pub struct ServeOptions {
     pub sink: bool,
@@ -60,7 +69,12 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
     let auth = Authenticator::new(db.clone(), threads);
-    let tls = tls::acceptor(cfg.tls.cert.as_deref(), cfg.tls.key.as_deref(), &cfg.data_dir, &cfg.hostname)?;
+    let tls = tls::acceptor(
+        cfg.tls.cert.as_deref(),
+        cfg.tls.key.as_deref(),
+        &cfg.data_dir,
+        &cfg.hostname,
+    )?;
     if opts.sink {
         tracing::warn!("--bench-sink: SMTP answers 250 WITHOUT STORING ANYTHING (benchmark mode)");
     }
@@ -68,8 +82,16 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let mut endpoints = Vec::new();
     for (name, addr, mode) in [
         ("smtp", cfg.listen.smtp, Mode::Mx),
-        ("submission", cfg.listen.submission, Mode::Submission { implicit_tls: false }),
-        ("submissions", cfg.listen.submissions, Mode::Submission { implicit_tls: true }),
+        (
+            "submission",
+            cfg.listen.submission,
+            Mode::Submission { implicit_tls: false },
+        ),
+        (
+            "submissions",
+            cfg.listen.submissions,
+            Mode::Submission { implicit_tls: true },
+        ),
         ("lmtp", cfg.listen.lmtp, Mode::Lmtp),
     ] {
         let Some(addr) = addr else { continue };
@@ -117,7 +139,11 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         "meshmail node ready"
     );
     // A line scripts and tests can wait for (ports may have been 0).
-    println!("meshmail ready: node={} generation={generation} {}", cfg.node_name, endpoints.join(" "));
+    println!(
+        "meshmail ready: node={} generation={generation} {}",
+        cfg.node_name,
+        endpoints.join(" ")
+    );
 
     match http_listener {
         Some(l) => axum::serve(l, http::router(info))

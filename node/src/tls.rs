@@ -13,7 +13,12 @@ use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
-pub fn acceptor(cert: Option<&Path>, key: Option<&Path>, data_dir: &Path, hostname: &str) -> anyhow::Result<TlsAcceptor> {
+pub fn acceptor(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    data_dir: &Path,
+    hostname: &str,
+) -> anyhow::Result<TlsAcceptor> {
     let (cert_path, key_path) = match (cert, key) {
         (Some(c), Some(k)) => (c.to_path_buf(), k.to_path_buf()),
         (None, None) => self_signed(data_dir, hostname)?,

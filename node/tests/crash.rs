@@ -17,11 +17,13 @@ use meshmail_storage::open::{KvConfig, open_kv};
 
 const USER: &str = "crash@example.org";
 
-/// Sends messages on one connection until `deadline` or an error; returns
-/// the test ids that got a 250.
-fn client(addr: String, worker: usize, deadline: Instant) -> Vec<String> {
-    let mut acked = Vec::new();
-    let Ok(stream) = TcpStream::connect(&addr) else { return acked };
+/// Sends messages on one connection until `deadline` or an error, recording
+/// each test id the moment it gets a 250; returns how many it sent.
+fn client(addr: String, worker: usize, round: usize, deadline: Instant, acked: &Mutex<Vec<String>>) -> usize {
+    let mut sent = 0;
+    let Ok(stream) = TcpStream::connect(&addr) else {
+        return sent;
+    };
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut w = stream.try_clone().unwrap();
     let mut r = BufReader::new(stream);
@@ -37,30 +39,31 @@ fn client(addr: String, worker: usize, deadline: Instant) -> Vec<String> {
         }
     };
     if reply() != Some(220) {
-        return acked;
+        return sent;
     }
     if w.write_all(b"EHLO load.example\r\n").is_err() || reply() != Some(250) {
-        return acked;
+        return sent;
     }
     let mut n = 0;
     while Instant::now() < deadline {
-        let id = format!("w{worker}-m{n}");
+        let id = format!("w{worker}-r{round}-m{n}");
         n += 1;
         let msg = format!(
             "MAIL FROM:<load@remote.example>\r\nRCPT TO:<{USER}>\r\nDATA\r\n\
              X-Test-Id: {id}\r\nSubject: crash {id}\r\n\r\nbody of {id}\r\n.\r\n"
         );
         if w.write_all(msg.as_bytes()).is_err() {
-            return acked;
+            return sent;
         }
+        sent += 1;
         let codes = [reply(), reply(), reply(), reply()];
         match codes {
-            [Some(250), Some(250), Some(354), Some(250)] => acked.push(id),
-            [_, _, _, None] | [None, ..] => return acked,
+            [Some(250), Some(250), Some(354), Some(250)] => acked.lock().unwrap().push(id),
+            [_, _, _, None] | [None, ..] => return sent,
             _ => {}
         }
     }
-    acked
+    sent
 }
 
 #[test]
@@ -75,15 +78,14 @@ fn sigkill_during_deliveries_loses_nothing_acknowledged() {
         .map(|w| {
             let (addr, acked) = (addr.clone(), acked.clone());
             std::thread::spawn(move || {
-                // Reconnect after errors until the deadline: many connections.
+                // A new connection every 50 messages until the node dies
+                // or the deadline: many connections.
+                let mut round = 0;
                 while Instant::now() < deadline {
-                    let got = client(addr.clone(), w, deadline);
-                    let empty = got.is_empty();
-                    acked.lock().unwrap().extend(got);
-                    if empty {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                    if TcpStream::connect(&addr).is_err() {
+                    let per_conn = Instant::now() + Duration::from_millis(500);
+                    let sent = client(addr.clone(), w, round, per_conn.min(deadline), &acked);
+                    round += 1;
+                    if sent == 0 && TcpStream::connect(&addr).is_err() {
                         return;
                     }
                 }
@@ -93,7 +95,7 @@ fn sigkill_during_deliveries_loses_nothing_acknowledged() {
     // Kill once enough mail is flowing, at a random moment after that.
     let kill_after = rand::random_range(0..1500u64);
     let wait_started = Instant::now();
-    while acked.lock().unwrap().len() < 500 && wait_started.elapsed() < Duration::from_secs(25) {
+    while acked.lock().unwrap().len() < 1500 && wait_started.elapsed() < Duration::from_secs(25) {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(kill_after));
@@ -102,12 +104,19 @@ fn sigkill_during_deliveries_loses_nothing_acknowledged() {
         w.join().unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= 500, "only {} messages acknowledged before the kill", acked.len());
+    assert!(
+        acked.len() >= 1500,
+        "only {} messages acknowledged before the kill",
+        acked.len()
+    );
 
     // Restart: the node comes back on the same store, and the ledger is whole.
     let node = Node::start(dir.path(), &[], &[]);
     drop(node);
-    let verify = common::meshmail(dir.path()).args(["verify", "ledger"]).output().unwrap();
+    let verify = common::meshmail(dir.path())
+        .args(["verify", "ledger"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&verify.stdout);
     assert!(verify.status.success(), "verify ledger failed:\n{text}");
 
@@ -123,7 +132,7 @@ fn sigkill_during_deliveries_loses_nothing_acknowledged() {
         }
     }
     eprintln!(
-        "crash test: {} acknowledged, {} stored, kill after {kill_after} ms past 500 acks",
+        "crash test: {} acknowledged, {} stored, kill after {kill_after} ms past 1500 acks",
         acked.len(),
         stored.len()
     );
@@ -136,7 +145,14 @@ fn stored_test_ids(data_dir: &std::path::Path) -> HashMap<String, usize> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let db = open_kv(&KvConfig::sqlite_in(data_dir)).unwrap();
-        let blobs = BlobStore::open(&BlobConfig::Local { dir: data_dir.join("blobs") }, 65536).await.unwrap();
+        let blobs = BlobStore::open(
+            &BlobConfig::Local {
+                dir: data_dir.join("blobs"),
+            },
+            65536,
+        )
+        .await
+        .unwrap();
         let (account, inbox) = db
             .read("t", |txn| async move {
                 let a = accounts::get(&txn, USER).await?.unwrap();
@@ -149,7 +165,9 @@ fn stored_test_ids(data_dir: &std::path::Path) -> HashMap<String, usize> {
         let mut from = 1u32;
         loop {
             let page = db
-                .read("t", move |txn| async move { messages::list(&txn, account, inbox, from, 500).await })
+                .read("t", move |txn| async move {
+                    messages::list(&txn, account, inbox, from, 500).await
+                })
                 .await
                 .unwrap();
             let Some(last) = page.last() else { break };

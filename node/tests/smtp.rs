@@ -30,17 +30,26 @@ fn smtplib_suite() {
     assert!(out.status.success(), "smtplib suite failed");
     assert!(report.contains("OK"), "{report}");
     // What was accepted is reconciled by the ledger verifier.
-    let verify = common::meshmail(dir.path()).args(["verify", "ledger"]).output().unwrap();
+    let verify = common::meshmail(dir.path())
+        .args(["verify", "ledger"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&verify.stdout);
     assert!(verify.status.success(), "{text}");
     assert!(text.contains("discrepancies:  0"), "{text}");
-    assert!(text.contains("queued:         1"), "the remote recipient of the submission test is queued: {text}");
+    assert!(
+        text.contains("queued:         1"),
+        "the remote recipient of the submission test is queued: {text}"
+    );
     let queue = common::run_ok(common::meshmail(dir.path()).args(["queue", "list"]), None);
     assert!(queue.contains("friend@remote.example"), "{queue}");
 }
 
 fn swaks(args: &[&str]) -> (bool, String) {
-    let out = Command::new("swaks").args(args).output().expect("swaks is installed (apt install swaks)");
+    let out = Command::new("swaks")
+        .args(args)
+        .output()
+        .expect("swaks is installed (apt install swaks)");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -53,25 +62,63 @@ fn swaks_delivery_relay_and_submission() {
     let dir = tempfile::tempdir().unwrap();
     let n = node(dir.path());
     let smtp = n.addr("smtp").to_string();
-    let (ok, out) = swaks(&["--server", &smtp, "--to", USER, "--from", "x@remote.example", "--body", "hi"]);
+    let (ok, out) = swaks(&[
+        "--server",
+        &smtp,
+        "--to",
+        USER,
+        "--from",
+        "x@remote.example",
+        "--body",
+        "hi",
+    ]);
     assert!(ok, "{out}");
     assert!(out.contains("<-  250 2.0.0"), "{out}");
-    let (ok, out) = swaks(&["--server", &smtp, "--to", "x@elsewhere.example", "--from", "x@remote.example"]);
+    let (ok, out) = swaks(&[
+        "--server",
+        &smtp,
+        "--to",
+        "x@elsewhere.example",
+        "--from",
+        "x@remote.example",
+    ]);
     assert!(!ok, "relay must be refused: {out}");
     assert!(out.contains("550 5.7.1"), "{out}");
     let (ok, out) = swaks(&["--server", &smtp, "--to", USER, "--pipeline", "--body", "piped"]);
     assert!(ok, "{out}");
     let sub = n.addr("submission").to_string();
     let (ok, out) = swaks(&[
-        "--server", &sub, "--tls", "--auth", "PLAIN", "--auth-user", USER, "--auth-password", PASSWORD, "--from", USER,
-        "--to", USER,
+        "--server",
+        &sub,
+        "--tls",
+        "--auth",
+        "PLAIN",
+        "--auth-user",
+        USER,
+        "--auth-password",
+        PASSWORD,
+        "--from",
+        USER,
+        "--to",
+        USER,
     ]);
     assert!(ok, "{out}");
     assert!(out.contains("235 2.7.0"), "{out}");
     let subs = n.addr("submissions").to_string();
     let (ok, out) = swaks(&[
-        "--server", &subs, "--tlsc", "--auth", "LOGIN", "--auth-user", USER, "--auth-password", PASSWORD, "--from",
-        USER, "--to", USER,
+        "--server",
+        &subs,
+        "--tlsc",
+        "--auth",
+        "LOGIN",
+        "--auth-user",
+        USER,
+        "--auth-password",
+        PASSWORD,
+        "--from",
+        USER,
+        "--to",
+        USER,
     ]);
     assert!(ok, "implicit TLS submission: {out}");
 }

@@ -99,7 +99,10 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
     }
     println!("\ndurable / sink = {:.2}", durable / sink.max(1e-9));
     if let Some(last) = all.iter().rev().find(|r| r.mode == "durable") {
-        println!("batch-size distribution (last durable run, cumulative): {:?}", last.batch_buckets);
+        println!(
+            "batch-size distribution (last durable run, cumulative): {:?}",
+            last.batch_buckets
+        );
     }
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_vec_pretty(&all)?)?;

@@ -42,7 +42,9 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench { what: Bench::Kv(args) } => bench_kv::run(args),
-        Command::Bench { what: Bench::Smtp(args) } => meshmail_soak::bench_smtp::run(args),
+        Command::Bench {
+            what: Bench::Smtp(args),
+        } => meshmail_soak::bench_smtp::run(args),
         Command::Bench {
             what: Bench::KvWorker(args),
         } => bench_kv::worker(args),

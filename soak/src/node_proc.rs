@@ -18,7 +18,10 @@ pub fn meshmail_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if candidate.exists() {
         return Ok(candidate);
     }
-    bail!("cannot find the meshmail binary next to {}: build it (cargo build --release -p meshmail-node) or pass --meshmail", exe.display())
+    bail!(
+        "cannot find the meshmail binary next to {}: build it (cargo build --release -p meshmail-node) or pass --meshmail",
+        exe.display()
+    )
 }
 
 pub struct NodeProc {
@@ -31,7 +34,15 @@ impl NodeProc {
         let mut child = Command::new(bin)
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["serve", "--smtp", "127.0.0.1:0", "--submission", "off", "--submissions", "off"])
+            .args([
+                "serve",
+                "--smtp",
+                "127.0.0.1:0",
+                "--submission",
+                "off",
+                "--submissions",
+                "off",
+            ])
             .args(["--lmtp", "off", "--http", "127.0.0.1:0"])
             .args(extra)
             .env("MESHMAIL_LOG", "warn")
@@ -49,7 +60,10 @@ impl NodeProc {
     }
 
     pub fn addr(&self, name: &str) -> anyhow::Result<String> {
-        self.endpoints.get(name).cloned().with_context(|| format!("no {name} endpoint"))
+        self.endpoints
+            .get(name)
+            .cloned()
+            .with_context(|| format!("no {name} endpoint"))
     }
 
     /// The Prometheus text of its /metrics.
@@ -73,7 +87,11 @@ impl Drop for NodeProc {
 /// Adds a domain and an account to a data directory.
 pub fn setup_account(bin: &Path, data_dir: &Path, email: &str, password: &str) -> anyhow::Result<()> {
     let domain = email.split('@').nth(1).context("user@domain")?;
-    let st = Command::new(bin).arg("--data-dir").arg(data_dir).args(["domain", "add", domain]).output()?;
+    let st = Command::new(bin)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["domain", "add", domain])
+        .output()?;
     if !st.status.success() {
         bail!("domain add failed: {}", String::from_utf8_lossy(&st.stderr));
     }
@@ -84,7 +102,11 @@ pub fn setup_account(bin: &Path, data_dir: &Path, email: &str, password: &str) -
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()?;
-    child.stdin.take().expect("piped").write_all(format!("{password}\n").as_bytes())?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(format!("{password}\n").as_bytes())?;
     if !child.wait()?.success() {
         bail!("account add failed");
     }
@@ -96,9 +118,17 @@ pub fn histogram(metrics: &str, name: &str) -> (f64, f64, Vec<(String, f64)>) {
     let (mut sum, mut count, mut buckets) = (0.0, 0.0, Vec::new());
     for line in metrics.lines() {
         if let Some(rest) = line.strip_prefix(&format!("{name}_sum")) {
-            sum += rest.split_whitespace().last().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            sum += rest
+                .split_whitespace()
+                .last()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
         } else if let Some(rest) = line.strip_prefix(&format!("{name}_count")) {
-            count += rest.split_whitespace().last().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            count += rest
+                .split_whitespace()
+                .last()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
         } else if let Some(rest) = line.strip_prefix(&format!("{name}_bucket{{le=\"")) {
             if let Some((le, v)) = rest.split_once("\"}") {
                 buckets.push((le.to_string(), v.trim().parse().unwrap_or(0.0)));

@@ -12,7 +12,9 @@ use meshmail_storage::{Database, StorageError, keyspace};
 #[tokio::test]
 async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::new(Arc::new(SqliteBackend::open(SqliteOptions::new(dir.path().join("m.sqlite"))).unwrap()));
+    let db = Database::new(Arc::new(
+        SqliteBackend::open(SqliteOptions::new(dir.path().join("m.sqlite"))).unwrap(),
+    ));
     let (account, inbox) = db
         .run("setup", |txn| async move {
             domains::add(&txn, "example.org").await?;
@@ -57,9 +59,11 @@ async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
     assert!(clean.is_clean(), "{:?}", clean.problems);
 
     // Behind the server's back: delete the message with UID 137.
-    db.run("sabotage", move |txn| async move { txn.clear(&keyspace::message(account, inbox, 137)) })
-        .await
-        .unwrap();
+    db.run("sabotage", move |txn| async move {
+        txn.clear(&keyspace::message(account, inbox, 137))
+    })
+    .await
+    .unwrap();
     let mut calls = 0;
     let report = verify_ledger(&db, 64, |_| calls += 1).await.unwrap();
     assert_eq!(report.entries, 250);

@@ -26,7 +26,11 @@ pub fn run_ok(cmd: &mut Command, stdin: Option<&str>) -> String {
         child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -41,10 +45,18 @@ impl Node {
     /// Starts `meshmail serve` with every listener on port 0 plus `extra` args.
     pub fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let mut cmd = meshmail(data_dir);
-        cmd.args(["serve", "--smtp", "127.0.0.1:0", "--submission", "127.0.0.1:0", "--submissions", "127.0.0.1:0"])
-            .args(["--lmtp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::piped());
+        cmd.args([
+            "serve",
+            "--smtp",
+            "127.0.0.1:0",
+            "--submission",
+            "127.0.0.1:0",
+            "--submissions",
+            "127.0.0.1:0",
+        ])
+        .args(["--lmtp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -84,11 +96,66 @@ impl Drop for Node {
 pub fn setup_account(data_dir: &Path, email: &str, password: &str) {
     let domain = email.split('@').nth(1).unwrap();
     let _ = meshmail(data_dir).args(["domain", "add", domain]).output();
-    run_ok(meshmail(data_dir).args(["account", "add", email, "--password-stdin"]), Some(&format!("{password}\n")));
+    run_ok(
+        meshmail(data_dir).args(["account", "add", email, "--password-stdin"]),
+        Some(&format!("{password}\n")),
+    );
 }
 
 pub fn write_config(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("meshmail.toml");
     std::fs::write(&p, text).unwrap();
     p
+}
+
+/// Sends one message over a fresh SMTP connection; returns the final reply
+/// code and text (the reply to the end of data, or the first refusal).
+pub fn smtp_send(addr: &str, from: &str, to: &str, data: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut buf = Vec::new();
+    let mut reply = |s: &mut std::net::TcpStream| -> (u16, String) {
+        loop {
+            if let Some(pos) = buf.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = buf.drain(..pos + 2).collect();
+                let line = String::from_utf8_lossy(&line).trim_end().to_string();
+                if line.as_bytes().get(3) != Some(&b'-') {
+                    return (line[..3].parse().unwrap(), line);
+                }
+                continue;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0, "server closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    reply(&mut s);
+    for (cmd, want) in [
+        ("EHLO test.example\r\n".to_string(), 250),
+        (format!("MAIL FROM:<{from}>\r\n"), 250),
+        (format!("RCPT TO:<{to}>\r\n"), 250),
+        ("DATA\r\n".to_string(), 354),
+    ] {
+        s.write_all(cmd.as_bytes()).unwrap();
+        let (code, text) = reply(&mut s);
+        if code != want {
+            return (code, text);
+        }
+    }
+    s.write_all(data.as_bytes()).unwrap();
+    s.write_all(b"\r\n.\r\n").unwrap();
+    let r = reply(&mut s);
+    let _ = s.write_all(b"QUIT\r\n");
+    r
+}
+
+pub fn http_get(addr: &str, path: &str) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }

@@ -25,9 +25,14 @@ use crate::summary::summarize;
 
 #[derive(Debug, Clone)]
 pub enum Recipient {
-    Local { account: AccountId, address: String },
+    Local {
+        account: AccountId,
+        address: String,
+    },
     /// Submission only: relayed through the outbound queue.
-    Remote { address: String },
+    Remote {
+        address: String,
+    },
 }
 
 pub struct Accepted {
@@ -56,7 +61,11 @@ pub async fn is_local_domain(ctx: &NodeCtx, domain: &str) -> Result<bool, Storag
 }
 
 /// A local account, a remote address (submission), or `None` (refused).
-pub async fn resolve_recipient(ctx: &NodeCtx, mailbox: &Mailbox, submission: bool) -> Result<Option<Recipient>, StorageError> {
+pub async fn resolve_recipient(
+    ctx: &NodeCtx,
+    mailbox: &Mailbox,
+    submission: bool,
+) -> Result<Option<Recipient>, StorageError> {
     let address = mailbox.to_string();
     let a = address.clone();
     let account = ctx
@@ -187,7 +196,13 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
 }
 
 /// Puts the mail for one remote recipient in the outbound queue.
-async fn queue_remote(ctx: &NodeCtx, id: [u8; 16], sender: &str, to: &str, body: &PreparedBody) -> Result<(), DeliveryError> {
+async fn queue_remote(
+    ctx: &NodeCtx,
+    id: [u8; 16],
+    sender: &str,
+    to: &str,
+    body: &PreparedBody,
+) -> Result<(), DeliveryError> {
     let item = OutboundItem {
         id: new_id(),
         acceptance_id: id,
@@ -203,7 +218,10 @@ async fn queue_remote(ctx: &NodeCtx, id: [u8; 16], sender: &str, to: &str, body:
         .run("outbound_enqueue", move |txn: Txn| {
             let (item, body) = (item.clone(), body.clone());
             async move {
-                if meshmail_storage::model::ledger::get(&txn, &item.acceptance_id).await?.is_some() {
+                if meshmail_storage::model::ledger::get(&txn, &item.acceptance_id)
+                    .await?
+                    .is_some()
+                {
                     return Ok(()); // An earlier attempt committed.
                 }
                 blob::reference(&txn, &body).await?;
@@ -242,7 +260,11 @@ mod tests {
 
     #[test]
     fn a_temporary_failure_wins() {
-        let r = combine(vec![Reply::message_accepted("a"), Reply::local_error(), Reply::transaction_failed("x")]);
+        let r = combine(vec![
+            Reply::message_accepted("a"),
+            Reply::local_error(),
+            Reply::transaction_failed("x"),
+        ]);
         assert_eq!(r.code, 451);
         assert_eq!(combine(vec![Reply::message_accepted("a")]).code, 250);
     }

@@ -18,7 +18,11 @@ pub enum AuthStep {
 }
 
 fn malformed() -> AuthStep {
-    AuthStep::Reply(Reply::new(501, Some((5, 5, 2)), "Cannot decode the authentication data"))
+    AuthStep::Reply(Reply::new(
+        501,
+        Some((5, 5, 2)),
+        "Cannot decode the authentication data",
+    ))
 }
 
 /// Asks for one SASL response; `None` when the client cancelled with `*`.
@@ -61,14 +65,20 @@ pub async fn sasl_auth(
                     None => return Ok(cancelled()),
                 },
             };
-            let Some(raw) = decode(&data) else { return Ok(malformed()) };
+            let Some(raw) = decode(&data) else {
+                return Ok(malformed());
+            };
             // authzid NUL authcid NUL passwd; an authzid other than the
             // authcid would be a proxy login, which is not offered.
             let parts: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
-            let [authz, authc, pass] = parts.as_slice() else { return Ok(malformed()) };
-            let (Ok(authz), Ok(authc), Ok(pass)) =
-                (std::str::from_utf8(authz), std::str::from_utf8(authc), std::str::from_utf8(pass))
-            else {
+            let [authz, authc, pass] = parts.as_slice() else {
+                return Ok(malformed());
+            };
+            let (Ok(authz), Ok(authc), Ok(pass)) = (
+                std::str::from_utf8(authz),
+                std::str::from_utf8(authc),
+                std::str::from_utf8(pass),
+            ) else {
                 return Ok(malformed());
             };
             if !authz.is_empty() && !authz.eq_ignore_ascii_case(authc) {
@@ -96,14 +106,22 @@ pub async fn sasl_auth(
             };
             (user, pass)
         }
-        _ => return Ok(AuthStep::Reply(Reply::new(504, Some((5, 5, 4)), "Unrecognized authentication type"))),
+        _ => {
+            return Ok(AuthStep::Reply(Reply::new(
+                504,
+                Some((5, 5, 4)),
+                "Unrecognized authentication type",
+            )));
+        }
     };
     Ok(match auth.authenticate(&user, &password, ip).await {
         AuthOutcome::Ok(account) => AuthStep::Ok(account),
         AuthOutcome::Failed => AuthStep::Reply(Reply::auth_failed()),
-        AuthOutcome::RateLimited => {
-            AuthStep::Reply(Reply::new(454, Some((4, 7, 0)), "Too many failed attempts, try again later"))
-        }
+        AuthOutcome::RateLimited => AuthStep::Reply(Reply::new(
+            454,
+            Some((4, 7, 0)),
+            "Too many failed attempts, try again later",
+        )),
         AuthOutcome::Unavailable(why) => {
             tracing::warn!(error = %why, "authentication unavailable");
             AuthStep::Reply(Reply::new(454, Some((4, 7, 0)), "Temporary authentication failure"))

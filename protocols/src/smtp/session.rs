@@ -164,7 +164,11 @@ impl State {
     }
 
     async fn converse(&mut self, conn: &mut Conn) -> Result<(), ConnError> {
-        let banner = if self.shared.mode == Mode::Lmtp { "LMTP meshmail" } else { "ESMTP meshmail" };
+        let banner = if self.shared.mode == Mode::Lmtp {
+            "LMTP meshmail"
+        } else {
+            "ESMTP meshmail"
+        };
         self.reply(conn, Reply::greeting(&self.shared.hostname, banner));
         let mut bad = 0u32;
         loop {
@@ -211,7 +215,10 @@ impl State {
             Command::Ehlo(host) | Command::Lhlo(host) => {
                 self.greeted(host, true);
                 let caps = self.capabilities(conn);
-                self.reply(conn, Reply::ehlo(&self.shared.hostname, self.helo.as_deref().unwrap_or(""), &caps));
+                self.reply(
+                    conn,
+                    Reply::ehlo(&self.shared.hostname, self.helo.as_deref().unwrap_or(""), &caps),
+                );
             }
             Command::Helo(host) => {
                 self.greeted(host, false);
@@ -292,7 +299,11 @@ impl State {
             if !owned {
                 return self.reply(
                     conn,
-                    Reply::new(553, Some((5, 7, 1)), format!("Sender address is not owned by {}", account.email)),
+                    Reply::new(
+                        553,
+                        Some((5, 7, 1)),
+                        format!("Sender address is not owned by {}", account.email),
+                    ),
                 );
             }
         }
@@ -373,7 +384,8 @@ impl State {
             }
             chunk = conn.read_some().await?;
         }
-        metrics::counter!("meshmail_smtp_data_bytes_total", "listener" => self.label()).increment(decoder.decoded_len());
+        metrics::counter!("meshmail_smtp_data_bytes_total", "listener" => self.label())
+            .increment(decoder.decoded_len());
         let result = decoder.finish();
         self.finish_message(conn, result).await;
         Ok(())
@@ -430,7 +442,10 @@ impl State {
             if let Some(t) = self.txn.as_mut() {
                 t.bdat = Some(reader);
             }
-            self.reply(conn, Reply::new(250, Some((2, 0, 0)), format!("{size} octets received")));
+            self.reply(
+                conn,
+                Reply::new(250, Some((2, 0, 0)), format!("{size} octets received")),
+            );
             return Ok(());
         }
         let result = reader.finish();
@@ -522,7 +537,10 @@ impl State {
                 }
                 self.reply(conn, r);
                 if self.auth_failures >= AUTH_FAILURES_MAX {
-                    self.reply(conn, Reply::new(421, Some((4, 7, 0)), "Too many failed authentications"));
+                    self.reply(
+                        conn,
+                        Reply::new(421, Some((4, 7, 0)), "Too many failed authentications"),
+                    );
                     return Ok(false);
                 }
             }

@@ -47,7 +47,11 @@ pub async fn verify_ledger(db: &Database, chunk: usize, mut progress: impl FnMut
                 let (b, e) = (b.clone(), e.clone());
                 async move {
                     let rows = txn.get_range(&b, &e, RangeOptions::limit(chunk)).await?;
-                    let next = if rows.len() == chunk { rows.last().map(|(k, _)| key_after(k)) } else { None };
+                    let next = if rows.len() == chunk {
+                        rows.last().map(|(k, _)| key_after(k))
+                    } else {
+                        None
+                    };
                     let mut entries = Vec::with_capacity(rows.len());
                     let mut problems = Vec::new();
                     for (_, v) in &rows {
@@ -101,11 +105,17 @@ async fn check(txn: &crate::Txn, entry: &LedgerEntry) -> Result<Option<String>> 
         },
         LedgerState::Queued { outbound_id } => match txn.get(&keyspace::outbound(outbound_id)).await? {
             Some(_) => None,
-            None => Some(format!("queued as {} but the outbound item is gone", id_to_string(outbound_id))),
+            None => Some(format!(
+                "queued as {} but the outbound item is gone",
+                id_to_string(outbound_id)
+            )),
         },
         LedgerState::Quarantined { quarantine_id } => match quarantine::get(txn, quarantine_id).await? {
             Some(_) => None,
-            None => Some(format!("quarantined as {} but the record is gone", id_to_string(quarantine_id))),
+            None => Some(format!(
+                "quarantined as {} but the record is gone",
+                id_to_string(quarantine_id)
+            )),
         },
         LedgerState::Bounced { .. } => None,
     })
