@@ -129,10 +129,10 @@ pub fn histogram(metrics: &str, name: &str) -> (f64, f64, Vec<(String, f64)>) {
                 .last()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0.0);
-        } else if let Some(rest) = line.strip_prefix(&format!("{name}_bucket{{le=\"")) {
-            if let Some((le, v)) = rest.split_once("\"}") {
-                buckets.push((le.to_string(), v.trim().parse().unwrap_or(0.0)));
-            }
+        } else if let Some(rest) = line.strip_prefix(&format!("{name}_bucket{{le=\""))
+            && let Some((le, v)) = rest.split_once("\"}")
+        {
+            buckets.push((le.to_string(), v.trim().parse().unwrap_or(0.0)));
         }
     }
     (sum, count, buckets)

@@ -364,13 +364,15 @@ impl State {
     }
 
     async fn data(&mut self, conn: &mut Conn) -> Result<(), ConnError> {
-        match &self.txn {
-            None => return Ok(self.reply(conn, Reply::new(503, Some((5, 5, 1)), "Need MAIL and RCPT first"))),
-            Some(t) if t.bdat.is_some() => {
-                return Ok(self.reply(conn, Reply::new(503, Some((5, 5, 1)), "DATA during a BDAT transaction")));
-            }
-            Some(t) if t.recipients.is_empty() => return Ok(self.reply(conn, Reply::no_valid_recipients())),
-            Some(_) => {}
+        let refusal = match &self.txn {
+            None => Some(Reply::new(503, Some((5, 5, 1)), "Need MAIL and RCPT first")),
+            Some(t) if t.bdat.is_some() => Some(Reply::new(503, Some((5, 5, 1)), "DATA during a BDAT transaction")),
+            Some(t) if t.recipients.is_empty() => Some(Reply::no_valid_recipients()),
+            Some(_) => None,
+        };
+        if let Some(r) = refusal {
+            self.reply(conn, r);
+            return Ok(());
         }
         self.reply(conn, Reply::start_mail_input());
         let limits = DataLimits::new(self.shared.max_message_bytes as usize);
