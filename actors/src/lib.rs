@@ -2,8 +2,8 @@
 //! supervisor ([`node`]), the listener supervisors with one session actor
 //! per client connection ([`session`]), the mailbox shard actors — the
 //! single writer of their accounts' mailboxes ([`shard`]), the commit
-//! batchers that fold deliveries into one KV transaction ([`batcher`]), and
-//! the poison quarantine ([`quarantine`]). [`delivery`] is the path sessions
+//! batchers that fold deliveries into one KV transaction ([`batcher`]), the
+//! compactor ([`compactor`]) and the poison quarantine ([`quarantine`]). [`delivery`] is the path sessions
 //! call; [`auth`] verifies passwords off the async workers.
 //!
 //! Architecture invariant: depends only on `meshmail-storage`. Supervisors
@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod batcher;
+pub mod compactor;
 pub mod delivery;
 pub mod faults;
 pub mod live;

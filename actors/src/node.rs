@@ -17,6 +17,7 @@ use meshmail_storage::model::{nodes, shard_of};
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::batcher::{BatchQueue, BatcherArgs, BatcherMsg, CommitBatcher};
+use crate::compactor::{Compactor, CompactorArgs, CompactorConfig};
 use crate::delivery::PoisonBoard;
 use crate::live::LiveGuard;
 use crate::restart::RestartBudget;
@@ -39,6 +40,7 @@ pub struct NodeCtx {
     pub shard_count: u32,
     pub poison: PoisonBoard,
     pub queues: Vec<Arc<BatchQueue>>,
+    pub compactor: CompactorConfig,
     shards: RwLock<Vec<Option<ActorRef<ShardMsg>>>>,
     batchers: RwLock<Vec<Option<ActorRef<BatcherMsg>>>>,
     /// Lease epoch of every shard this node owns.
@@ -47,8 +49,20 @@ pub struct NodeCtx {
 
 impl NodeCtx {
     pub fn new(db: Database, blobs: BlobStore, identity: NodeIdentity, shard_count: u32, batchers: usize) -> Arc<Self> {
+        Self::with_compactor(db, blobs, identity, shard_count, batchers, CompactorConfig::default())
+    }
+
+    pub fn with_compactor(
+        db: Database,
+        blobs: BlobStore,
+        identity: NodeIdentity,
+        shard_count: u32,
+        batchers: usize,
+        compactor: CompactorConfig,
+    ) -> Arc<Self> {
         assert!(shard_count > 0 && batchers > 0);
         Arc::new(NodeCtx {
+            compactor,
             db,
             blobs,
             identity,
@@ -127,6 +141,7 @@ impl NodeCtx {
 enum Child {
     Shard(u32),
     Batcher(usize),
+    Compactor,
 }
 
 pub struct NodeSupervisor;
@@ -177,6 +192,14 @@ impl NodeSupervisor {
                 }
                 ctx.batchers.write().expect("batchers")[idx] = Some(actor);
             }
+            Child::Compactor => {
+                let args = CompactorArgs {
+                    ctx: ctx.clone(),
+                    config: ctx.compactor,
+                };
+                let (actor, _) = Actor::spawn_linked(None, Compactor, args, me.clone()).await?;
+                st.children.insert(actor.get_id(), child);
+            }
         }
         Ok(())
     }
@@ -204,6 +227,7 @@ impl Actor for NodeSupervisor {
         for shard in 0..ctx.shard_count {
             Self::spawn_child(&me.get_cell(), &mut st, Child::Shard(shard)).await?;
         }
+        Self::spawn_child(&me.get_cell(), &mut st, Child::Compactor).await?;
         Ok(st)
     }
 
@@ -237,6 +261,7 @@ fn child_kind(c: Child) -> &'static str {
     match c {
         Child::Shard(_) => "shard",
         Child::Batcher(_) => "commit_batcher",
+        Child::Compactor => "compactor",
     }
 }
 

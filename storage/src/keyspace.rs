@@ -74,6 +74,23 @@ pub fn changes_since(account: AccountId, mailbox: MailboxId, modseq: u64) -> (Ve
     (begin, strinc(&pack(&("chg", account, mailbox))))
 }
 
+/// The highest MODSEQ trimmed from a mailbox's change log (i64 LE): changes
+/// above it are all present. The compactor raises it; a QRESYNC from below
+/// it needs a full resync.
+pub fn change_floor(account: AccountId, mailbox: MailboxId) -> Vec<u8> {
+    pack(&("chgf", account, mailbox))
+}
+
+/// Every mailbox record of every account (the compactor's walk).
+pub fn all_mailboxes() -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("mbox",)))
+}
+
+/// Every idempotency marker (UUIDv7 keys: oldest first).
+pub fn idempotency_all() -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("idem",)))
+}
+
 /// The accept ledger, keyed by the acceptance id (UUIDv7, time-ordered).
 pub fn ledger(acceptance_id: &[u8; 16]) -> Vec<u8> {
     pack(&("ldg", Bytes::from(&acceptance_id[..])))
