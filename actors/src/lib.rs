@@ -17,6 +17,7 @@ pub mod compactor;
 pub mod delivery;
 pub mod faults;
 pub mod live;
+pub mod mailbox_ops;
 pub mod node;
 pub mod quarantine;
 pub mod restart;

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use meshmail_storage::keyspace::{AccountId, MailboxId};
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
 use crate::batcher::{BatcherMsg, Pending};
 use crate::delivery::{DeliveryReply, DeliveryRequest};
 use crate::live::LiveGuard;
+use crate::mailbox_ops::{self, MailboxOp, OpResult};
 use crate::node::NodeCtx;
 
 /// A hint that a mailbox changed; sessions re-read the store from it.
@@ -37,6 +38,12 @@ pub struct Subscriber {
 
 pub enum ShardMsg {
     Deliver(Box<DeliveryRequest>, DeliveryReply),
+    /// Any other write to one of this shard's accounts (IMAP).
+    Op {
+        account: AccountId,
+        op: Box<MailboxOp>,
+        reply: RpcReplyPort<Result<OpResult, String>>,
+    },
     /// Sent by the batcher after a commit that changed this shard.
     Committed(ChangeHint),
     Subscribe(Subscriber),
@@ -93,18 +100,26 @@ impl Actor for ShardActor {
                     let _ = b.cast(BatcherMsg::Kick);
                 }
             }
-            ShardMsg::Committed(hint) => {
-                if let Some(subs) = st.subscribers.get_mut(&hint.account) {
-                    // Closed channels are sessions that ended: drop them here.
-                    subs.retain(|s| !s.tx.is_closed());
-                    for s in subs.iter() {
-                        if s.tx.try_send(hint).is_err() {
-                            metrics::counter!("meshmail_shard_hints_dropped_total").increment(1);
-                        }
-                    }
-                    metrics::counter!("meshmail_shard_hints_sent_total").increment(subs.len() as u64);
+            ShardMsg::Op { account, op, reply } => {
+                let started = Instant::now();
+                let result = mailbox_ops::run(&st.ctx, st.shard, account, *op).await;
+                metrics::histogram!("meshmail_shard_op_seconds").record(started.elapsed().as_secs_f64());
+                if let Ok(r) = &result
+                    && let Some(mailbox) = r.mailbox
+                {
+                    notify(
+                        st,
+                        ChangeHint {
+                            account,
+                            mailbox,
+                            uid: 0,
+                            modseq: r.modseq,
+                        },
+                    );
                 }
+                let _ = reply.send(result.map_err(|e| e.to_string()));
             }
+            ShardMsg::Committed(hint) => notify(st, hint),
             ShardMsg::Subscribe(sub) => st.subscribers.entry(sub.account).or_default().push(sub),
             ShardMsg::Unsubscribe { account, id } => {
                 if let Some(subs) = st.subscribers.get_mut(&account) {
@@ -116,5 +131,19 @@ impl Actor for ShardActor {
             }
         }
         Ok(())
+    }
+}
+
+/// Sends a hint to every live session of the account.
+fn notify(st: &mut ShardState, hint: ChangeHint) {
+    if let Some(subs) = st.subscribers.get_mut(&hint.account) {
+        // Closed channels are sessions that ended: drop them here.
+        subs.retain(|s| !s.tx.is_closed());
+        for s in subs.iter() {
+            if s.tx.try_send(hint).is_err() {
+                metrics::counter!("meshmail_shard_hints_dropped_total").increment(1);
+            }
+        }
+        metrics::counter!("meshmail_shard_hints_sent_total").increment(subs.len() as u64);
     }
 }

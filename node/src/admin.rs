@@ -99,6 +99,7 @@ pub async fn verify_ledger(cfg: &Config, chunk: usize) -> anyhow::Result<bool> {
     println!("queued:         {}", report.queued);
     println!("bounced:        {}", report.bounced);
     println!("quarantined:    {}", report.quarantined);
+    println!("expunged:       {}", report.expunged);
     println!("discrepancies:  {}", report.problems.len());
     for p in report.problems.iter().take(100) {
         println!(

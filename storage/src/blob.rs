@@ -382,3 +382,9 @@ fn store_err(e: object_store::Error) -> StorageError {
         e => StorageError::Blob(e.to_string()),
     }
 }
+
+/// Inside the caller's transaction: one more reference to a body that is
+/// already referenced (IMAP COPY shares the body of an existing message).
+pub fn add_reference(txn: &Txn, body: &BodyRef) -> Result<()> {
+    txn.add_i64(&keyspace::blob_refs(&body.hash), 1)
+}

@@ -124,25 +124,62 @@ impl Conn {
     /// pipelined commands get their replies in one write).
     async fn fill(&mut self) -> Result<usize, ConnError> {
         self.flush().await?;
-        let old = self.inbuf.len();
-        self.inbuf.resize(old + READ_CHUNK, 0);
-        let read = tokio::time::timeout(self.idle, self.stream.read(&mut self.inbuf[old..])).await;
-        let n = match read {
-            Err(_) => {
-                self.inbuf.truncate(old);
-                return Err(ConnError::TimedOut);
-            }
-            Ok(Err(e)) => {
-                self.inbuf.truncate(old);
-                return Err(e.into());
-            }
-            Ok(Ok(n)) => n,
-        };
-        self.inbuf.truncate(old + n);
+        self.inbuf.reserve(READ_CHUNK);
+        // `read_buf` appends only what was read, so a read cancelled by a
+        // `select!` (IDLE waits on the socket and on change hints) loses nothing.
+        let n = tokio::time::timeout(self.idle, self.stream.read_buf(&mut self.inbuf))
+            .await
+            .map_err(|_| ConnError::TimedOut)??;
         if n == 0 {
             return Err(ConnError::Closed);
         }
         Ok(n)
+    }
+
+    /// Waits until at least one more byte is buffered (cancel-safe).
+    pub async fn wait_readable(&mut self) -> Result<(), ConnError> {
+        if self.inbuf.is_empty() {
+            self.fill().await?;
+        }
+        Ok(())
+    }
+
+    /// A complete line already in the buffer, if any (no I/O).
+    pub fn buffered_line(&mut self) -> Option<Vec<u8>> {
+        let pos = self.inbuf.iter().position(|&b| b == b'\n')?;
+        let mut line: Vec<u8> = self.inbuf.drain(..=pos).collect();
+        self.scanned = 0;
+        line.pop();
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        Some(line)
+    }
+
+    /// Changes the idle timeout (IMAP: 30 min autologout, refreshed by IDLE).
+    pub fn set_idle_timeout(&mut self, idle: Duration) {
+        self.idle = idle;
+    }
+
+    /// Reads exactly `n` bytes (a literal), at most `cap` kept: the rest is
+    /// read and dropped so the protocol stays in step.
+    pub async fn read_exact_capped(&mut self, n: u64, cap: u64) -> Result<Option<Vec<u8>>, ConnError> {
+        let mut out = Vec::with_capacity(n.min(cap).min(1 << 20) as usize);
+        let mut remaining = n;
+        let keep = n <= cap;
+        while remaining > 0 {
+            if self.inbuf.is_empty() {
+                self.fill().await?;
+            }
+            let take = (remaining as usize).min(self.inbuf.len());
+            if keep {
+                out.extend_from_slice(&self.inbuf[..take]);
+            }
+            self.inbuf.drain(..take);
+            remaining -= take as u64;
+        }
+        self.scanned = 0;
+        Ok(keep.then_some(out))
     }
 
     /// One CRLF-terminated line of at most `max` bytes (CRLF excluded).

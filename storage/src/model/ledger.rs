@@ -26,6 +26,13 @@ pub enum LedgerState {
     Quarantined {
         quarantine_id: [u8; 16],
     },
+    /// Delivered, then deleted by its owner (IMAP EXPUNGE, mailbox DELETE).
+    Expunged {
+        account: AccountId,
+        mailbox: MailboxId,
+        uid: Uid,
+        expunged_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

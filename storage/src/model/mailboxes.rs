@@ -140,3 +140,50 @@ pub fn add_counts(txn: &Txn, account: AccountId, mailbox: MailboxId, delta: Coun
     }
     Ok(())
 }
+
+/// Renames a mailbox (not INBOX: renaming INBOX moves its messages, which
+/// the caller does message by message). Keeps id, UIDVALIDITY and messages.
+pub async fn rename(txn: &Txn, account: AccountId, from: &str, to: &str) -> Result<Mailbox> {
+    let to = canonical_name(to);
+    if to == "INBOX" {
+        return Err(StorageError::AlreadyExists("mailbox INBOX".into()));
+    }
+    let before = find(txn, account, from)
+        .await?
+        .ok_or_else(|| StorageError::NotFound(format!("mailbox {from}")))?;
+    if find(txn, account, &to).await?.is_some() {
+        return Err(StorageError::AlreadyExists(format!("mailbox {to}")));
+    }
+    let mut mb = before.clone();
+    mb.name = to.clone();
+    put(txn, account, &before, &mb)?;
+    txn.clear(&keyspace::mailbox_name(account, &before.name))?;
+    txn.set(&keyspace::mailbox_name(account, &to), &mb.id.to_le_bytes())?;
+    Ok(mb)
+}
+
+/// Sets the subscription flag of a mailbox.
+pub async fn set_subscribed(txn: &Txn, account: AccountId, name: &str, subscribed: bool) -> Result<()> {
+    let before = find(txn, account, name)
+        .await?
+        .ok_or_else(|| StorageError::NotFound(format!("mailbox {name}")))?;
+    let mut mb = before.clone();
+    mb.subscribed = subscribed;
+    put(txn, account, &before, &mb)
+}
+
+/// Removes an empty mailbox's record, name and counters. The caller expunges
+/// its messages first, in bounded transactions.
+pub async fn remove_empty(txn: &Txn, account: AccountId, mailbox: &Mailbox) -> Result<()> {
+    let (b, e) = keyspace::messages(account, mailbox.id);
+    if !txn.get_range(&b, &e, RangeOptions::limit(1)).await?.is_empty() {
+        return Err(StorageError::Model(format!("mailbox {} is not empty", mailbox.name)));
+    }
+    txn.clear(&keyspace::mailbox(account, mailbox.id))?;
+    txn.clear(&keyspace::mailbox_name(account, &mailbox.name))?;
+    for kind in [COUNT_MESSAGES, COUNT_UNSEEN, COUNT_BYTES] {
+        txn.clear(&keyspace::counter(account, mailbox.id, kind))?;
+    }
+    let (cb, ce) = keyspace::changes_since(account, mailbox.id, 0);
+    txn.clear_range(&cb, &ce)
+}

@@ -196,7 +196,179 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
             kind: ChangeKind::Expunged,
         },
     )?;
+    if let Some(aid) = msg.acceptance_id {
+        ledger::record(
+            txn,
+            &aid,
+            &LedgerState::Expunged {
+                account,
+                mailbox,
+                uid,
+                expunged_ms: now_ms(),
+            },
+        )?;
+    }
     Ok(Some(msg.body))
+}
+
+/// How STORE changes flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagOp {
+    Replace,
+    Add,
+    Remove,
+}
+
+/// Changes one message's flags (IMAP STORE). `None` if the message is gone;
+/// `Some(Err(modseq))` if UNCHANGEDSINCE failed (the message changed after
+/// it); otherwise the new flags and MODSEQ (unchanged flags keep the MODSEQ).
+pub async fn store_flags(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uid: Uid,
+    op: FlagOp,
+    flags: &[String],
+    unchanged_since: Option<u64>,
+) -> Result<Option<std::result::Result<(Vec<String>, u64), u64>>> {
+    let Some(mut msg) = get(txn, account, mailbox, uid).await? else {
+        return Ok(None);
+    };
+    if let Some(since) = unchanged_since
+        && msg.modseq > since
+    {
+        return Ok(Some(Err(msg.modseq)));
+    }
+    let was_seen = msg.is_seen();
+    let mut next: Vec<String> = match op {
+        FlagOp::Replace => flags.to_vec(),
+        FlagOp::Add => {
+            let mut f = msg.flags.clone();
+            for x in flags {
+                if !f.iter().any(|y| y.eq_ignore_ascii_case(x)) {
+                    f.push(x.clone());
+                }
+            }
+            f
+        }
+        FlagOp::Remove => msg
+            .flags
+            .iter()
+            .filter(|y| !flags.iter().any(|x| x.eq_ignore_ascii_case(y)))
+            .cloned()
+            .collect(),
+    };
+    next.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+    let same =
+        next.len() == msg.flags.len() && next.iter().all(|x| msg.flags.iter().any(|y| y.eq_ignore_ascii_case(x)));
+    if same {
+        return Ok(Some(Ok((msg.flags, msg.modseq))));
+    }
+    let before = mailboxes::get(txn, account, mailbox)
+        .await?
+        .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
+    let mut mb = before.clone();
+    mb.highest_modseq += 1;
+    mailboxes::put(txn, account, &before, &mb)?;
+    msg.flags = next;
+    msg.modseq = mb.highest_modseq;
+    let seen_now = msg.is_seen();
+    if was_seen != seen_now {
+        mailboxes::add_counts(
+            txn,
+            account,
+            mailbox,
+            Counts {
+                unseen: if seen_now { -1 } else { 1 },
+                ..Counts::default()
+            },
+        )?;
+    }
+    put_record(txn, &keyspace::message(account, mailbox, uid), &msg)?;
+    put_record(
+        txn,
+        &keyspace::change(account, mailbox, msg.modseq),
+        &Change {
+            modseq: msg.modseq,
+            uid,
+            kind: ChangeKind::Flags,
+        },
+    )?;
+    Ok(Some(Ok((msg.flags, msg.modseq))))
+}
+
+/// Copies a message into another mailbox of the same account (IMAP COPY;
+/// MOVE is COPY + EXPUNGE in one transaction). The copy shares the body
+/// (the caller takes a blob reference) and, for a MOVE, the acceptance id,
+/// whose ledger entry follows it. Returns the new UID.
+pub async fn copy_to(
+    txn: &Txn,
+    account: AccountId,
+    from: MailboxId,
+    uid: Uid,
+    to: MailboxId,
+    moving: bool,
+) -> Result<Option<(Uid, BodyRef)>> {
+    let Some(msg) = get(txn, account, from, uid).await? else {
+        return Ok(None);
+    };
+    let before = mailboxes::get(txn, account, to)
+        .await?
+        .ok_or_else(|| StorageError::NotFound(format!("mailbox {to}")))?;
+    let mut mb = before.clone();
+    let new_uid = mb.uid_next;
+    mb.uid_next = new_uid
+        .checked_add(1)
+        .ok_or_else(|| StorageError::Model("UID space exhausted".into()))?;
+    mb.highest_modseq += 1;
+    mailboxes::put(txn, account, &before, &mb)?;
+    let row = Message {
+        uid: new_uid,
+        modseq: mb.highest_modseq,
+        acceptance_id: if moving { msg.acceptance_id } else { None },
+        ..msg.clone()
+    };
+    put_record(txn, &keyspace::message(account, to, new_uid), &row)?;
+    mailboxes::add_counts(
+        txn,
+        account,
+        to,
+        Counts {
+            messages: 1,
+            unseen: if row.is_seen() { 0 } else { 1 },
+            bytes: row.body.size as i64,
+        },
+    )?;
+    put_record(
+        txn,
+        &keyspace::change(account, to, row.modseq),
+        &Change {
+            modseq: row.modseq,
+            uid: new_uid,
+            kind: ChangeKind::Added,
+        },
+    )?;
+    if moving {
+        // The source row goes without an "expunged" ledger entry: the
+        // acceptance now lives at its new place.
+        let mut unlinked = msg.clone();
+        unlinked.acceptance_id = None;
+        put_record(txn, &keyspace::message(account, from, uid), &unlinked)?;
+        expunge(txn, account, from, uid).await?;
+        if let Some(aid) = msg.acceptance_id {
+            ledger::record(
+                txn,
+                &aid,
+                &LedgerState::Delivered {
+                    account,
+                    mailbox: to,
+                    uid: new_uid,
+                    uid_validity: mb.uid_validity,
+                },
+            )?;
+        }
+    }
+    Ok(Some((new_uid, msg.body)))
 }
 
 /// Seconds-resolution internal date for callers that have none.

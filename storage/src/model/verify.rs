@@ -25,6 +25,8 @@ pub struct LedgerReport {
     pub queued: u64,
     pub bounced: u64,
     pub quarantined: u64,
+    /// Delivered, then deleted by the mailbox owner.
+    pub expunged: u64,
     pub problems: Vec<Problem>,
 }
 
@@ -75,6 +77,7 @@ pub async fn verify_ledger(db: &Database, chunk: usize, mut progress: impl FnMut
                 LedgerState::Queued { .. } => report.queued += 1,
                 LedgerState::Bounced { .. } => report.bounced += 1,
                 LedgerState::Quarantined { .. } => report.quarantined += 1,
+                LedgerState::Expunged { .. } => report.expunged += 1,
             }
         }
         report.problems.extend(problems);
@@ -118,5 +121,13 @@ async fn check(txn: &crate::Txn, entry: &LedgerEntry) -> Result<Option<String>> 
             )),
         },
         LedgerState::Bounced { .. } => None,
+        LedgerState::Expunged {
+            account, mailbox, uid, ..
+        } => match messages::get(txn, *account, *mailbox, *uid).await? {
+            Some(m) if m.acceptance_id == Some(entry.acceptance_id) => Some(format!(
+                "recorded as expunged but uid {uid} of mailbox {mailbox} is still stored"
+            )),
+            _ => None,
+        },
     })
 }

@@ -1,0 +1,351 @@
+//! Writes to mailboxes other than deliveries (IMAP STORE, EXPUNGE, COPY,
+//! MOVE, CREATE, DELETE, RENAME, SUBSCRIBE). Sessions send them to the
+//! account's shard actor, which runs them here: every write of a shard's
+//! mailboxes thus has one writer, is fenced by the shard's lease, and is
+//! followed by a hint to the sessions watching the account.
+
+use std::sync::Arc;
+
+use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::model::messages::{self, FlagOp};
+use meshmail_storage::model::{mailboxes, nodes};
+use meshmail_storage::{StorageError, Txn, blob};
+
+use crate::node::NodeCtx;
+
+/// Messages changed per transaction: bounds every transaction's size and
+/// duration whatever the client asks for.
+pub const UIDS_PER_TXN_MAX: usize = 500;
+
+#[derive(Debug, Clone)]
+pub enum MailboxOp {
+    Store {
+        mailbox: MailboxId,
+        uids: Vec<Uid>,
+        op: FlagOp,
+        flags: Vec<String>,
+        unchanged_since: Option<u64>,
+    },
+    Expunge {
+        mailbox: MailboxId,
+        uids: Vec<Uid>,
+    },
+    Copy {
+        from: MailboxId,
+        uids: Vec<Uid>,
+        to: MailboxId,
+        moving: bool,
+    },
+    Create {
+        name: String,
+        special_use: Option<String>,
+    },
+    Delete {
+        name: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Subscribe {
+        name: String,
+        subscribed: bool,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpResult {
+    /// STORE: (uid, new flags, modseq) of every message still present.
+    pub stored: Vec<(Uid, Vec<String>, u64)>,
+    /// STORE UNCHANGEDSINCE: messages that changed after the given modseq.
+    pub modified: Vec<Uid>,
+    /// EXPUNGE/MOVE: the UIDs removed from the source mailbox.
+    pub expunged: Vec<Uid>,
+    /// COPY/MOVE: (source uid, new uid) and the target's UIDVALIDITY.
+    pub copied: Vec<(Uid, Uid)>,
+    pub uid_validity: u32,
+    /// The mailbox's HIGHESTMODSEQ after the operation (0 if not applicable).
+    pub modseq: u64,
+    /// The mailbox the hint is about.
+    pub mailbox: Option<MailboxId>,
+}
+
+/// Runs one operation for `account` in bounded, lease-fenced transactions.
+pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: MailboxOp) -> Result<OpResult, StorageError> {
+    let epoch = ctx
+        .lease_epoch(shard)
+        .ok_or_else(|| StorageError::Unavailable(format!("shard {shard} is not owned by this node")))?;
+    let fence = Fence {
+        ctx: ctx.clone(),
+        shard,
+        epoch,
+    };
+    match op {
+        MailboxOp::Store {
+            mailbox,
+            uids,
+            op,
+            flags,
+            unchanged_since,
+        } => {
+            let mut out = OpResult {
+                mailbox: Some(mailbox),
+                ..Default::default()
+            };
+            for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
+                let (chunk, flags, f) = (chunk.to_vec(), flags.clone(), fence.clone());
+                let (stored, modified) = ctx
+                    .db
+                    .run("imap_store", move |txn| {
+                        let (chunk, flags, f) = (chunk.clone(), flags.clone(), f.clone());
+                        async move {
+                            f.check(&txn).await?;
+                            let (mut stored, mut modified) = (Vec::new(), Vec::new());
+                            for uid in chunk {
+                                match messages::store_flags(&txn, account, mailbox, uid, op, &flags, unchanged_since)
+                                    .await?
+                                {
+                                    Some(Ok((fl, ms))) => stored.push((uid, fl, ms)),
+                                    Some(Err(_)) => modified.push(uid),
+                                    None => {}
+                                }
+                            }
+                            Ok::<_, StorageError>((stored, modified))
+                        }
+                    })
+                    .await?;
+                out.stored.extend(stored);
+                out.modified.extend(modified);
+            }
+            out.modseq = highest_modseq(ctx, account, mailbox).await?;
+            Ok(out)
+        }
+        MailboxOp::Expunge { mailbox, uids } => {
+            let mut out = OpResult {
+                mailbox: Some(mailbox),
+                ..Default::default()
+            };
+            for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
+                let (chunk, f) = (chunk.to_vec(), fence.clone());
+                let gone = ctx
+                    .db
+                    .run("imap_expunge", move |txn| {
+                        let (chunk, f) = (chunk.clone(), f.clone());
+                        async move {
+                            f.check(&txn).await?;
+                            let mut gone = Vec::new();
+                            for uid in chunk {
+                                if let Some(body) = messages::expunge(&txn, account, mailbox, uid).await? {
+                                    blob::release(&txn, &body)?;
+                                    gone.push(uid);
+                                }
+                            }
+                            Ok::<_, StorageError>(gone)
+                        }
+                    })
+                    .await?;
+                out.expunged.extend(gone);
+            }
+            out.modseq = highest_modseq(ctx, account, mailbox).await?;
+            Ok(out)
+        }
+        MailboxOp::Copy { from, uids, to, moving } => {
+            let mut out = OpResult {
+                mailbox: Some(to),
+                ..Default::default()
+            };
+            for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
+                let (chunk, f) = (chunk.to_vec(), fence.clone());
+                let (pairs, validity) = ctx
+                    .db
+                    .run("imap_copy", move |txn| {
+                        let (chunk, f) = (chunk.clone(), f.clone());
+                        async move {
+                            f.check(&txn).await?;
+                            let target = mailboxes::get(&txn, account, to)
+                                .await?
+                                .ok_or_else(|| StorageError::NotFound("target mailbox".into()))?;
+                            let mut pairs = Vec::new();
+                            for uid in chunk {
+                                if let Some((new_uid, body)) =
+                                    messages::copy_to(&txn, account, from, uid, to, moving).await?
+                                {
+                                    if !moving {
+                                        // A MOVE hands its reference over; a COPY shares the body.
+                                        blob::add_reference(&txn, &body)?;
+                                    }
+                                    pairs.push((uid, new_uid));
+                                }
+                            }
+                            Ok::<_, StorageError>((pairs, target.uid_validity))
+                        }
+                    })
+                    .await?;
+                if moving {
+                    out.expunged.extend(pairs.iter().map(|(u, _)| *u));
+                }
+                out.copied.extend(pairs);
+                out.uid_validity = validity;
+            }
+            out.modseq = highest_modseq(ctx, account, to).await?;
+            Ok(out)
+        }
+        MailboxOp::Create { name, special_use } => {
+            ctx.db
+                .run("imap_create", move |txn| {
+                    let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
+                    async move {
+                        f.check(&txn).await?;
+                        mailboxes::create(&txn, account, &name, special_use).await
+                    }
+                })
+                .await?;
+            Ok(OpResult::default())
+        }
+        MailboxOp::Subscribe { name, subscribed } => {
+            ctx.db
+                .run("imap_subscribe", move |txn| {
+                    let (name, f) = (name.clone(), fence.clone());
+                    async move {
+                        f.check(&txn).await?;
+                        mailboxes::set_subscribed(&txn, account, &name, subscribed).await
+                    }
+                })
+                .await?;
+            Ok(OpResult::default())
+        }
+        MailboxOp::Rename { from, to } => rename(ctx, &fence, account, &from, &to).await,
+        MailboxOp::Delete { name } => delete(ctx, &fence, account, &name).await,
+    }
+}
+
+/// The lease check every write transaction of a shard starts with.
+#[derive(Clone)]
+struct Fence {
+    ctx: Arc<NodeCtx>,
+    shard: u32,
+    epoch: u64,
+}
+
+impl Fence {
+    async fn check(&self, txn: &Txn) -> Result<(), StorageError> {
+        let id = &self.ctx.identity;
+        nodes::check_lease(txn, self.shard, &id.name, id.generation, self.epoch).await
+    }
+}
+
+async fn highest_modseq(ctx: &NodeCtx, account: AccountId, mailbox: MailboxId) -> Result<u64, StorageError> {
+    ctx.db
+        .read("imap_modseq", move |txn| async move {
+            Ok::<_, StorageError>(
+                mailboxes::get(&txn, account, mailbox)
+                    .await?
+                    .map_or(0, |m| m.highest_modseq),
+            )
+        })
+        .await
+}
+
+/// All UIDs of a mailbox, in bounded reads.
+async fn all_uids(ctx: &NodeCtx, account: AccountId, mailbox: MailboxId) -> Result<Vec<Uid>, StorageError> {
+    let mut uids = Vec::new();
+    let mut from = 1;
+    loop {
+        let page = ctx
+            .db
+            .read("imap_uids", move |txn| async move {
+                messages::list(&txn, account, mailbox, from, 1000).await
+            })
+            .await?;
+        let Some(last) = page.last() else { return Ok(uids) };
+        from = last.uid + 1;
+        uids.extend(page.iter().map(|m| m.uid));
+    }
+}
+
+async fn find(ctx: &NodeCtx, account: AccountId, name: &str) -> Result<mailboxes::Mailbox, StorageError> {
+    let name = name.to_string();
+    ctx.db
+        .read("imap_find", move |txn| {
+            let name = name.clone();
+            async move {
+                mailboxes::find(&txn, account, &name)
+                    .await?
+                    .ok_or_else(|| StorageError::NotFound(format!("mailbox {name}")))
+            }
+        })
+        .await
+}
+
+/// RENAME. Renaming INBOX moves its messages to the new mailbox and leaves
+/// INBOX empty (RFC 9051 §6.3.6), in bounded transactions.
+async fn rename(
+    ctx: &Arc<NodeCtx>,
+    fence: &Fence,
+    account: AccountId,
+    from: &str,
+    to: &str,
+) -> Result<OpResult, StorageError> {
+    if mailboxes::canonical_name(from) != "INBOX" {
+        let (from, to, f) = (from.to_string(), to.to_string(), fence.clone());
+        ctx.db
+            .run("imap_rename", move |txn| {
+                let (from, to, f) = (from.clone(), to.clone(), f.clone());
+                async move {
+                    f.check(&txn).await?;
+                    mailboxes::rename(&txn, account, &from, &to).await
+                }
+            })
+            .await?;
+        return Ok(OpResult::default());
+    }
+    let inbox = find(ctx, account, "INBOX").await?;
+    let to = to.to_string();
+    let (t, f) = (to.clone(), fence.clone());
+    let target = ctx
+        .db
+        .run("imap_rename_inbox", move |txn| {
+            let (t, f) = (t.clone(), f.clone());
+            async move {
+                f.check(&txn).await?;
+                mailboxes::create(&txn, account, &t, None).await
+            }
+        })
+        .await?;
+    let uids = all_uids(ctx, account, inbox.id).await?;
+    let op = MailboxOp::Copy {
+        from: inbox.id,
+        uids,
+        to: target.id,
+        moving: true,
+    };
+    Box::pin(run(ctx, fence.shard, account, op)).await
+}
+
+/// DELETE: expunges the messages in bounded transactions, then removes the
+/// empty mailbox. INBOX cannot be deleted.
+async fn delete(ctx: &Arc<NodeCtx>, fence: &Fence, account: AccountId, name: &str) -> Result<OpResult, StorageError> {
+    if mailboxes::canonical_name(name) == "INBOX" {
+        return Err(StorageError::Model("INBOX cannot be deleted".into()));
+    }
+    let mb = find(ctx, account, name).await?;
+    let uids = all_uids(ctx, account, mb.id).await?;
+    Box::pin(run(
+        ctx,
+        fence.shard,
+        account,
+        MailboxOp::Expunge { mailbox: mb.id, uids },
+    ))
+    .await?;
+    let f = fence.clone();
+    ctx.db
+        .run("imap_delete", move |txn| {
+            let (mb, f) = (mb.clone(), f.clone());
+            async move {
+                f.check(&txn).await?;
+                mailboxes::remove_empty(&txn, account, &mb).await
+            }
+        })
+        .await?;
+    Ok(OpResult::default())
+}
