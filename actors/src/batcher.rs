@@ -182,6 +182,7 @@ fn notify(ctx: &NodeCtx, shard: u32, account: AccountId, mailbox: MailboxId, uid
             mailbox,
             uid,
             modseq,
+            committed_at: Instant::now(),
         }));
     }
 }

@@ -349,3 +349,30 @@ async fn delete(ctx: &Arc<NodeCtx>, fence: &Fence, account: AccountId, name: &st
         .await?;
     Ok(OpResult::default())
 }
+
+/// How long a session waits for its shard actor to apply an operation.
+pub const OP_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Sends an operation to the account's shard actor and waits for it.
+pub async fn request(ctx: &Arc<NodeCtx>, account: AccountId, op: MailboxOp) -> Result<OpResult, String> {
+    use ractor::rpc::CallResult;
+    let shard = ctx.shard_of(account);
+    let Some(actor) = ctx.shard_actor(shard) else {
+        return Err(format!("shard {shard} is not served by this node"));
+    };
+    let call = actor
+        .call(
+            move |reply| crate::shard::ShardMsg::Op {
+                account,
+                op: Box::new(op),
+                reply,
+            },
+            Some(OP_CALL_TIMEOUT),
+        )
+        .await;
+    match call {
+        Ok(CallResult::Success(r)) => r,
+        Ok(CallResult::Timeout) => Err("the mailbox is busy: try again".into()),
+        _ => Err("the mailbox writer restarted: try again".into()),
+    }
+}

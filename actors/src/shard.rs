@@ -25,6 +25,8 @@ pub struct ChangeHint {
     pub mailbox: MailboxId,
     pub uid: u32,
     pub modseq: u64,
+    /// When the change committed: sessions measure commit → push latency.
+    pub committed_at: Instant,
 }
 
 /// A session that wants hints for one account. The channel is bounded: a
@@ -114,6 +116,7 @@ impl Actor for ShardActor {
                             mailbox,
                             uid: 0,
                             modseq: r.modseq,
+                            committed_at: Instant::now(),
                         },
                     );
                 }
@@ -145,5 +148,45 @@ fn notify(st: &mut ShardState, hint: ChangeHint) {
             }
         }
         metrics::counter!("meshmail_shard_hints_sent_total").increment(subs.len() as u64);
+    }
+}
+
+static NEXT_SUBSCRIBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Hints for one account while it lives; unsubscribes when dropped.
+pub struct Subscription {
+    ctx: Arc<NodeCtx>,
+    account: AccountId,
+    id: u64,
+    pub rx: mpsc::Receiver<ChangeHint>,
+}
+
+/// Hints a session can fall behind on before they are dropped (it re-reads
+/// the store anyway; a hint only wakes it).
+pub const HINTS_BUFFERED_MAX: usize = 64;
+
+/// Subscribes a session to its account's change hints.
+pub fn subscribe(ctx: &Arc<NodeCtx>, account: AccountId) -> Subscription {
+    let (tx, rx) = mpsc::channel(HINTS_BUFFERED_MAX);
+    let id = NEXT_SUBSCRIBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some(actor) = ctx.shard_actor(ctx.shard_of(account)) {
+        let _ = actor.cast(ShardMsg::Subscribe(Subscriber { id, account, tx }));
+    }
+    Subscription {
+        ctx: ctx.clone(),
+        account,
+        id,
+        rx,
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(actor) = self.ctx.shard_actor(self.ctx.shard_of(self.account)) {
+            let _ = actor.cast(ShardMsg::Unsubscribe {
+                account: self.account,
+                id: self.id,
+            });
+        }
     }
 }

@@ -44,7 +44,7 @@ pub struct GlobalOverrides {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a node until interrupted (Ctrl-C or SIGTERM).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage the local mail domains.
     Domain {
         #[command(subcommand)]
@@ -124,10 +124,16 @@ pub struct ServeArgs {
     /// LMTP, for use behind another MTA (dev default 127.0.0.1:2424).
     #[arg(long)]
     pub lmtp: Option<ListenAddr>,
+    /// IMAP with STARTTLS (dev default 127.0.0.1:1143).
+    #[arg(long)]
+    pub imap: Option<ListenAddr>,
+    /// IMAP over implicit TLS (dev default 127.0.0.1:1993).
+    #[arg(long)]
+    pub imaps: Option<ListenAddr>,
     /// HTTP listener for /metrics, /health, /status and the admin API (dev default 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<ListenAddr>,
-    /// Allow AUTH without TLS from loopback clients (tests and local tools only).
+    /// Allow SMTP AUTH and IMAP LOGIN without TLS from loopback clients (tests and local tools only).
     #[arg(long)]
     pub allow_plaintext_auth_on_loopback: bool,
     /// Largest accepted message in bytes (default 50 MiB).

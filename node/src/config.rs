@@ -32,6 +32,8 @@ pub struct Config {
     #[serde(default)]
     pub smtp: SmtpConfig,
     #[serde(default)]
+    pub imap: ImapConfig,
+    #[serde(default)]
     pub tls: TlsConfig,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
@@ -57,6 +59,12 @@ pub struct Listen {
     pub submissions: Option<SocketAddr>,
     #[serde(default = "d_lmtp", with = "opt_addr")]
     pub lmtp: Option<SocketAddr>,
+    /// IMAP with STARTTLS (143 in production).
+    #[serde(default = "d_imap", with = "opt_addr")]
+    pub imap: Option<SocketAddr>,
+    /// IMAP over implicit TLS (993 in production).
+    #[serde(default = "d_imaps", with = "opt_addr")]
+    pub imaps: Option<SocketAddr>,
     #[serde(default = "d_http", with = "opt_addr")]
     pub http: Option<SocketAddr>,
 }
@@ -68,6 +76,8 @@ impl Default for Listen {
             submission: d_submission(),
             submissions: d_submissions(),
             lmtp: d_lmtp(),
+            imap: d_imap(),
+            imaps: d_imaps(),
             http: d_http(),
         }
     }
@@ -101,6 +111,32 @@ impl Default for SmtpConfig {
             idle_timeout_s: d_idle(),
         }
     }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImapConfig {
+    /// Allow LOGIN/AUTHENTICATE without TLS from loopback clients.
+    #[serde(default)]
+    pub allow_plaintext_auth_on_loopback: bool,
+    /// Largest APPEND literal, bytes (default: the SMTP message limit).
+    pub max_literal_bytes: Option<u64>,
+    #[serde(default = "d_sessions_per_account")]
+    pub max_sessions_per_account: usize,
+}
+
+impl Default for ImapConfig {
+    fn default() -> Self {
+        ImapConfig {
+            allow_plaintext_auth_on_loopback: false,
+            max_literal_bytes: None,
+            max_sessions_per_account: d_sessions_per_account(),
+        }
+    }
+}
+
+fn d_sessions_per_account() -> usize {
+    100
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -142,6 +178,12 @@ fn d_submissions() -> Option<SocketAddr> {
 }
 fn d_lmtp() -> Option<SocketAddr> {
     addr("127.0.0.1:2424")
+}
+fn d_imap() -> Option<SocketAddr> {
+    addr("127.0.0.1:1143")
+}
+fn d_imaps() -> Option<SocketAddr> {
+    addr("127.0.0.1:1993")
 }
 fn d_http() -> Option<SocketAddr> {
     addr("127.0.0.1:8080")
@@ -202,6 +244,8 @@ impl Config {
             (&args.submission, &mut self.listen.submission),
             (&args.submissions, &mut self.listen.submissions),
             (&args.lmtp, &mut self.listen.lmtp),
+            (&args.imap, &mut self.listen.imap),
+            (&args.imaps, &mut self.listen.imaps),
             (&args.http, &mut self.listen.http),
         ] {
             if let Some(v) = flag {
@@ -210,6 +254,7 @@ impl Config {
         }
         if args.allow_plaintext_auth_on_loopback {
             self.smtp.allow_plaintext_auth_on_loopback = true;
+            self.imap.allow_plaintext_auth_on_loopback = true;
         }
         if let Some(m) = args.max_message_bytes {
             self.smtp.max_message_bytes = m;

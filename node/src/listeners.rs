@@ -5,13 +5,33 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use meshmail_actors::session::{ListenerMsg, start_listener};
+use meshmail_actors::session::start_listener;
+use meshmail_actors::session::{ListenerMsg as LM, Session};
+use meshmail_protocols::imap::session::{ImapSession, ImapShared};
 use meshmail_protocols::smtp::session::{SmtpSession, SmtpShared};
 use tokio::net::TcpListener;
 
 /// Binds `addr` and serves SMTP/LMTP/submission sessions on it until the
 /// process ends. Returns the bound address (the port may have been 0).
 pub async fn spawn_smtp(name: &'static str, addr: SocketAddr, shared: Arc<SmtpShared>) -> anyhow::Result<SocketAddr> {
+    spawn(name, addr, move |stream, peer| {
+        Box::new(SmtpSession::new(shared.clone(), stream, peer))
+    })
+    .await
+}
+
+/// The same for IMAP sessions.
+pub async fn spawn_imap(name: &'static str, addr: SocketAddr, shared: Arc<ImapShared>) -> anyhow::Result<SocketAddr> {
+    spawn(name, addr, move |stream, peer| {
+        Box::new(ImapSession::new(shared.clone(), stream, peer))
+    })
+    .await
+}
+
+async fn spawn<F>(name: &'static str, addr: SocketAddr, make: F) -> anyhow::Result<SocketAddr>
+where
+    F: Fn(tokio::net::TcpStream, SocketAddr) -> Box<dyn Session> + Send + 'static,
+{
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the {name} listener on {addr}"))?;
@@ -24,8 +44,7 @@ pub async fn spawn_smtp(name: &'static str, addr: SocketAddr, shared: Arc<SmtpSh
             match listener.accept().await {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let session = SmtpSession::new(shared.clone(), stream, peer);
-                    if supervisor.cast(ListenerMsg::Spawn(Box::new(session))).is_err() {
+                    if supervisor.cast(LM::Spawn(make(stream, peer))).is_err() {
                         tracing::error!(listener = name, "listener supervisor is gone: stopping the accept loop");
                         return;
                     }

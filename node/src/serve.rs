@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::{self as actor_node, NodeCtx, NodeIdentity};
+use meshmail_protocols::imap::session::ImapShared;
 use meshmail_protocols::smtp::session::{Mode, SmtpShared};
 use meshmail_storage::blob::BlobStore;
 use meshmail_storage::model::nodes;
@@ -108,6 +109,23 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             sink: opts.sink,
         });
         let bound = listeners::spawn_smtp(name, addr, shared).await?;
+        endpoints.push(format!("{name}={bound}"));
+    }
+
+    for (name, addr, implicit_tls) in [("imap", cfg.listen.imap, false), ("imaps", cfg.listen.imaps, true)] {
+        let Some(addr) = addr else { continue };
+        let shared = Arc::new(ImapShared {
+            ctx: ctx.clone(),
+            auth: auth.clone(),
+            tls: Some(tls.clone()),
+            implicit_tls,
+            hostname: cfg.hostname.clone(),
+            allow_plaintext_auth_on_loopback: cfg.imap.allow_plaintext_auth_on_loopback,
+            max_literal_bytes: cfg.imap.max_literal_bytes.unwrap_or(cfg.smtp.max_message_bytes),
+            max_sessions_per_account: cfg.imap.max_sessions_per_account,
+            sessions_per_account: Default::default(),
+        });
+        let bound = listeners::spawn_imap(name, addr, shared).await?;
         endpoints.push(format!("{name}={bound}"));
     }
 

@@ -10,6 +10,7 @@
 //! actor (`meshmail-actors`). Parsers never panic on network input and are
 //! fuzzed (`protocols/fuzz`).
 
+pub mod imap;
 pub mod net;
 pub mod smtp;
 pub mod summary;

@@ -255,7 +255,7 @@ impl State {
     fn greeted(&mut self, host: Host, esmtp: bool) {
         self.helo = Some(match host {
             Host::Domain(d) => d,
-            Host::Literal(l) => format!("{l:?}"),
+            Host::Literal(l) => l.to_string(),
         });
         self.esmtp = esmtp;
         self.txn = None;

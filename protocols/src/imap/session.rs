@@ -1,0 +1,570 @@
+//! The IMAP session (IMAP4rev2, compatible with IMAP4rev1 clients): one per
+//! connection, run by a session actor. Reads commands (with literals), runs
+//! them against the store (reads) and the shard actor (every write), and
+//! sends untagged updates at the points the RFC allows.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use meshmail_actors::auth::{AuthOutcome, Authenticator};
+use meshmail_actors::node::NodeCtx;
+use meshmail_actors::session::Session;
+use meshmail_actors::shard::{Subscription, subscribe};
+use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::model::accounts::Account;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+use super::parser::{ParseOptions, parse_command_with};
+use super::response::{self, Status};
+use super::sequence::IdSet;
+use super::session_view::Selected;
+use super::types::{Command, CommandKind};
+use super::{is_done, literal_announcement};
+use crate::net::{Conn, ConnError, Line, Stream};
+
+/// Longest command line (without literals) accepted.
+pub const COMMAND_LINE_MAX: usize = 64 * 1024;
+/// Autologout: RFC 9051 §5.4 asks for at least 30 minutes.
+pub const AUTOLOGOUT: Duration = Duration::from_secs(30 * 60);
+/// Before login, a much shorter leash.
+pub const PREAUTH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Commands that fail to parse before the connection is closed.
+const BAD_COMMANDS_MAX: u32 = 30;
+/// Failed logins before the connection is closed.
+const LOGIN_FAILURES_MAX: u32 = 3;
+
+/// What the sessions of one IMAP listener share.
+pub struct ImapShared {
+    pub ctx: Arc<NodeCtx>,
+    pub auth: Arc<Authenticator>,
+    pub tls: Option<TlsAcceptor>,
+    pub implicit_tls: bool,
+    pub hostname: String,
+    pub allow_plaintext_auth_on_loopback: bool,
+    /// Largest literal (APPEND) accepted.
+    pub max_literal_bytes: u64,
+    pub max_sessions_per_account: usize,
+    pub sessions_per_account: Mutex<HashMap<AccountId, usize>>,
+}
+
+pub struct ImapSession {
+    shared: Arc<ImapShared>,
+    stream: Option<TcpStream>,
+    peer: SocketAddr,
+}
+
+impl ImapSession {
+    pub fn new(shared: Arc<ImapShared>, stream: TcpStream, peer: SocketAddr) -> Self {
+        ImapSession {
+            shared,
+            stream: Some(stream),
+            peer,
+        }
+    }
+}
+
+/// Counts a logged-in session against its account's cap while it lives.
+struct AccountSlot {
+    shared: Arc<ImapShared>,
+    account: AccountId,
+}
+
+impl Drop for AccountSlot {
+    fn drop(&mut self) {
+        let mut m = self.shared.sessions_per_account.lock().expect("sessions map");
+        if let Some(n) = m.get_mut(&self.account) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.account);
+            }
+        }
+    }
+}
+
+pub(super) struct State {
+    pub shared: Arc<ImapShared>,
+    pub peer: SocketAddr,
+    pub account: Option<Account>,
+    pub selected: Option<Selected>,
+    pub utf8: bool,
+    pub condstore: bool,
+    pub qresync: bool,
+    pub saved: Option<IdSet>,
+    pub hints: Option<Subscription>,
+    slot: Option<AccountSlot>,
+    login_failures: u32,
+}
+
+/// What a command asks of the loop.
+pub(super) enum Next {
+    Continue,
+    Logout,
+}
+
+#[async_trait]
+impl Session for ImapSession {
+    fn kind(&self) -> &'static str {
+        "imap_session"
+    }
+
+    async fn run(mut self: Box<Self>) {
+        metrics::counter!("meshmail_imap_sessions_total").increment(1);
+        let Some(tcp) = self.stream.take() else { return };
+        let mut conn = Conn::new(Stream::Plain(tcp), PREAUTH_TIMEOUT);
+        if self.shared.implicit_tls {
+            let Some(tls) = &self.shared.tls else { return };
+            if conn.start_tls(tls).await.is_err() {
+                return;
+            }
+        }
+        let mut st = State {
+            shared: self.shared.clone(),
+            peer: self.peer,
+            account: None,
+            selected: None,
+            utf8: false,
+            condstore: false,
+            qresync: false,
+            saved: None,
+            hints: None,
+            slot: None,
+            login_failures: 0,
+        };
+        let greeting = format!("[CAPABILITY {}] meshmail ready", st.capabilities(&conn).join(" "));
+        conn.send(&response::untagged(Status::Ok, None, &greeting));
+        match st.converse(&mut conn).await {
+            Err(ConnError::TimedOut) => {
+                conn.send(&response::untagged(Status::Bye, None, "Autologout; idle for too long"));
+            }
+            Err(ConnError::Io(e)) => tracing::debug!(peer = %self.peer, error = %e, "imap connection error"),
+            _ => {}
+        }
+        conn.shutdown().await;
+    }
+}
+
+impl State {
+    pub fn tagged(&self, conn: &mut Conn, tag: &str, status: Status, code: Option<&str>, text: &str) {
+        metrics::counter!("meshmail_imap_responses_total", "status" => status.as_str()).increment(1);
+        conn.send(&response::tagged(tag, status, code, text));
+    }
+
+    pub fn auth_allowed(&self, conn: &Conn) -> bool {
+        conn.is_tls() || (self.shared.allow_plaintext_auth_on_loopback && self.peer.ip().is_loopback())
+    }
+
+    pub fn capabilities(&self, conn: &Conn) -> Vec<&'static str> {
+        let mut caps = vec!["IMAP4rev2", "IMAP4rev1"];
+        if self.account.is_none() {
+            if self.shared.tls.is_some() && !conn.is_tls() {
+                caps.push("STARTTLS");
+            }
+            if self.auth_allowed(conn) {
+                caps.extend(["AUTH=PLAIN", "SASL-IR"]);
+            } else {
+                caps.push("LOGINDISABLED");
+            }
+        }
+        caps.extend([
+            "LITERAL+",
+            "ENABLE",
+            "ID",
+            "IDLE",
+            "NAMESPACE",
+            "UIDPLUS",
+            "MOVE",
+            "UNSELECT",
+            "CHILDREN",
+            "LIST-EXTENDED",
+            "LIST-STATUS",
+            "SPECIAL-USE",
+            "CREATE-SPECIAL-USE",
+            "ESEARCH",
+            "SEARCHRES",
+            "CONDSTORE",
+            "QRESYNC",
+            "QUOTA",
+            "QUOTA=RES-STORAGE",
+            "BINARY",
+            "UTF8=ACCEPT",
+            "STATUS=SIZE",
+        ]);
+        caps
+    }
+
+    async fn converse(&mut self, conn: &mut Conn) -> Result<(), ConnError> {
+        let mut bad = 0u32;
+        loop {
+            let Some(bytes) = self.read_command(conn).await? else {
+                continue;
+            };
+            let parsed = parse_command_with(&bytes, ParseOptions { utf8_accept: self.utf8 });
+            let cmd = match parsed {
+                Ok(c) => c,
+                Err(e) => {
+                    bad += 1;
+                    metrics::counter!("meshmail_imap_responses_total", "status" => "BAD").increment(1);
+                    conn.send(&e.response());
+                    if bad >= BAD_COMMANDS_MAX {
+                        conn.send(&response::untagged(Status::Bye, None, "Too many invalid commands"));
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            let name = cmd.kind.name();
+            let started = Instant::now();
+            let next = self.dispatch(conn, cmd).await?;
+            metrics::histogram!("meshmail_imap_command_seconds", "command" => name)
+                .record(started.elapsed().as_secs_f64());
+            if let Next::Logout = next {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One whole command: its lines and literals. `None` when it was refused
+    /// (too long, literal too large) and already answered.
+    async fn read_command(&mut self, conn: &mut Conn) -> Result<Option<Vec<u8>>, ConnError> {
+        let mut buf = Vec::new();
+        loop {
+            let line = match conn.read_line(COMMAND_LINE_MAX).await? {
+                Line::Complete(l) => l,
+                Line::TooLong => {
+                    conn.send(&response::untagged(Status::Bad, None, "Command line too long"));
+                    return Ok(None);
+                }
+            };
+            let literal = literal_announcement(&line);
+            buf.extend_from_slice(&line);
+            let Some(lit) = literal else { return Ok(Some(buf)) };
+            let tag = String::from_utf8_lossy(buf.split(|b| *b == b' ').next().unwrap_or(b"*")).into_owned();
+            if lit.len > self.shared.max_literal_bytes {
+                if lit.sync {
+                    // Refused before the client sends it (RFC 9051 §7.1).
+                    self.tagged(conn, &tag, Status::No, Some("TOOBIG"), "Literal too large");
+                    return Ok(None);
+                }
+                // LITERAL+: the bytes are coming anyway; read and drop them.
+                conn.read_exact_capped(lit.len, 0).await?;
+                self.tagged(conn, &tag, Status::No, Some("TOOBIG"), "Literal too large");
+                let _ = conn.read_line(COMMAND_LINE_MAX).await?;
+                return Ok(None);
+            }
+            if lit.sync {
+                conn.send(&response::continuation("Ready for literal data"));
+                conn.flush().await?;
+            }
+            let data = conn.read_exact_capped(lit.len, lit.len).await?.unwrap_or_default();
+            buf.extend_from_slice(b"\r\n");
+            buf.extend_from_slice(&data);
+        }
+    }
+
+    async fn dispatch(&mut self, conn: &mut Conn, cmd: Command) -> Result<Next, ConnError> {
+        use CommandKind as K;
+        let tag = cmd.tag.clone();
+        let authenticated = self.account.is_some();
+        let selected = self.selected.is_some();
+        match &cmd.kind {
+            K::Capability | K::Noop | K::Logout | K::Id(_) => {}
+            K::StartTls | K::Authenticate { .. } | K::Login { .. } if authenticated => {
+                self.tagged(conn, &tag, Status::Bad, None, "Already authenticated");
+                return Ok(Next::Continue);
+            }
+            K::StartTls | K::Authenticate { .. } | K::Login { .. } => {}
+            _ if !authenticated => {
+                self.tagged(conn, &tag, Status::Bad, None, "Log in first");
+                return Ok(Next::Continue);
+            }
+            K::Check
+            | K::Close
+            | K::Unselect
+            | K::Expunge
+            | K::UidExpunge(_)
+            | K::Search(_)
+            | K::Fetch(_)
+            | K::Store(_)
+            | K::Copy { .. }
+            | K::Move { .. }
+                if !selected =>
+            {
+                self.tagged(conn, &tag, Status::Bad, None, "No mailbox selected");
+                return Ok(Next::Continue);
+            }
+            _ => {}
+        }
+        metrics::counter!("meshmail_imap_commands_total", "command" => cmd.kind.name()).increment(1);
+        match cmd.kind {
+            K::Capability => {
+                conn.send(&response::capability_line(&self.capabilities(conn)));
+                self.tagged(conn, &tag, Status::Ok, None, "CAPABILITY completed");
+            }
+            K::Noop | K::Check => {
+                self.sync(conn, true).await;
+                self.tagged(conn, &tag, Status::Ok, None, "Completed");
+            }
+            K::Logout => {
+                conn.send(&response::untagged(Status::Bye, None, "meshmail logging out"));
+                self.tagged(conn, &tag, Status::Ok, None, "LOGOUT completed");
+                return Ok(Next::Logout);
+            }
+            K::Id(_) => {
+                conn.send(&response::id_line(&[
+                    ("name", "meshmail"),
+                    ("version", env!("CARGO_PKG_VERSION")),
+                ]));
+                self.tagged(conn, &tag, Status::Ok, None, "ID completed");
+            }
+            K::StartTls => return self.starttls(conn, &tag).await,
+            K::Login { username, password } => return self.login(conn, &tag, &username, &password).await,
+            K::Authenticate {
+                mechanism,
+                initial_response,
+            } => return self.authenticate(conn, &tag, &mechanism, initial_response).await,
+            K::Enable(caps) => {
+                let mut enabled = Vec::new();
+                for c in caps {
+                    match c.to_ascii_uppercase().as_str() {
+                        "CONDSTORE" => {
+                            self.condstore = true;
+                            enabled.push("CONDSTORE");
+                        }
+                        "QRESYNC" => {
+                            self.condstore = true;
+                            self.qresync = true;
+                            enabled.push("QRESYNC");
+                        }
+                        "UTF8=ACCEPT" => {
+                            self.utf8 = true;
+                            enabled.push("UTF8=ACCEPT");
+                        }
+                        "IMAP4REV2" => enabled.push("IMAP4rev2"),
+                        _ => {}
+                    }
+                }
+                conn.send(&response::enabled_line(&enabled));
+                self.tagged(conn, &tag, Status::Ok, None, "ENABLE completed");
+            }
+            K::Idle => return self.idle(conn, &tag).await,
+            other => {
+                super::session_commands::run(self, conn, &tag, other).await?;
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Untagged updates for the selected mailbox (and drains stale hints).
+    pub async fn sync(&mut self, conn: &mut Conn, allow_expunge: bool) {
+        if let Some(h) = self.hints.as_mut() {
+            while h.rx.try_recv().is_ok() {}
+        }
+        let (condstore, qresync) = (self.condstore, self.qresync);
+        let db = self.shared.ctx.db.clone();
+        if let Some(sel) = self.selected.as_mut() {
+            match sel.sync(&db, allow_expunge, condstore, qresync).await {
+                Ok(out) => conn.send(&out),
+                Err(e) => tracing::warn!(error = %e, "imap sync failed"),
+            }
+        }
+    }
+
+    async fn starttls(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
+        let Some(tls) = self.shared.tls.clone() else {
+            self.tagged(conn, tag, Status::No, None, "TLS is not available");
+            return Ok(Next::Continue);
+        };
+        if conn.is_tls() {
+            self.tagged(conn, tag, Status::Bad, None, "TLS already active");
+            return Ok(Next::Continue);
+        }
+        self.tagged(conn, tag, Status::Ok, None, "Begin TLS negotiation now");
+        conn.start_tls(&tls).await?;
+        Ok(Next::Continue)
+    }
+
+    async fn login(&mut self, conn: &mut Conn, tag: &str, user: &str, password: &str) -> Result<Next, ConnError> {
+        if !self.auth_allowed(conn) {
+            self.tagged(conn, tag, Status::No, Some("PRIVACYREQUIRED"), "Use STARTTLS first");
+            return Ok(Next::Continue);
+        }
+        self.finish_auth(conn, tag, user, password).await
+    }
+
+    async fn authenticate(
+        &mut self,
+        conn: &mut Conn,
+        tag: &str,
+        mech: &str,
+        initial: Option<Vec<u8>>,
+    ) -> Result<Next, ConnError> {
+        if !mech.eq_ignore_ascii_case("PLAIN") {
+            self.tagged(conn, tag, Status::No, Some("CANNOT"), "Only PLAIN is supported");
+            return Ok(Next::Continue);
+        }
+        if !self.auth_allowed(conn) {
+            self.tagged(conn, tag, Status::No, Some("PRIVACYREQUIRED"), "Use STARTTLS first");
+            return Ok(Next::Continue);
+        }
+        let data = match initial {
+            Some(d) => d,
+            None => {
+                conn.send(&response::continuation(""));
+                let line = match conn.read_line(COMMAND_LINE_MAX).await? {
+                    Line::Complete(l) => l,
+                    Line::TooLong => Vec::new(),
+                };
+                match super::parse_sasl_response(&line) {
+                    Ok(super::SaslResponse::Data(d)) => d,
+                    Ok(super::SaslResponse::Cancel) => {
+                        self.tagged(conn, tag, Status::Bad, None, "Authentication cancelled");
+                        return Ok(Next::Continue);
+                    }
+                    Err(why) => {
+                        self.tagged(conn, tag, Status::Bad, None, why);
+                        return Ok(Next::Continue);
+                    }
+                }
+            }
+        };
+        let parts: Vec<&[u8]> = data.split(|b| *b == 0).collect();
+        let [authz, authc, pass] = parts.as_slice() else {
+            self.tagged(conn, tag, Status::Bad, None, "Malformed PLAIN response");
+            return Ok(Next::Continue);
+        };
+        let (authz, authc, pass) = (
+            String::from_utf8_lossy(authz),
+            String::from_utf8_lossy(authc),
+            String::from_utf8_lossy(pass),
+        );
+        if !authz.is_empty() && !authz.eq_ignore_ascii_case(&authc) {
+            self.tagged(
+                conn,
+                tag,
+                Status::No,
+                Some("AUTHORIZATIONFAILED"),
+                "Proxy login is not supported",
+            );
+            return Ok(Next::Continue);
+        }
+        self.finish_auth(conn, tag, &authc, &pass).await
+    }
+
+    async fn finish_auth(&mut self, conn: &mut Conn, tag: &str, user: &str, password: &str) -> Result<Next, ConnError> {
+        match self.shared.auth.authenticate(user, password, self.peer.ip()).await {
+            AuthOutcome::Ok(account) => {
+                {
+                    let mut m = self.shared.sessions_per_account.lock().expect("sessions map");
+                    let n = m.entry(account.id).or_insert(0);
+                    if *n >= self.shared.max_sessions_per_account {
+                        drop(m);
+                        self.tagged(
+                            conn,
+                            tag,
+                            Status::No,
+                            Some("LIMIT"),
+                            "Too many sessions for this account",
+                        );
+                        return Ok(Next::Continue);
+                    }
+                    *n += 1;
+                }
+                self.slot = Some(AccountSlot {
+                    shared: self.shared.clone(),
+                    account: account.id,
+                });
+                self.hints = Some(subscribe(&self.shared.ctx, account.id));
+                conn.set_idle_timeout(AUTOLOGOUT);
+                self.account = Some(account);
+                let caps = format!("CAPABILITY {}", self.capabilities(conn).join(" "));
+                self.tagged(conn, tag, Status::Ok, Some(&caps), "Logged in");
+                Ok(Next::Continue)
+            }
+            AuthOutcome::Failed => {
+                self.login_failures += 1;
+                self.tagged(
+                    conn,
+                    tag,
+                    Status::No,
+                    Some("AUTHENTICATIONFAILED"),
+                    "Invalid credentials",
+                );
+                if self.login_failures >= LOGIN_FAILURES_MAX {
+                    conn.send(&response::untagged(Status::Bye, None, "Too many failed logins"));
+                    return Ok(Next::Logout);
+                }
+                Ok(Next::Continue)
+            }
+            AuthOutcome::RateLimited => {
+                self.tagged(
+                    conn,
+                    tag,
+                    Status::No,
+                    Some("UNAVAILABLE"),
+                    "Too many failed attempts; try later",
+                );
+                Ok(Next::Continue)
+            }
+            AuthOutcome::Unavailable(_) => {
+                self.tagged(
+                    conn,
+                    tag,
+                    Status::No,
+                    Some("UNAVAILABLE"),
+                    "Authentication temporarily unavailable",
+                );
+                Ok(Next::Continue)
+            }
+        }
+    }
+
+    /// IDLE: waits on the socket (for DONE) and on the shard actor's hints,
+    /// pushing untagged updates as they come. Refreshes the autologout timer.
+    async fn idle(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
+        self.sync(conn, true).await;
+        conn.send(&response::continuation("idling"));
+        conn.flush().await?;
+        enum Event {
+            Hint(Option<meshmail_actors::shard::ChangeHint>),
+            Line(Result<Line, ConnError>),
+        }
+        loop {
+            let event = {
+                let hints = self.hints.as_mut();
+                let hint = async move {
+                    match hints {
+                        Some(h) => h.rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                // Both futures are cancel-safe: an unfinished line stays buffered.
+                tokio::select! {
+                    h = hint => Event::Hint(h),
+                    l = conn.read_line(COMMAND_LINE_MAX) => Event::Line(l),
+                }
+            };
+            match event {
+                Event::Hint(None) => self.hints = None,
+                Event::Hint(Some(hint)) => {
+                    self.sync(conn, true).await;
+                    conn.flush().await?;
+                    metrics::histogram!("meshmail_imap_idle_push_seconds")
+                        .record(hint.committed_at.elapsed().as_secs_f64());
+                }
+                Event::Line(line) => {
+                    let done = matches!(line?, Line::Complete(l) if is_done(&l));
+                    if done {
+                        self.tagged(conn, tag, Status::Ok, None, "IDLE terminated");
+                    } else {
+                        self.tagged(conn, tag, Status::Bad, None, "Expected DONE");
+                    }
+                    return Ok(Next::Continue);
+                }
+            }
+        }
+    }
+}

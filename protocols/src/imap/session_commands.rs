@@ -1,0 +1,437 @@
+//! IMAP commands on mailboxes: SELECT/EXAMINE, CREATE, DELETE, RENAME,
+//! (UN)SUBSCRIBE, LIST/LSUB, NAMESPACE, STATUS, APPEND, CLOSE/UNSELECT,
+//! quotas. Message commands are in `session_messages`. Reads go to the
+//! store; every write goes to the account's shard actor.
+
+use bytes::Bytes;
+use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver};
+use meshmail_actors::mailbox_ops::{MailboxOp, request};
+use meshmail_storage::StorageError;
+use meshmail_storage::model::mailboxes::{self, Mailbox};
+use meshmail_storage::model::{new_id, now_ms};
+
+use super::response::{self, ListItem, Status};
+use super::session::State;
+use super::session_view::Selected;
+use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem};
+use super::utf7::list_pattern_matches;
+use crate::net::{Conn, ConnError};
+
+const DELIMITER: char = '/';
+
+pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: CommandKind) -> Result<(), ConnError> {
+    use CommandKind as K;
+    match kind {
+        K::Select { mailbox, params } => select(st, conn, tag, &mailbox, params, false).await?,
+        K::Examine { mailbox, params } => select(st, conn, tag, &mailbox, params, true).await?,
+        K::Create { mailbox, special_use } => {
+            let name = mailbox.trim_end_matches(DELIMITER).to_string();
+            let special = special_use.into_iter().next();
+            let r = write(
+                st,
+                MailboxOp::Create {
+                    name,
+                    special_use: special,
+                },
+            )
+            .await;
+            reply(st, conn, tag, r, "CREATE completed");
+        }
+        K::Delete(name) => {
+            if st
+                .selected
+                .as_ref()
+                .is_some_and(|s| s.name == mailboxes::canonical_name(&name))
+            {
+                st.selected = None;
+            }
+            let r = write(st, MailboxOp::Delete { name }).await;
+            reply(st, conn, tag, r, "DELETE completed");
+        }
+        K::Rename { from, to } => {
+            let r = write(st, MailboxOp::Rename { from, to }).await;
+            reply(st, conn, tag, r, "RENAME completed");
+        }
+        K::Subscribe(name) => {
+            let r = write(st, MailboxOp::Subscribe { name, subscribed: true }).await;
+            reply(st, conn, tag, r, "SUBSCRIBE completed");
+        }
+        K::Unsubscribe(name) => {
+            let r = write(
+                st,
+                MailboxOp::Subscribe {
+                    name,
+                    subscribed: false,
+                },
+            )
+            .await;
+            reply(st, conn, tag, r, "UNSUBSCRIBE completed");
+        }
+        K::List(cmd) => list(st, conn, tag, cmd, "LIST").await,
+        K::Lsub { reference, pattern } => {
+            let cmd = ListCommand {
+                reference,
+                patterns: vec![pattern],
+                select_subscribed: true,
+                ..Default::default()
+            };
+            list(st, conn, tag, cmd, "LSUB").await
+        }
+        K::Namespace => {
+            conn.send(&response::namespace_line("", Some(DELIMITER), st.utf8));
+            st.tagged(conn, tag, Status::Ok, None, "NAMESPACE completed");
+        }
+        K::Status { mailbox, items } => match find(st, &mailbox).await {
+            Ok(Some(mb)) => {
+                let values = status_values(st, &mb, &items).await;
+                conn.send(&response::status_response_line(&mb.name, &values, st.utf8));
+                st.tagged(conn, tag, Status::Ok, None, "STATUS completed");
+            }
+            Ok(None) => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such mailbox"),
+            Err(_) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
+        },
+        K::Append { mailbox, messages } => append(st, conn, tag, &mailbox, messages).await,
+        K::Close => {
+            if let Some(sel) = st.selected.take()
+                && !sel.read_only
+            {
+                // CLOSE expunges silently (no EXPUNGE responses).
+                let deleted = super::session_messages::deleted_uids(st, &sel, &sel.uids)
+                    .await
+                    .unwrap_or_default();
+                if !deleted.is_empty() {
+                    let op = MailboxOp::Expunge {
+                        mailbox: sel.id,
+                        uids: deleted,
+                    };
+                    let _ = write(st, op).await;
+                }
+            }
+            st.tagged(conn, tag, Status::Ok, None, "CLOSE completed");
+        }
+        K::Unselect => {
+            st.selected = None;
+            st.tagged(conn, tag, Status::Ok, None, "UNSELECT completed");
+        }
+        K::GetQuotaRoot(mailbox) => {
+            conn.send(&response::quotaroot_line(&mailbox, &[""], st.utf8));
+            quota(st, conn).await;
+            st.tagged(conn, tag, Status::Ok, None, "GETQUOTAROOT completed");
+        }
+        K::GetQuota(root) if root.is_empty() => {
+            quota(st, conn).await;
+            st.tagged(conn, tag, Status::Ok, None, "GETQUOTA completed");
+        }
+        K::GetQuota(_) => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such quota root"),
+        K::SetQuota { .. } => st.tagged(conn, tag, Status::No, Some("NOPERM"), "Quotas are set by the operator"),
+        other => super::session_messages::run(st, conn, tag, other).await?,
+    }
+    Ok(())
+}
+
+fn account_id(st: &State) -> i64 {
+    st.account.as_ref().expect("authenticated").id
+}
+
+/// Sends a write to the shard actor and refreshes the selected view.
+pub(super) async fn write(st: &mut State, op: MailboxOp) -> Result<meshmail_actors::mailbox_ops::OpResult, String> {
+    request(&st.shared.ctx, account_id(st), op).await
+}
+
+fn reply<T>(st: &State, conn: &mut Conn, tag: &str, r: Result<T, String>, ok: &str) {
+    match r {
+        Ok(_) => st.tagged(conn, tag, Status::Ok, None, ok),
+        Err(e) if e.contains("already exists") => st.tagged(conn, tag, Status::No, Some("ALREADYEXISTS"), &e),
+        Err(e) if e.contains("not found") => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), &e),
+        Err(e) if e.contains("INBOX") => st.tagged(conn, tag, Status::No, Some("CANNOT"), &e),
+        Err(e) => st.tagged(conn, tag, Status::No, Some("SERVERBUG"), &e),
+    }
+}
+
+pub(super) async fn find(st: &State, name: &str) -> Result<Option<Mailbox>, StorageError> {
+    let (account, name) = (account_id(st), name.to_string());
+    st.shared
+        .ctx
+        .db
+        .read("imap_find", move |txn| {
+            let name = name.clone();
+            async move { mailboxes::find(&txn, account, &name).await }
+        })
+        .await
+}
+
+async fn all_mailboxes(st: &State) -> Result<Vec<Mailbox>, StorageError> {
+    let account = account_id(st);
+    st.shared
+        .ctx
+        .db
+        .read(
+            "imap_list",
+            move |txn| async move { mailboxes::list(&txn, account).await },
+        )
+        .await
+}
+
+async fn select(
+    st: &mut State,
+    conn: &mut Conn,
+    tag: &str,
+    name: &str,
+    params: SelectParams,
+    read_only: bool,
+) -> Result<(), ConnError> {
+    st.selected = None;
+    if params.condstore || params.qresync.is_some() {
+        st.condstore = true;
+    }
+    let mb = match find(st, name).await {
+        Ok(Some(mb)) => mb,
+        Ok(None) => {
+            st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such mailbox");
+            return Ok(());
+        }
+        Err(_) => {
+            st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
+            return Ok(());
+        }
+    };
+    let sel = match Selected::open(&st.shared.ctx.db, account_id(st), &mb, read_only).await {
+        Ok(s) => s,
+        Err(_) => {
+            st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
+            return Ok(());
+        }
+    };
+    let mut out = Vec::new();
+    out.extend_from_slice(format!("* {} EXISTS\r\n", sel.uids.len()).as_bytes());
+    out.extend_from_slice(b"* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft)\r\n");
+    out.extend_from_slice(&response::untagged(
+        Status::Ok,
+        Some("PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft \\*)"),
+        "Flags permitted",
+    ));
+    out.extend_from_slice(&response::untagged(
+        Status::Ok,
+        Some(&format!("UIDVALIDITY {}", mb.uid_validity)),
+        "UIDs valid",
+    ));
+    out.extend_from_slice(&response::untagged(
+        Status::Ok,
+        Some(&format!("UIDNEXT {}", mb.uid_next)),
+        "Predicted next UID",
+    ));
+    if st.condstore {
+        out.extend_from_slice(&response::untagged(
+            Status::Ok,
+            Some(&format!("HIGHESTMODSEQ {}", mb.highest_modseq)),
+            "Highest",
+        ));
+    }
+    conn.send(&out);
+    if let Some(q) = params.qresync.as_ref()
+        && st.qresync
+        && q.uidvalidity == mb.uid_validity
+    {
+        super::session_messages::qresync_select(st, conn, &sel, q).await;
+    }
+    let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
+    st.selected = Some(sel);
+    st.tagged(conn, tag, Status::Ok, Some(code), "SELECT completed");
+    Ok(())
+}
+
+async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(StatusItem, u64)> {
+    let account = account_id(st);
+    let id = mb.id;
+    let counts = st
+        .shared
+        .ctx
+        .db
+        .read("imap_status", move |txn| async move {
+            mailboxes::counts(&txn, account, id).await
+        })
+        .await
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for item in items {
+        let v = match item {
+            StatusItem::Messages => counts.messages.max(0) as u64,
+            StatusItem::UidNext => u64::from(mb.uid_next),
+            StatusItem::UidValidity => u64::from(mb.uid_validity),
+            StatusItem::Unseen => counts.unseen.max(0) as u64,
+            StatusItem::Size => counts.bytes.max(0) as u64,
+            StatusItem::HighestModSeq => mb.highest_modseq,
+            StatusItem::Recent => 0,
+            StatusItem::Deleted => {
+                let uids = super::session_view::all_uids(&st.shared.ctx.db, account, id)
+                    .await
+                    .unwrap_or_default();
+                let sel_like = Selected {
+                    account,
+                    id,
+                    name: mb.name.clone(),
+                    read_only: true,
+                    uid_validity: mb.uid_validity,
+                    uids: uids.clone(),
+                    known_modseq: 0,
+                    pending_expunges: vec![],
+                };
+                super::session_messages::deleted_uids(st, &sel_like, &uids)
+                    .await
+                    .map(|d| d.len() as u64)
+                    .unwrap_or(0)
+            }
+        };
+        out.push((*item, v));
+    }
+    out
+}
+
+async fn list(st: &mut State, conn: &mut Conn, tag: &str, cmd: ListCommand, kind: &str) {
+    // `LIST "" ""`: the hierarchy delimiter.
+    if cmd.patterns.iter().all(|p| p.is_empty()) && !cmd.extended {
+        conn.send(format!("* {kind} (\\Noselect) \"{DELIMITER}\" \"\"\r\n").as_bytes());
+        st.tagged(conn, tag, Status::Ok, None, &format!("{kind} completed"));
+        return;
+    }
+    let Ok(all) = all_mailboxes(st).await else {
+        st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
+        return;
+    };
+    let names: Vec<&str> = all.iter().map(|m| m.name.as_str()).collect();
+    for mb in &all {
+        let full_patterns: Vec<String> = cmd.patterns.iter().map(|p| format!("{}{}", cmd.reference, p)).collect();
+        if !full_patterns
+            .iter()
+            .any(|p| list_pattern_matches(p, &mb.name, Some(DELIMITER)))
+        {
+            continue;
+        }
+        if cmd.select_subscribed && !mb.subscribed {
+            continue;
+        }
+        if cmd.select_special_use && mb.special_use.is_none() {
+            continue;
+        }
+        let prefix = format!("{}{DELIMITER}", mb.name);
+        let has_children = names.iter().any(|n| n.starts_with(&prefix));
+        let mut attributes: Vec<&str> = vec![if has_children {
+            "\\HasChildren"
+        } else {
+            "\\HasNoChildren"
+        }];
+        if mb.subscribed && (cmd.return_subscribed || cmd.select_subscribed || kind == "LSUB") {
+            attributes.push("\\Subscribed");
+        }
+        if let Some(s) = mb.special_use.as_deref() {
+            attributes.push(s);
+        }
+        let item = ListItem {
+            attributes,
+            delimiter: Some(DELIMITER),
+            name: &mb.name,
+            child_subscribed: false,
+            old_name: None,
+        };
+        conn.send(&response::list_line(kind, &item, st.utf8));
+        if let Some(items) = &cmd.return_status {
+            let values = status_values(st, mb, items).await;
+            conn.send(&response::status_response_line(&mb.name, &values, st.utf8));
+        }
+    }
+    st.tagged(conn, tag, Status::Ok, None, &format!("{kind} completed"));
+}
+
+async fn quota(st: &State, conn: &mut Conn) {
+    let account = st.account.as_ref().expect("authenticated");
+    let id = account.id;
+    let used = st
+        .shared
+        .ctx
+        .db
+        .read("imap_quota", move |txn| async move {
+            let mut bytes = 0i64;
+            for mb in mailboxes::list(&txn, id).await? {
+                bytes += mailboxes::counts(&txn, id, mb.id).await?.bytes;
+            }
+            Ok::<_, StorageError>(bytes.max(0) as u64)
+        })
+        .await
+        .unwrap_or(0);
+    // Unlimited accounts report their usage against u32::MAX KiB.
+    let limit_kib = if account.quota_bytes == 0 {
+        u64::from(u32::MAX)
+    } else {
+        account.quota_bytes / 1024
+    };
+    conn.send(&response::quota_line(
+        "",
+        &[("STORAGE", used.div_ceil(1024), limit_kib)],
+    ));
+}
+
+async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages: Vec<AppendMessage>) {
+    let mb = match find(st, name).await {
+        Ok(Some(mb)) => mb,
+        Ok(None) => return st.tagged(conn, tag, Status::No, Some("TRYCREATE"), "No such mailbox"),
+        Err(_) => return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
+    };
+    let account = st.account.clone().expect("authenticated");
+    let ctx = st.shared.ctx.clone();
+    let mut uids = Vec::new();
+    for m in messages {
+        let raw = Bytes::from(m.data);
+        let for_parse = raw.clone();
+        let summary = tokio::task::spawn_blocking(move || crate::summary::summarize(&for_parse))
+            .await
+            .ok()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or_default();
+        let (envelope, structure) = split_summary(summary);
+        let prepared = match ctx.blobs.prepare(&ctx.db, raw).await {
+            Ok(p) => p,
+            Err(_) => {
+                return st.tagged(
+                    conn,
+                    tag,
+                    Status::No,
+                    Some("UNAVAILABLE"),
+                    "Could not store the message",
+                );
+            }
+        };
+        let req = DeliveryRequest {
+            acceptance_id: new_id(),
+            account: account.id,
+            recipient: account.email.clone(),
+            mailbox: mb.name.clone(),
+            body: prepared,
+            flags: m.flags.iter().map(|f| f.as_str().to_string()).collect(),
+            internal_date_ms: m.date.map_or(now_ms() as i64, |d| d.unix_ms),
+            envelope,
+            body_structure: structure,
+            fault: None,
+            from_quarantine: None,
+        };
+        match deliver(&ctx, req).await {
+            Ok(Outcome::Delivered { uid, .. }) => uids.push(uid),
+            Ok(Outcome::Quarantined { .. }) | Err(DeliveryError::Permanent(_)) => {
+                return st.tagged(conn, tag, Status::No, Some("CANNOT"), "The message could not be stored");
+            }
+            Err(_) => return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
+        }
+    }
+    let set = uids.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(",");
+    let code = format!("APPENDUID {} {set}", mb.uid_validity);
+    st.sync(conn, false).await;
+    st.tagged(conn, tag, Status::Ok, Some(&code), "APPEND completed");
+}
+
+/// Stored message rows keep the envelope apart from the rest of the summary.
+pub(crate) fn split_summary(mut summary: serde_json::Value) -> (serde_json::Value, serde_json::Value) {
+    let envelope = summary
+        .as_object_mut()
+        .and_then(|o| o.remove("envelope"))
+        .unwrap_or(serde_json::Value::Null);
+    (envelope, summary)
+}

@@ -1,0 +1,631 @@
+//! IMAP commands on the messages of the selected mailbox: FETCH, SEARCH,
+//! STORE, COPY, MOVE, EXPUNGE, UID EXPUNGE, and the QRESYNC part of SELECT.
+//! FETCH never re-parses a message: envelope, structure and part offsets
+//! come from the summary stored at delivery; only body bytes are read.
+
+use bytes::Bytes;
+use meshmail_actors::mailbox_ops::MailboxOp;
+use meshmail_storage::keyspace::Uid;
+use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, Message};
+use meshmail_storage::{StorageError, keyspace};
+
+use super::response::{self, BinaryError, Esearch, FetchResponse, Status};
+use super::search::{MessageView, SearchContext, matches, needs_body, needs_headers, uses_modseq};
+use super::sequence::{IdSet, SequenceSet};
+use super::session::State;
+use super::session_commands::{find, write};
+use super::session_view::{Selected, load_rows};
+use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, SearchCommand, Section, SectionText, StoreMode};
+use crate::net::{Conn, ConnError};
+use crate::summary::{Envelope, Summary};
+
+/// Messages loaded per read while fetching or searching.
+const ROWS_PER_READ: usize = 200;
+
+pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: CommandKind) -> Result<(), ConnError> {
+    use CommandKind as K;
+    match kind {
+        K::Fetch(cmd) => fetch(st, conn, tag, cmd).await,
+        K::Search(cmd) => search(st, conn, tag, cmd).await,
+        K::Store(cmd) => {
+            let uid = cmd.uid;
+            let uids = resolve(st, &cmd.set, uid);
+            if st.selected.as_ref().is_some_and(|s| s.read_only) {
+                st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
+                return Ok(());
+            }
+            let op = MailboxOp::Store {
+                mailbox: st.selected.as_ref().expect("selected").id,
+                uids,
+                op: match cmd.mode {
+                    StoreMode::Replace => FlagOp::Replace,
+                    StoreMode::Add => FlagOp::Add,
+                    StoreMode::Remove => FlagOp::Remove,
+                },
+                flags: cmd.flags.iter().map(|f| f.as_str().to_string()).collect(),
+                unchanged_since: cmd.unchanged_since,
+            };
+            match write(st, op).await {
+                Ok(r) => {
+                    let sel = st.selected.as_ref().expect("selected");
+                    if !cmd.silent || st.condstore {
+                        for (u, flags, modseq) in &r.stored {
+                            let Some(seq) = sel.seq_of(*u) else { continue };
+                            let mut f = FetchResponse::new(seq, st.utf8);
+                            if uid {
+                                f.uid(*u);
+                            }
+                            if !cmd.silent {
+                                f.flags(flags);
+                            }
+                            if st.condstore {
+                                f.modseq(*modseq);
+                            }
+                            conn.send(&f.finish());
+                        }
+                    }
+                    st.sync(conn, uid).await;
+                    if r.modified.is_empty() {
+                        st.tagged(conn, tag, Status::Ok, None, "STORE completed");
+                    } else {
+                        let sel = st.selected.as_ref().expect("selected");
+                        let ids: Vec<u32> = if uid {
+                            r.modified.clone()
+                        } else {
+                            r.modified.iter().filter_map(|u| sel.seq_of(*u)).collect()
+                        };
+                        let code = format!("MODIFIED {}", id_set(&ids));
+                        st.tagged(conn, tag, Status::Ok, Some(&code), "Some messages changed since");
+                    }
+                }
+                Err(e) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e),
+            }
+        }
+        K::Copy { uid, set, mailbox } => copy(st, conn, tag, uid, &set, &mailbox, false).await,
+        K::Move { uid, set, mailbox } => copy(st, conn, tag, uid, &set, &mailbox, true).await,
+        K::Expunge => expunge(st, conn, tag, None).await,
+        K::UidExpunge(set) => expunge(st, conn, tag, Some(set)).await,
+        _ => st.tagged(conn, tag, Status::Bad, None, "Command not valid here"),
+    }
+    Ok(())
+}
+
+fn id_set(ids: &[u32]) -> String {
+    let mut set = IdSet::new();
+    for i in ids {
+        set.insert(*i);
+    }
+    set.to_string()
+}
+
+/// The UIDs a set names in the selected mailbox.
+fn resolve(st: &State, set: &SequenceSet, uid: bool) -> Vec<Uid> {
+    let sel = st.selected.as_ref().expect("selected");
+    if uid {
+        let ids = set.resolve(sel.max_uid(), st.saved.as_ref());
+        sel.existing(&ids)
+    } else if matches!(set, SequenceSet::Saved) {
+        // `$` holds UIDs whatever the command's form.
+        st.saved.as_ref().map(|s| sel.existing(s)).unwrap_or_default()
+    } else {
+        sel.uids_of_seqs(&set.resolve(sel.uids.len() as u32, None))
+    }
+}
+
+pub(super) fn summary_of(m: &Message) -> Summary {
+    let mut v = m.body_structure.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("envelope".into(), m.envelope.clone());
+    }
+    serde_json::from_value(v).unwrap_or_default()
+}
+
+fn needs_raw(a: &FetchAttr) -> bool {
+    matches!(
+        a,
+        FetchAttr::Rfc822
+            | FetchAttr::Rfc822Header
+            | FetchAttr::Rfc822Text
+            | FetchAttr::BodySection { .. }
+            | FetchAttr::Binary { .. }
+            | FetchAttr::BinarySize { .. }
+    )
+}
+
+async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
+    let uids = resolve(st, &cmd.set, cmd.uid);
+    let sel = st.selected.as_ref().expect("selected");
+    let (account, mailbox, read_only) = (sel.account, sel.id, sel.read_only);
+    let set_seen = !read_only && cmd.attrs.iter().any(FetchAttr::sets_seen);
+    let raw_needed = cmd.attrs.iter().any(needs_raw);
+    let db = st.shared.ctx.db.clone();
+    let mut unknown_cte = false;
+    for chunk in uids.chunks(ROWS_PER_READ) {
+        let Ok(mut rows) = load_rows(&db, account, mailbox, chunk).await else {
+            st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
+            return;
+        };
+        let mut flags_changed: Vec<Uid> = Vec::new();
+        if set_seen {
+            let unseen: Vec<Uid> = rows.iter().filter(|m| !m.is_seen()).map(|m| m.uid).collect();
+            if !unseen.is_empty() {
+                let op = MailboxOp::Store {
+                    mailbox,
+                    uids: unseen,
+                    op: FlagOp::Add,
+                    flags: vec!["\\Seen".into()],
+                    unchanged_since: None,
+                };
+                if let Ok(r) = write(st, op).await {
+                    for (u, flags, modseq) in r.stored {
+                        if let Some(m) = rows.iter_mut().find(|m| m.uid == u) {
+                            m.flags = flags;
+                            m.modseq = modseq;
+                            flags_changed.push(u);
+                        }
+                    }
+                }
+            }
+        }
+        let sel = st.selected.as_ref().expect("selected");
+        for m in &rows {
+            if let Some(since) = cmd.changed_since
+                && m.modseq <= since
+            {
+                continue;
+            }
+            let Some(seq) = sel.seq_of(m.uid) else { continue };
+            let raw = if raw_needed {
+                match st.shared.ctx.blobs.get(&db, &m.body).await {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        tracing::warn!(uid = m.uid, error = %e, "message body unreadable");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let (f, bad_cte) = render(st, seq, m, raw.as_ref(), &cmd, flags_changed.contains(&m.uid));
+            unknown_cte |= bad_cte;
+            conn.send(&f);
+        }
+    }
+    if cmd.vanished
+        && st.qresync
+        && cmd.uid
+        && let Some(since) = cmd.changed_since
+    {
+        let sel = st.selected.as_ref().expect("selected");
+        let set = cmd.set.resolve(sel.max_uid(), None);
+        vanished_since(&st.shared.ctx.db, sel, conn, since, Some(&set)).await;
+    }
+    st.sync(conn, cmd.uid).await;
+    if unknown_cte {
+        st.tagged(
+            conn,
+            tag,
+            Status::No,
+            Some("UNKNOWN-CTE"),
+            "Cannot decode a part's transfer encoding",
+        );
+    } else {
+        st.tagged(conn, tag, Status::Ok, None, "FETCH completed");
+    }
+}
+
+/// One FETCH response; true in the second element when a BINARY part had
+/// an unknown transfer encoding.
+fn render(
+    st: &State,
+    seq: u32,
+    m: &Message,
+    raw: Option<&Bytes>,
+    cmd: &FetchCommand,
+    flags_changed: bool,
+) -> (Vec<u8>, bool) {
+    let mut f = FetchResponse::new(seq, st.utf8);
+    let mut has_uid = false;
+    let mut has_flags = false;
+    let mut has_modseq = false;
+    let mut bad_cte = false;
+    let summary = summary_of(m);
+    let empty = Bytes::new();
+    let raw = raw.unwrap_or(&empty);
+    if cmd.uid {
+        f.uid(m.uid);
+        has_uid = true;
+    }
+    for attr in &cmd.attrs {
+        match attr {
+            FetchAttr::Uid if !has_uid => {
+                f.uid(m.uid);
+                has_uid = true;
+            }
+            FetchAttr::Uid => {}
+            FetchAttr::Flags => {
+                f.flags(&m.flags);
+                has_flags = true;
+            }
+            FetchAttr::InternalDate => {
+                f.internal_date(m.internal_date_ms);
+            }
+            FetchAttr::Rfc822Size => {
+                f.rfc822_size(m.body.size);
+            }
+            FetchAttr::ModSeq => {
+                f.modseq(m.modseq);
+                has_modseq = true;
+            }
+            FetchAttr::Envelope => {
+                f.envelope(&summary.envelope);
+            }
+            FetchAttr::Body => {
+                f.body_structure(&summary.structure, false);
+            }
+            FetchAttr::BodyStructure => {
+                f.body_structure(&summary.structure, true);
+            }
+            FetchAttr::Rfc822 => {
+                f.rfc822("RFC822", raw);
+            }
+            FetchAttr::Rfc822Header => {
+                let h = section(raw, &summary, SectionText::Header);
+                f.rfc822("RFC822.HEADER", &h);
+            }
+            FetchAttr::Rfc822Text => {
+                let t = section(raw, &summary, SectionText::Text);
+                f.rfc822("RFC822.TEXT", &t);
+            }
+            FetchAttr::BodySection { section, partial, .. } => {
+                let data = response::section_bytes(raw, &summary, section);
+                let sliced = data.as_deref().map(|d| response::partial_range(d, *partial));
+                f.section(section, partial.map(|p| p.offset), sliced);
+            }
+            FetchAttr::Binary { part, partial, .. } => match response::binary_bytes(raw, &summary, part) {
+                Ok(d) => {
+                    f.binary(
+                        part,
+                        partial.map(|p| p.offset),
+                        Some(response::partial_range(&d, *partial)),
+                    );
+                }
+                Err(BinaryError::NoSuchPart) => {
+                    f.binary(part, None, None);
+                }
+                Err(BinaryError::UnknownCte) => bad_cte = true,
+            },
+            FetchAttr::BinarySize { part } => match response::binary_bytes(raw, &summary, part) {
+                Ok(d) => {
+                    f.binary_size(part, d.len() as u64);
+                }
+                Err(BinaryError::NoSuchPart) => {
+                    f.binary_size(part, 0);
+                }
+                Err(BinaryError::UnknownCte) => bad_cte = true,
+            },
+        }
+    }
+    if flags_changed && !has_flags {
+        f.flags(&m.flags);
+    }
+    if st.condstore && !has_modseq && (cmd.changed_since.is_some() || flags_changed) {
+        f.modseq(m.modseq);
+    }
+    (f.finish(), bad_cte)
+}
+
+fn section(raw: &[u8], summary: &Summary, text: SectionText) -> Vec<u8> {
+    let s = Section {
+        part: vec![],
+        text: Some(text),
+    };
+    response::section_bytes(raw, summary, &s).unwrap_or_default()
+}
+
+/// A message as SEARCH sees it; the body is parsed only if the key needs it.
+struct View<'a> {
+    m: &'a Message,
+    seq: u32,
+    summary: Summary,
+    headers: Vec<(String, String)>,
+    text: Option<(String, String)>,
+}
+
+impl MessageView for View<'_> {
+    fn uid(&self) -> u32 {
+        self.m.uid
+    }
+    fn seq(&self) -> u32 {
+        self.seq
+    }
+    fn flags(&self) -> &[String] {
+        &self.m.flags
+    }
+    fn internal_date_ms(&self) -> i64 {
+        self.m.internal_date_ms
+    }
+    fn size(&self) -> u64 {
+        self.m.body.size
+    }
+    fn modseq(&self) -> u64 {
+        self.m.modseq
+    }
+    fn envelope(&self) -> &Envelope {
+        &self.summary.envelope
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    }
+    fn text(&self, body_only: bool) -> Option<String> {
+        self.text.as_ref().map(|(head, body)| {
+            if body_only {
+                body.clone()
+            } else {
+                format!("{head}\n{body}")
+            }
+        })
+    }
+}
+
+/// Decoded header fields and text of a raw message, parsed once for SEARCH.
+fn parse_for_search(raw: &[u8]) -> (Vec<(String, String)>, (String, String)) {
+    let parsed = std::panic::catch_unwind(|| mail_parser::MessageParser::default().parse(raw));
+    let Ok(Some(msg)) = parsed else {
+        let text = String::from_utf8_lossy(raw).into_owned();
+        return (Vec::new(), (String::new(), text));
+    };
+    let headers: Vec<(String, String)> = msg
+        .headers()
+        .iter()
+        .map(|h| {
+            let value = match h.value() {
+                mail_parser::HeaderValue::Text(t) => t.to_string(),
+                _ => msg.header_raw(h.name()).unwrap_or_default().trim().to_string(),
+            };
+            (h.name().to_string(), value)
+        })
+        .collect();
+    let head: String = headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
+    let mut body = String::new();
+    for i in 0.. {
+        match msg.body_text(i) {
+            Some(t) => {
+                body.push_str(&t);
+                body.push('\n');
+            }
+            None => break,
+        }
+    }
+    (headers, (head, body))
+}
+
+async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: SearchCommand) {
+    let sel = st.selected.as_ref().expect("selected");
+    let (account, mailbox) = (sel.account, sel.id);
+    let uids = sel.uids.clone();
+    let ctx = SearchContext {
+        max_seq: uids.len() as u32,
+        max_uid: sel.max_uid(),
+        saved: st.saved.as_ref(),
+    };
+    let load_raw = needs_body(&cmd.key) || needs_headers(&cmd.key);
+    let db = st.shared.ctx.db.clone();
+    let mut hits: Vec<(u32, Uid, u64)> = Vec::new();
+    for chunk in uids.chunks(ROWS_PER_READ) {
+        let Ok(rows) = load_rows(&db, account, mailbox, chunk).await else {
+            st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
+            return;
+        };
+        for m in &rows {
+            let seq = sel.seq_of(m.uid).unwrap_or(0);
+            let (headers, text) = if load_raw {
+                match st.shared.ctx.blobs.get(&db, &m.body).await {
+                    Ok(raw) => {
+                        let (h, t) = parse_for_search(&raw);
+                        (h, Some(t))
+                    }
+                    Err(_) => (Vec::new(), None),
+                }
+            } else {
+                (Vec::new(), None)
+            };
+            let view = View {
+                m,
+                seq,
+                summary: summary_of(m),
+                headers,
+                text,
+            };
+            if matches(&cmd.key, &view, &ctx) {
+                hits.push((seq, m.uid, m.modseq));
+            }
+        }
+    }
+    let ids: Vec<u32> = hits.iter().map(|(s, u, _)| if cmd.uid { *u } else { *s }).collect();
+    let modseq = uses_modseq(&cmd.key).then(|| hits.iter().map(|h| h.2).max().unwrap_or(0));
+    match cmd.ret {
+        Some(ret) => {
+            if ret.save {
+                let mut saved = IdSet::new();
+                for (_, u, _) in &hits {
+                    saved.insert(*u);
+                }
+                st.saved = Some(saved);
+            }
+            let mut all = IdSet::new();
+            for i in &ids {
+                all.insert(*i);
+            }
+            let only_save = ret.save && !ret.min && !ret.max && !ret.all && !ret.count;
+            if !only_save {
+                let e = Esearch {
+                    tag: Some(tag),
+                    uid: cmd.uid,
+                    min: ret.min.then(|| ids.iter().min().copied()).flatten(),
+                    max: ret.max.then(|| ids.iter().max().copied()).flatten(),
+                    all: (ret.all && !ids.is_empty()).then_some(&all),
+                    count: ret.count.then_some(ids.len() as u64),
+                    modseq,
+                };
+                conn.send(&response::esearch_line(&e));
+            }
+        }
+        None => conn.send(&response::search_line(&ids, modseq)),
+    }
+    st.sync(conn, cmd.uid).await;
+    st.tagged(conn, tag, Status::Ok, None, "SEARCH completed");
+}
+
+async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &SequenceSet, name: &str, moving: bool) {
+    let uids = resolve(st, set, uid);
+    let target = match find(st, name).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return st.tagged(conn, tag, Status::No, Some("TRYCREATE"), "No such mailbox"),
+        Err(_) => return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
+    };
+    let sel = st.selected.as_ref().expect("selected");
+    if moving && sel.read_only {
+        return st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
+    }
+    let op = MailboxOp::Copy {
+        from: sel.id,
+        uids,
+        to: target.id,
+        moving,
+    };
+    match write(st, op).await {
+        Ok(r) if r.copied.is_empty() => st.tagged(conn, tag, Status::Ok, None, "Nothing to copy"),
+        Ok(r) => {
+            let src: Vec<u32> = r.copied.iter().map(|p| p.0).collect();
+            let dst: Vec<u32> = r.copied.iter().map(|p| p.1).collect();
+            let code = format!("COPYUID {} {} {}", r.uid_validity, id_set(&src), id_set(&dst));
+            if moving {
+                conn.send(&response::untagged(Status::Ok, Some(&code), "Moved"));
+                st.sync(conn, true).await;
+                st.tagged(conn, tag, Status::Ok, None, "MOVE completed");
+            } else {
+                st.sync(conn, uid).await;
+                st.tagged(conn, tag, Status::Ok, Some(&code), "COPY completed");
+            }
+        }
+        Err(e) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e),
+    }
+}
+
+/// UIDs (among `uids`) of messages flagged \Deleted.
+pub(super) async fn deleted_uids(st: &State, sel: &Selected, uids: &[Uid]) -> Result<Vec<Uid>, StorageError> {
+    let mut out = Vec::new();
+    for chunk in uids.chunks(ROWS_PER_READ) {
+        let rows = load_rows(&st.shared.ctx.db, sel.account, sel.id, chunk).await?;
+        out.extend(
+            rows.iter()
+                .filter(|m| m.flags.iter().any(|f| f.eq_ignore_ascii_case("\\Deleted")))
+                .map(|m| m.uid),
+        );
+    }
+    Ok(out)
+}
+
+async fn expunge(st: &mut State, conn: &mut Conn, tag: &str, only: Option<SequenceSet>) {
+    let sel = st.selected.as_ref().expect("selected");
+    if sel.read_only {
+        return st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
+    }
+    let candidates = match &only {
+        Some(set) => sel.existing(&set.resolve(sel.max_uid(), st.saved.as_ref())),
+        None => sel.uids.clone(),
+    };
+    let deleted = match deleted_uids(st, sel, &candidates).await {
+        Ok(d) => d,
+        Err(_) => return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
+    };
+    if !deleted.is_empty() {
+        let op = MailboxOp::Expunge {
+            mailbox: sel.id,
+            uids: deleted,
+        };
+        if let Err(e) = write(st, op).await {
+            return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e);
+        }
+    }
+    st.sync(conn, true).await;
+    st.tagged(conn, tag, Status::Ok, None, "EXPUNGE completed");
+}
+
+/// `* VANISHED (EARLIER)` for messages expunged after `since` (QRESYNC).
+async fn vanished_since(
+    db: &meshmail_storage::Database,
+    sel: &Selected,
+    conn: &mut Conn,
+    since: u64,
+    within: Option<&IdSet>,
+) {
+    let (account, mailbox) = (sel.account, sel.id);
+    let floor_and_changes = db
+        .read("imap_vanished", move |txn| async move {
+            let floor =
+                meshmail_storage::kv::decode_i64(txn.get(&keyspace::change_floor(account, mailbox)).await?.as_deref());
+            let changes = messages::changes_since(&txn, account, mailbox, since, 10_000).await?;
+            Ok::<_, StorageError>((floor as u64, changes))
+        })
+        .await;
+    let Ok((floor, changes)) = floor_and_changes else {
+        return;
+    };
+    let mut gone = IdSet::new();
+    if floor > since {
+        // The log no longer reaches back: everything not present is reported.
+        if let Some(w) = within {
+            for u in w.iter().take(100_000) {
+                if sel.seq_of(u).is_none() && u < sel.max_uid() {
+                    gone.insert(u);
+                }
+            }
+        }
+    } else {
+        for ch in changes.iter().filter(|c| c.kind == ChangeKind::Expunged) {
+            if within.is_none_or(|w| w.contains(ch.uid)) {
+                gone.insert(ch.uid);
+            }
+        }
+    }
+    if !gone.is_empty() {
+        conn.send(&response::vanished_line(true, &gone));
+    }
+}
+
+/// SELECT (QRESYNC uidvalidity modseq [known-uids]): what changed since.
+pub(super) async fn qresync_select(st: &State, conn: &mut Conn, sel: &Selected, q: &Qresync) {
+    let known = q.known_uids.as_ref().map(|k| k.resolve(u32::MAX, None));
+    vanished_since(&st.shared.ctx.db, sel, conn, q.modseq, known.as_ref()).await;
+    let (account, mailbox, since) = (sel.account, sel.id, q.modseq);
+    let changed = st
+        .shared
+        .ctx
+        .db
+        .read("imap_qresync", move |txn| async move {
+            messages::changes_since(&txn, account, mailbox, since, 10_000).await
+        })
+        .await
+        .unwrap_or_default();
+    let mut uids: Vec<Uid> = changed
+        .iter()
+        .filter(|c| c.kind != ChangeKind::Expunged)
+        .map(|c| c.uid)
+        .filter(|u| sel.seq_of(*u).is_some())
+        .collect();
+    uids.sort_unstable();
+    uids.dedup();
+    if let Ok(rows) = load_rows(&st.shared.ctx.db, account, mailbox, &uids).await {
+        for m in rows {
+            let Some(seq) = sel.seq_of(m.uid) else { continue };
+            let mut f = FetchResponse::new(seq, st.utf8);
+            f.uid(m.uid).flags(&m.flags).modseq(m.modseq);
+            conn.send(&f.finish());
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The selected mailbox as one session sees it: its sequence-number map and
+//! how far it has caught up with the store. Sync reads the change log (never
+//! polls on a timer, never watches the store: it runs at the points the RFC
+//! allows untagged responses, and when the shard actor's hint wakes IDLE).
+
+use meshmail_storage::keyspace::{self, AccountId, MailboxId, Uid};
+use meshmail_storage::kv::decode_i64;
+use meshmail_storage::model::mailboxes::{self, Mailbox};
+use meshmail_storage::model::messages::{self, ChangeKind};
+use meshmail_storage::{Database, StorageError};
+
+use super::response::FetchResponse;
+use super::sequence::IdSet;
+
+/// Changes read per sync before falling back to a full reload.
+const CHANGES_PER_SYNC_MAX: usize = 5000;
+
+pub struct Selected {
+    pub account: AccountId,
+    pub id: MailboxId,
+    pub name: String,
+    pub read_only: bool,
+    pub uid_validity: u32,
+    /// UIDs in sequence order: `uids[seq - 1]`.
+    pub uids: Vec<Uid>,
+    /// Every change up to this MODSEQ is reflected in `uids`.
+    pub known_modseq: u64,
+    /// Expunges seen while EXPUNGE responses were not allowed.
+    pub pending_expunges: Vec<Uid>,
+}
+
+impl Selected {
+    pub async fn open(
+        db: &Database,
+        account: AccountId,
+        mb: &Mailbox,
+        read_only: bool,
+    ) -> Result<Selected, StorageError> {
+        let mut s = Selected {
+            account,
+            id: mb.id,
+            name: mb.name.clone(),
+            read_only,
+            uid_validity: mb.uid_validity,
+            uids: Vec::new(),
+            known_modseq: mb.highest_modseq,
+            pending_expunges: Vec::new(),
+        };
+        s.uids = all_uids(db, account, mb.id).await?;
+        Ok(s)
+    }
+
+    pub fn max_uid(&self) -> Uid {
+        self.uids.last().copied().unwrap_or(0)
+    }
+
+    pub fn seq_of(&self, uid: Uid) -> Option<u32> {
+        self.uids.binary_search(&uid).ok().map(|i| i as u32 + 1)
+    }
+
+    /// UIDs of a sequence-number set.
+    pub fn uids_of_seqs(&self, seqs: &IdSet) -> Vec<Uid> {
+        seqs.iter()
+            .filter_map(|s| self.uids.get(s as usize - 1).copied())
+            .collect()
+    }
+
+    /// UIDs of a UID set that exist in this view.
+    pub fn existing(&self, uids: &IdSet) -> Vec<Uid> {
+        self.uids.iter().copied().filter(|u| uids.contains(*u)).collect()
+    }
+
+    /// Brings the view up to date and renders the untagged responses: EXPUNGE
+    /// (or VANISHED) only when `allow_expunge`, then EXISTS, then flag
+    /// changes as FETCH. A trimmed change log means a full reload.
+    pub async fn sync(
+        &mut self,
+        db: &Database,
+        allow_expunge: bool,
+        condstore: bool,
+        qresync: bool,
+    ) -> Result<Vec<u8>, StorageError> {
+        let mut out = Vec::new();
+        let (account, id, known) = (self.account, self.id, self.known_modseq);
+        let (mb, floor, changes) = db
+            .read("imap_sync", move |txn| async move {
+                let mb = mailboxes::get(&txn, account, id).await?;
+                let floor = decode_i64(txn.get(&keyspace::change_floor(account, id)).await?.as_deref()) as u64;
+                let changes = match &mb {
+                    Some(m) if m.highest_modseq > known && floor <= known => {
+                        messages::changes_since(&txn, account, id, known, CHANGES_PER_SYNC_MAX).await?
+                    }
+                    _ => Vec::new(),
+                };
+                Ok::<_, StorageError>((mb, floor, changes))
+            })
+            .await?;
+        let Some(mb) = mb else {
+            // Deleted under us: the client will see it gone at the next LIST.
+            return Ok(out);
+        };
+        let mut expunged: Vec<Uid> = std::mem::take(&mut self.pending_expunges);
+        let mut flagged: Vec<Uid> = Vec::new();
+        let mut added: Vec<Uid> = Vec::new();
+        if mb.highest_modseq > known {
+            if floor > known || changes.len() >= CHANGES_PER_SYNC_MAX {
+                let now = all_uids(db, account, id).await?;
+                expunged.extend(self.uids.iter().filter(|u| now.binary_search(u).is_err()));
+                added.extend(now.iter().filter(|u| **u > self.max_uid()));
+                flagged.extend(now.iter().filter(|u| **u <= self.max_uid()));
+            } else {
+                for ch in changes {
+                    match ch.kind {
+                        ChangeKind::Added if ch.uid > self.max_uid() => added.push(ch.uid),
+                        ChangeKind::Added => {}
+                        ChangeKind::Flags => flagged.push(ch.uid),
+                        ChangeKind::Expunged => expunged.push(ch.uid),
+                    }
+                }
+            }
+            self.known_modseq = mb.highest_modseq;
+        }
+        expunged.sort_unstable();
+        expunged.dedup();
+        expunged.retain(|u| self.uids.binary_search(u).is_ok());
+        if allow_expunge && !expunged.is_empty() {
+            if qresync {
+                let mut set = IdSet::new();
+                for u in &expunged {
+                    set.insert(*u);
+                }
+                out.extend_from_slice(&super::response::vanished_line(false, &set));
+                self.uids.retain(|u| expunged.binary_search(u).is_err());
+            } else {
+                // Highest first would also work; ascending with live
+                // renumbering is what RFC 9051 §7.5.1 describes.
+                for u in &expunged {
+                    if let Some(seq) = self.seq_of(*u) {
+                        out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+                        self.uids.remove(seq as usize - 1);
+                    }
+                }
+            }
+        } else {
+            self.pending_expunges = expunged;
+        }
+        added.sort_unstable();
+        added.dedup();
+        if !added.is_empty() {
+            self.uids.extend(added);
+            out.extend_from_slice(format!("* {} EXISTS\r\n", self.uids.len()).as_bytes());
+        }
+        flagged.sort_unstable();
+        flagged.dedup();
+        flagged.retain(|u| self.uids.binary_search(u).is_ok() && !self.pending_expunges.contains(u));
+        for chunk in flagged.chunks(500) {
+            let rows = load_rows(db, account, id, chunk).await?;
+            for m in rows {
+                let Some(seq) = self.seq_of(m.uid) else { continue };
+                let mut f = FetchResponse::new(seq, false);
+                f.uid(m.uid).flags(&m.flags);
+                if condstore {
+                    f.modseq(m.modseq);
+                }
+                out.extend_from_slice(&f.finish());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Every UID of a mailbox, in bounded reads.
+pub async fn all_uids(db: &Database, account: AccountId, mailbox: MailboxId) -> Result<Vec<Uid>, StorageError> {
+    let mut uids = Vec::new();
+    let mut from = 1;
+    loop {
+        let page = db
+            .read("imap_uids", move |txn| async move {
+                messages::list(&txn, account, mailbox, from, 2000).await
+            })
+            .await?;
+        let Some(last) = page.last() else { return Ok(uids) };
+        from = last.uid + 1;
+        uids.extend(page.iter().map(|m| m.uid));
+    }
+}
+
+/// The rows of some UIDs (missing ones are skipped), in one snapshot.
+pub async fn load_rows(
+    db: &Database,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<messages::Message>, StorageError> {
+    let uids = uids.to_vec();
+    db.read("imap_rows", move |txn| {
+        let uids = uids.clone();
+        async move {
+            let mut out = Vec::with_capacity(uids.len());
+            for u in uids {
+                if let Some(m) = messages::get(&txn, account, mailbox, u).await? {
+                    out.push(m);
+                }
+            }
+            Ok::<_, StorageError>(out)
+        }
+    })
+    .await
+}
