@@ -43,7 +43,16 @@ impl NodeProc {
                 "--submissions",
                 "off",
             ])
-            .args(["--lmtp", "off", "--http", "127.0.0.1:0"])
+            .args([
+                "--lmtp",
+                "off",
+                "--http",
+                "127.0.0.1:0",
+                "--imap",
+                "127.0.0.1:0",
+                "--imaps",
+                "off",
+            ])
             .args(extra)
             .env("MESHMAIL_LOG", "warn")
             .stdout(Stdio::piped())

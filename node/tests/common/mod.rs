@@ -54,7 +54,16 @@ impl Node {
             "--submissions",
             "127.0.0.1:0",
         ])
-        .args(["--lmtp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args([
+            "--lmtp",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--imap",
+            "127.0.0.1:0",
+            "--imaps",
+            "127.0.0.1:0",
+        ])
         .args(extra)
         .stdout(Stdio::piped());
         for (k, v) in env {

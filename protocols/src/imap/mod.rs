@@ -16,7 +16,7 @@
 //!   LIST-STATUS, SPECIAL-USE and CREATE-SPECIAL-USE, MULTIAPPEND, BINARY,
 //!   QUOTA, UTF8=ACCEPT (via [`ParseOptions`]).
 //! - [`sequence`]: [`SequenceSet`] (as written) and [`IdSet`] (resolved).
-//! - [`search`]: [`matches`] of a [`SearchKey`] against a [`MessageView`].
+//! - [`search`]: [`matches()`] of a [`SearchKey`] against a [`MessageView`].
 //! - [`response`]: strings, ENVELOPE, BODYSTRUCTURE, FETCH/LIST/STATUS/
 //!   ESEARCH/VANISHED lines, body sections and transfer decoding.
 //! - [`utf7`]: modified UTF-7 mailbox names.

@@ -1,7 +1,7 @@
 //! IMAP command parsing (RFC 9051 / RFC 3501 grammar with the extensions
 //! listed in [`super`]).
 //!
-//! The session frames a command with [`literal_announcement`] (one line at
+//! The session frames a command with [`super::literal_announcement`] (one line at
 //! a time) and hands the whole of it, lines joined with CRLF and literal
 //! bytes inline, to [`parse_command`]. Parsing never panics, allocates in
 //! proportion to the input and recurses at most [`MAX_SEARCH_DEPTH`] levels.
@@ -272,7 +272,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn number(&mut self) -> R<u32> {
-        u32::try_from(self.number64()?).or(err("number too large"))
+        u32::try_from(self.number64()?).map_err(|_| "number too large".to_string())
     }
 
     pub(super) fn nz_number(&mut self) -> R<u32> {
@@ -376,9 +376,15 @@ fn parse_date_time(raw: &[u8]) -> Option<DateTime> {
     let month = Date::month_from_name(d.next()?.as_bytes())?;
     let year: i32 = d.next().filter(|y| y.len() == 4)?.parse().ok()?;
     let date = Date::new(year, month, day).filter(|_| d.next().is_none())?;
-    let two = |x: &str, max: i64| x.parse::<i64>().ok().filter(|&v| x.len() == 2 && v <= max);
+    let two = |x: &str, max: i64| {
+        let digits = x.len() == 2 && x.bytes().all(|b| b.is_ascii_digit());
+        x.parse::<i64>().ok().filter(|&v| digits && v <= max)
+    };
     let mut t = time.split(':');
     let (h, m, sec) = (two(t.next()?, 23)?, two(t.next()?, 59)?, two(t.next()?, 60)?);
+    if t.next().is_some() {
+        return None;
+    }
     let sign = match zone.as_bytes().first()? {
         b'+' => 1,
         b'-' => -1,

@@ -481,10 +481,10 @@ pub enum FetchAttr {
     InternalDate,
     /// RFC822: the whole message, answered as `RFC822`; sets \Seen.
     Rfc822,
-    /// RFC822.HEADER (like BODY.PEEK[HEADER], answered as RFC822.HEADER).
+    /// RFC822.HEADER (like `BODY.PEEK[HEADER]`, answered as RFC822.HEADER).
     Rfc822Header,
     Rfc822Size,
-    /// RFC822.TEXT (like BODY[TEXT]; sets \Seen).
+    /// RFC822.TEXT (like `BODY[TEXT]`; sets \Seen).
     Rfc822Text,
     /// BODY without a section: the non-extensible BODYSTRUCTURE.
     Body,
