@@ -41,8 +41,24 @@ pub struct ServeOptions {
     pub sink: bool,
 }
 
+/// A mail server holds a socket per client: lift the soft open-files limit
+/// to the hard one instead of failing at the default 1,024.
+fn raise_open_files_limit() {
+    // SAFETY: getrlimit/setrlimit on this process with a valid struct.
+    unsafe {
+        let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                tracing::warn!("could not raise the open-files limit");
+            }
+        }
+    }
+}
+
 pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let started = Instant::now();
+    raise_open_files_limit();
     let metrics = PrometheusBuilder::new()
         // Histograms (not summaries) so they aggregate across nodes.
         .set_buckets(LATENCY_BUCKETS_S)

@@ -5,6 +5,8 @@
 //! kv`) through the storage crate's public API; every load loop is bounded
 //! in count and in time and stops by itself.
 
+pub mod bench_imap;
 pub mod bench_kv;
 pub mod bench_smtp;
+pub mod imap_client;
 pub mod node_proc;

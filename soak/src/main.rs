@@ -33,6 +33,9 @@ enum Bench {
     /// SMTP ingest: N messages over C connections against one node, durable
     /// and in the server's no-storage sink mode, in the same run.
     Smtp(meshmail_soak::bench_smtp::SmtpArgs),
+    /// IMAP: FETCH/SEARCH/STORE throughput with N sessions, and RSS per
+    /// idle authenticated session with many IDLE sessions on one node.
+    Imap(meshmail_soak::bench_imap::ImapArgs),
     /// Internal: one worker process of `bench kv`.
     #[command(hide = true)]
     KvWorker(bench_kv::WorkerArgs),
@@ -45,6 +48,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Smtp(args),
         } => meshmail_soak::bench_smtp::run(args),
+        Command::Bench {
+            what: Bench::Imap(args),
+        } => meshmail_soak::bench_imap::run(args),
         Command::Bench {
             what: Bench::KvWorker(args),
         } => bench_kv::worker(args),

@@ -75,6 +75,16 @@ impl NodeProc {
             .with_context(|| format!("no {name} endpoint"))
     }
 
+    /// Resident set size of the node process, KiB (from /proc).
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .context("no VmRSS in /proc status")
+    }
+
     /// The Prometheus text of its /metrics.
     pub fn metrics(&self) -> anyhow::Result<String> {
         use std::io::Read;

@@ -13,8 +13,13 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-/// Read size per syscall; also bounds how much is read past a message end.
-const READ_CHUNK: usize = 64 * 1024;
+/// Buffer room per read while reading command lines: small, because an idle
+/// session keeps its buffer (10,000 IDLE sessions × 64 KiB would be 640 MiB).
+const LINE_READ_CHUNK: usize = 2 * 1024;
+/// Buffer room per read while streaming a message body or literal.
+const BULK_READ_CHUNK: usize = 64 * 1024;
+/// Buffers larger than this are shrunk back once drained.
+const BUFFER_KEEP_MAX: usize = 16 * 1024;
 
 pub enum Stream {
     Plain(TcpStream),
@@ -90,9 +95,9 @@ impl Conn {
         let tls = matches!(stream, Stream::Tls(_));
         Conn {
             stream,
-            inbuf: Vec::with_capacity(4096),
+            inbuf: Vec::new(),
             scanned: 0,
-            out: Vec::with_capacity(4096),
+            out: Vec::new(),
             idle,
             tls,
         }
@@ -109,22 +114,30 @@ impl Conn {
 
     pub async fn flush(&mut self) -> Result<(), ConnError> {
         if !self.out.is_empty() {
-            let out = std::mem::take(&mut self.out);
+            let mut out = std::mem::take(&mut self.out);
             tokio::time::timeout(self.idle, self.stream.write_all(&out))
                 .await
                 .map_err(|_| ConnError::TimedOut)??;
             tokio::time::timeout(self.idle, self.stream.flush())
                 .await
                 .map_err(|_| ConnError::TimedOut)??;
+            // Reuse the buffer unless a big response grew it.
+            out.clear();
+            if out.capacity() <= BUFFER_KEEP_MAX {
+                self.out = out;
+            }
         }
         Ok(())
     }
 
     /// Reads more bytes into the buffer, flushing queued replies first (so
     /// pipelined commands get their replies in one write).
-    async fn fill(&mut self) -> Result<usize, ConnError> {
+    async fn fill(&mut self, chunk: usize) -> Result<usize, ConnError> {
         self.flush().await?;
-        self.inbuf.reserve(READ_CHUNK);
+        if self.inbuf.is_empty() && self.inbuf.capacity() > BUFFER_KEEP_MAX {
+            self.inbuf.shrink_to(chunk);
+        }
+        self.inbuf.reserve(chunk);
         // `read_buf` appends only what was read, so a read cancelled by a
         // `select!` (IDLE waits on the socket and on change hints) loses nothing.
         let n = tokio::time::timeout(self.idle, self.stream.read_buf(&mut self.inbuf))
@@ -139,7 +152,7 @@ impl Conn {
     /// Waits until at least one more byte is buffered (cancel-safe).
     pub async fn wait_readable(&mut self) -> Result<(), ConnError> {
         if self.inbuf.is_empty() {
-            self.fill().await?;
+            self.fill(LINE_READ_CHUNK).await?;
         }
         Ok(())
     }
@@ -169,7 +182,7 @@ impl Conn {
         let keep = n <= cap;
         while remaining > 0 {
             if self.inbuf.is_empty() {
-                self.fill().await?;
+                self.fill(BULK_READ_CHUNK).await?;
             }
             let take = (remaining as usize).min(self.inbuf.len());
             if keep {
@@ -210,7 +223,7 @@ impl Conn {
                 self.inbuf.clear();
                 self.scanned = 0;
             }
-            self.fill().await?;
+            self.fill(LINE_READ_CHUNK).await?;
         }
     }
 
@@ -232,7 +245,7 @@ impl Conn {
     /// Reads whatever arrives next (at least one byte).
     pub async fn read_some(&mut self) -> Result<Vec<u8>, ConnError> {
         if self.inbuf.is_empty() {
-            self.fill().await?;
+            self.fill(BULK_READ_CHUNK).await?;
         }
         Ok(self.take_buffered())
     }
