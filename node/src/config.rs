@@ -274,3 +274,31 @@ impl Config {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example configs in ops/ must stay loadable as the code changes.
+    #[test]
+    fn shipped_configs_parse() {
+        for text in [
+            include_str!("../../ops/config/dev.toml"),
+            include_str!("../../ops/config/production.toml"),
+        ] {
+            let cfg: Config = toml::from_str(text).expect("config parses");
+            assert!(cfg.listen.http.is_some());
+        }
+        let prod: Config = toml::from_str(include_str!("../../ops/config/production.toml")).unwrap();
+        assert_eq!(prod.listen.smtp.unwrap().port(), 25);
+        assert_eq!(prod.listen.imaps.unwrap().port(), 993);
+        assert!(matches!(prod.store, Some(KvConfig::Fdb { .. })));
+    }
+
+    #[test]
+    fn listeners_can_be_turned_off() {
+        let cfg: Config = toml::from_str("[listen]\nsmtp = \"off\"\n").unwrap();
+        assert!(cfg.listen.smtp.is_none());
+        assert_eq!(cfg.listen.imap.unwrap().port(), 1143);
+    }
+}

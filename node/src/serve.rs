@@ -46,7 +46,10 @@ pub struct ServeOptions {
 fn raise_open_files_limit() {
     // SAFETY: getrlimit/setrlimit on this process with a valid struct.
     unsafe {
-        let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
             l.rlim_cur = l.rlim_max;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {

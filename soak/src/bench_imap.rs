@@ -64,19 +64,32 @@ pub fn run(args: ImapArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     setup_account(&bin, dir.path(), USER, PASSWORD)?;
     let cfg = dir.path().join("bench.toml");
-    std::fs::write(&cfg, "[imap]\nallow_plaintext_auth_on_loopback = true\nmax_sessions_per_account = 100000\n")?;
+    std::fs::write(
+        &cfg,
+        "[imap]\nallow_plaintext_auth_on_loopback = true\nmax_sessions_per_account = 100000\n",
+    )?;
     let node = NodeProc::start(&bin, dir.path(), &["--config", cfg.to_str().expect("utf-8 path")])?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (commands, idle) = rt.block_on(async {
         preload(&node, args.messages)?;
         let commands = throughput(&node, &args).await?;
-        let idle = if args.idle_sessions > 0 { Some(idle_memory(&node, &args).await?) } else { None };
+        let idle = if args.idle_sessions > 0 {
+            Some(idle_memory(&node, &args).await?)
+        } else {
+            None
+        };
         anyhow::Ok((commands, idle))
     })?;
-    println!("bench imap: {} messages, {} sessions, {} s per command\n", args.messages, args.sessions, args.secs);
+    println!(
+        "bench imap: {} messages, {} sessions, {} s per command\n",
+        args.messages, args.sessions, args.secs
+    );
     println!("| command | ops/s | p50 ms | p99 ms |\n|---|---:|---:|---:|");
     for c in &commands {
-        println!("| {} | {:.0} | {:.2} | {:.2} |", c.command, c.ops_per_s, c.p50_ms, c.p99_ms);
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} |",
+            c.command, c.ops_per_s, c.p50_ms, c.p99_ms
+        );
     }
     if let Some(i) = &idle {
         println!(
@@ -85,7 +98,10 @@ pub fn run(args: ImapArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(p) = &args.json {
-        std::fs::write(p, serde_json::to_vec_pretty(&serde_json::json!({"commands": commands, "idle": idle}))?)?;
+        std::fs::write(
+            p,
+            serde_json::to_vec_pretty(&serde_json::json!({"commands": commands, "idle": idle}))?,
+        )?;
     }
     Ok(())
 }
@@ -180,7 +196,12 @@ async fn idle_memory(node: &NodeProc, args: &ImapArgs) -> anyhow::Result<IdleFig
     let mut tasks = Vec::with_capacity(args.idle_sessions);
     for i in 0..args.idle_sessions {
         let (addr, sem) = (addr.clone(), sem.clone());
-        let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1 + (i % args.source_ips.max(1) as usize) as u8));
+        let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+            127,
+            0,
+            0,
+            1 + (i % args.source_ips.max(1) as usize) as u8,
+        ));
         tasks.push(tokio::spawn(async move {
             let permit = sem.acquire_owned().await?;
             let mut c = ImapClient::connect(&addr, Some(ip)).await?;
@@ -211,7 +232,10 @@ async fn idle_memory(node: &NodeProc, args: &ImapArgs) -> anyhow::Result<IdleFig
 fn raise_fd_limit() {
     // SAFETY: plain getrlimit/setrlimit on our own process.
     unsafe {
-        let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
             l.rlim_cur = l.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &l);

@@ -75,7 +75,10 @@ impl ImapClient {
     }
 
     pub async fn login(&mut self, user: &str, password: &str) -> anyhow::Result<()> {
-        self.cmd(&format!("LOGIN \"{user}\" \"{password}\"")).await.context("login").map(drop)
+        self.cmd(&format!("LOGIN \"{user}\" \"{password}\""))
+            .await
+            .context("login")
+            .map(drop)
     }
 
     /// Enters IDLE and waits for the continuation.

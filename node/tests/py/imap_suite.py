@@ -126,6 +126,21 @@ class Basics(unittest.TestCase):
         self.assertTrue(r.until("X5")[-1].startswith("X5 OK"), "the session continues")
 
 
+    def test_disconnect_mid_append_stores_nothing(self):
+        c = login()
+        before = c.status("Drafts", "(MESSAGES)")[1][0]
+        r = Raw()
+        r.login()
+        r.send("P APPEND Drafts {100}\r\n")
+        self.assertTrue(r.line().startswith("+"))
+        r.send(b"Subject: half\r\n\r\nonly part of")
+        r.s.close()
+        time.sleep(0.2)
+        self.assertEqual(c.status("Drafts", "(MESSAGES)")[1][0], before, "nothing half-stored")
+        self.assertEqual(c.noop()[0], "OK", "the server keeps serving")
+        c.logout()
+
+
 class Mailboxes(unittest.TestCase):
     def test_special_use_list_variants_and_status(self):
         c = login()

@@ -111,15 +111,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
             bytes: msg.body.size as i64,
         },
     )?;
-    put_record(
-        txn,
-        &keyspace::change(account, mailbox, modseq),
-        &Change {
-            modseq,
-            uid,
-            kind: ChangeKind::Added,
-        },
-    )?;
+    log_change(txn, account, mailbox, modseq, uid, ChangeKind::Added)?;
     ledger::record(
         txn,
         &msg.acceptance_id,
@@ -187,15 +179,7 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
             bytes: -(msg.body.size as i64),
         },
     )?;
-    put_record(
-        txn,
-        &keyspace::change(account, mailbox, mb.highest_modseq),
-        &Change {
-            modseq: mb.highest_modseq,
-            uid,
-            kind: ChangeKind::Expunged,
-        },
-    )?;
+    log_change(txn, account, mailbox, mb.highest_modseq, uid, ChangeKind::Expunged)?;
     if let Some(aid) = msg.acceptance_id {
         ledger::record(
             txn,
@@ -285,15 +269,7 @@ pub async fn store_flags(
         )?;
     }
     put_record(txn, &keyspace::message(account, mailbox, uid), &msg)?;
-    put_record(
-        txn,
-        &keyspace::change(account, mailbox, msg.modseq),
-        &Change {
-            modseq: msg.modseq,
-            uid,
-            kind: ChangeKind::Flags,
-        },
-    )?;
+    log_change(txn, account, mailbox, msg.modseq, uid, ChangeKind::Flags)?;
     Ok(Some(Ok((msg.flags, msg.modseq))))
 }
 
@@ -339,15 +315,7 @@ pub async fn copy_to(
             bytes: row.body.size as i64,
         },
     )?;
-    put_record(
-        txn,
-        &keyspace::change(account, to, row.modseq),
-        &Change {
-            modseq: row.modseq,
-            uid: new_uid,
-            kind: ChangeKind::Added,
-        },
-    )?;
+    log_change(txn, account, to, row.modseq, new_uid, ChangeKind::Added)?;
     if moving {
         // The source row goes without an "expunged" ledger entry: the
         // acceptance now lives at its new place.
@@ -374,4 +342,21 @@ pub async fn copy_to(
 /// Seconds-resolution internal date for callers that have none.
 pub fn internal_date_now() -> i64 {
     now_ms() as i64
+}
+
+/// One change-log entry (CONDSTORE/QRESYNC, JMAP /changes), written in the
+/// same transaction as the change it records.
+fn log_change(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    modseq: u64,
+    uid: Uid,
+    kind: ChangeKind,
+) -> Result<()> {
+    put_record(
+        txn,
+        &keyspace::change(account, mailbox, modseq),
+        &Change { modseq, uid, kind },
+    )
 }
