@@ -67,6 +67,12 @@ pub struct Listen {
     pub imaps: Option<SocketAddr>,
     #[serde(default = "d_http", with = "opt_addr")]
     pub http: Option<SocketAddr>,
+    /// Concurrent connections per SMTP-family listener.
+    #[serde(default = "d_smtp_conns")]
+    pub smtp_max_connections: usize,
+    /// Concurrent connections per IMAP listener (IDLE clients stay connected).
+    #[serde(default = "d_imap_conns")]
+    pub imap_max_connections: usize,
 }
 
 impl Default for Listen {
@@ -79,6 +85,8 @@ impl Default for Listen {
             imap: d_imap(),
             imaps: d_imaps(),
             http: d_http(),
+            smtp_max_connections: d_smtp_conns(),
+            imap_max_connections: d_imap_conns(),
         }
     }
 }
@@ -184,6 +192,12 @@ fn d_imap() -> Option<SocketAddr> {
 }
 fn d_imaps() -> Option<SocketAddr> {
     addr("127.0.0.1:1993")
+}
+fn d_smtp_conns() -> usize {
+    2_000
+}
+fn d_imap_conns() -> usize {
+    15_000
 }
 fn d_http() -> Option<SocketAddr> {
     addr("127.0.0.1:8080")

@@ -1,34 +1,73 @@
 //! Mail listeners: accept loops that hand each connection to a new session
-//! actor under the listener's supervisor.
+//! actor under the listener's supervisor, with a bound on concurrent
+//! connections per listener (past it a client gets one refusal line).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use meshmail_actors::session::start_listener;
-use meshmail_actors::session::{ListenerMsg as LM, Session};
+use meshmail_actors::session::{ListenerMsg, Session, start_listener};
 use meshmail_protocols::imap::session::{ImapSession, ImapShared};
 use meshmail_protocols::smtp::session::{SmtpSession, SmtpShared};
 use tokio::net::TcpListener;
 
 /// Binds `addr` and serves SMTP/LMTP/submission sessions on it until the
 /// process ends. Returns the bound address (the port may have been 0).
-pub async fn spawn_smtp(name: &'static str, addr: SocketAddr, shared: Arc<SmtpShared>) -> anyhow::Result<SocketAddr> {
-    spawn(name, addr, move |stream, peer| {
+pub async fn spawn_smtp(
+    name: &'static str,
+    addr: SocketAddr,
+    max_connections: usize,
+    shared: Arc<SmtpShared>,
+) -> anyhow::Result<SocketAddr> {
+    let busy = format!(
+        "421 4.7.0 {} Too many connections, try again later\r\n",
+        shared.hostname
+    );
+    spawn(name, addr, max_connections, busy, move |stream, peer| {
         Box::new(SmtpSession::new(shared.clone(), stream, peer))
     })
     .await
 }
 
 /// The same for IMAP sessions.
-pub async fn spawn_imap(name: &'static str, addr: SocketAddr, shared: Arc<ImapShared>) -> anyhow::Result<SocketAddr> {
-    spawn(name, addr, move |stream, peer| {
+pub async fn spawn_imap(
+    name: &'static str,
+    addr: SocketAddr,
+    max_connections: usize,
+    shared: Arc<ImapShared>,
+) -> anyhow::Result<SocketAddr> {
+    let busy = "* BYE Too many connections, try again later\r\n".to_string();
+    spawn(name, addr, max_connections, busy, move |stream, peer| {
         Box::new(ImapSession::new(shared.clone(), stream, peer))
     })
     .await
 }
 
-async fn spawn<F>(name: &'static str, addr: SocketAddr, make: F) -> anyhow::Result<SocketAddr>
+/// A session that holds its listener's connection permit while it lives.
+struct Limited {
+    inner: Box<dyn Session>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+#[async_trait::async_trait]
+impl Session for Limited {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn run(self: Box<Self>) {
+        let Limited { inner, _permit } = *self;
+        inner.run().await;
+    }
+}
+
+async fn spawn<F>(
+    name: &'static str,
+    addr: SocketAddr,
+    max_connections: usize,
+    busy: String,
+    make: F,
+) -> anyhow::Result<SocketAddr>
 where
     F: Fn(tokio::net::TcpStream, SocketAddr) -> Box<dyn Session> + Send + 'static,
 {
@@ -39,12 +78,26 @@ where
     let supervisor = start_listener(name)
         .await
         .map_err(|e| anyhow::anyhow!("starting the {name} supervisor: {e}"))?;
+    let permits = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
-                Ok((stream, peer)) => {
+                Ok((mut stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    if supervisor.cast(LM::Spawn(make(stream, peer))).is_err() {
+                    let Ok(permit) = permits.clone().try_acquire_owned() else {
+                        metrics::counter!("meshmail_connections_refused_total", "listener" => name).increment(1);
+                        let busy = busy.clone();
+                        tokio::spawn(async move {
+                            use tokio::io::AsyncWriteExt;
+                            let _ = stream.write_all(busy.as_bytes()).await;
+                        });
+                        continue;
+                    };
+                    let session = Box::new(Limited {
+                        inner: make(stream, peer),
+                        _permit: permit,
+                    });
+                    if supervisor.cast(ListenerMsg::Spawn(session)).is_err() {
                         tracing::error!(listener = name, "listener supervisor is gone: stopping the accept loop");
                         return;
                     }

@@ -127,7 +127,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s.max(1)),
             sink: opts.sink,
         });
-        let bound = listeners::spawn_smtp(name, addr, shared).await?;
+        let bound = listeners::spawn_smtp(name, addr, cfg.listen.smtp_max_connections, shared).await?;
         endpoints.push(format!("{name}={bound}"));
     }
 
@@ -144,7 +144,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_sessions_per_account: cfg.imap.max_sessions_per_account,
             sessions_per_account: Default::default(),
         });
-        let bound = listeners::spawn_imap(name, addr, shared).await?;
+        let bound = listeners::spawn_imap(name, addr, cfg.listen.imap_max_connections, shared).await?;
         endpoints.push(format!("{name}={bound}"));
     }
 

@@ -122,3 +122,39 @@ fn swaks_delivery_relay_and_submission() {
     ]);
     assert!(ok, "implicit TLS submission: {out}");
 }
+
+/// Past its connection bound a listener answers 421 and closes, and serves
+/// again once a slot frees up.
+#[test]
+fn connection_bound_refuses_with_421() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), USER, PASSWORD);
+    let cfg = write_config(dir.path(), "[listen]\nsmtp_max_connections = 2\n");
+    let n = Node::start(dir.path(), &["--config", cfg.to_str().unwrap()], &[]);
+    let greet = |s: &std::net::TcpStream| {
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        line
+    };
+    let a = std::net::TcpStream::connect(n.addr("smtp")).unwrap();
+    assert!(greet(&a).starts_with("220"));
+    let b = std::net::TcpStream::connect(n.addr("smtp")).unwrap();
+    assert!(greet(&b).starts_with("220"));
+    let c = std::net::TcpStream::connect(n.addr("smtp")).unwrap();
+    let refused = greet(&c);
+    assert!(refused.starts_with("421 4.7.0"), "{refused}");
+    (&a).write_all(b"QUIT\r\n").unwrap();
+    drop(a);
+    // The slot frees when the first session ends.
+    let mut ok = false;
+    for _ in 0..50 {
+        let d = std::net::TcpStream::connect(n.addr("smtp")).unwrap();
+        if greet(&d).starts_with("220") {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ok, "a freed slot serves again");
+}

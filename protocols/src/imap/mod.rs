@@ -22,8 +22,12 @@
 //! - [`utf7`]: modified UTF-7 mailbox names.
 
 pub mod parser;
+mod parser_fetch;
+mod parser_reader;
 pub mod response;
+mod response_structure;
 pub mod search;
+mod sections;
 pub mod sequence;
 pub mod types;
 pub mod utf7;
