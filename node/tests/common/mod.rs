@@ -168,3 +168,19 @@ pub fn http_get(addr: &str, path: &str) -> String {
     s.read_to_string(&mut out).unwrap();
     out
 }
+
+/// Whether an external client (swaks, mbsync) is installed. Without it the
+/// test is skipped with a loud line, so `cargo test --workspace` works on a
+/// fresh machine; CI installs the clients and sets MESHMAIL_REQUIRE_CLIENTS=1,
+/// which turns a missing client into a failure instead.
+pub fn client_available(program: &str, package: &str) -> bool {
+    let found = std::process::Command::new(program).arg("--version").output().is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("MESHMAIL_REQUIRE_CLIENTS").is_none(),
+            "{program} is required here: apt-get install {package}"
+        );
+        eprintln!("SKIPPED: {program} is not installed (apt-get install {package}); .ci/run installs it");
+    }
+    found
+}
