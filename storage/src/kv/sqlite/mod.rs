@@ -373,21 +373,19 @@ fn read_range(conn: &Connection, begin: &[u8], end: &[u8], limit: usize, reverse
 #[async_trait]
 impl BackendTransaction for SqliteTxn {
     async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
-        let (shared, state, key) = (self.shared.clone(), self.state.clone(), key.to_vec());
-        tokio::task::spawn_blocking(move || {
-            let mut guard = state.lock().expect("txn state poisoned");
-            let st = &mut *guard;
-            shared.ensure_snapshot(st)?;
-            let snap = st.snapshot.as_ref().expect("snapshot pinned");
-            let value = st.buffer.get(&key, |k| read_one(&snap.conn, k))?;
-            if !snapshot {
-                let end = key_after(&key);
-                st.reads.push((key, end));
-            }
-            Ok(value)
-        })
-        .await
-        .map_err(join_err)?
+        // A point read is one B-tree lookup (microseconds, usually from the
+        // page cache): done in place, it costs less than the hand-off to a
+        // blocking thread would. Range reads and commits (fsync) still go to
+        // the blocking pool.
+        let mut guard = self.state.lock().expect("txn state poisoned");
+        let st = &mut *guard;
+        self.shared.ensure_snapshot(st)?;
+        let snap = st.snapshot.as_ref().expect("snapshot pinned");
+        let value = st.buffer.get(key, |k| read_one(&snap.conn, k))?;
+        if !snapshot {
+            st.reads.push((key.to_vec(), key_after(key)));
+        }
+        Ok(value)
     }
 
     async fn get_range(
