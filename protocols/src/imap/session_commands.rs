@@ -275,6 +275,7 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
                     uids: uids.clone(),
                     known_modseq: 0,
                     pending_expunges: vec![],
+                    reported: Default::default(),
                 };
                 super::session_messages::deleted_uids(st, &sel_like, &uids)
                     .await

@@ -47,6 +47,8 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
             };
             match write(st, op).await {
                 Ok(r) => {
+                    let sel = st.selected.as_mut().expect("selected");
+                    sel.reported.extend(r.stored.iter().map(|(u, _, m)| (*u, *m)));
                     let sel = st.selected.as_ref().expect("selected");
                     if !cmd.silent || st.condstore {
                         for (u, flags, modseq) in &r.stored {
@@ -157,6 +159,9 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
                     unchanged_since: None,
                 };
                 if let Ok(r) = write(st, op).await {
+                    if let Some(sel) = st.selected.as_mut() {
+                        sel.reported.extend(r.stored.iter().map(|(u, _, m)| (*u, *m)));
+                    }
                     for (u, flags, modseq) in r.stored {
                         if let Some(m) = rows.iter_mut().find(|m| m.uid == u) {
                             m.flags = flags;

@@ -27,6 +27,9 @@ pub struct Selected {
     pub known_modseq: u64,
     /// Expunges seen while EXPUNGE responses were not allowed.
     pub pending_expunges: Vec<Uid>,
+    /// Flag states this session already sent (its own STOREs): the change
+    /// log will show them again, and they need not be echoed.
+    pub reported: std::collections::HashMap<Uid, u64>,
 }
 
 impl Selected {
@@ -45,6 +48,7 @@ impl Selected {
             uids: Vec::new(),
             known_modseq: mb.highest_modseq,
             pending_expunges: Vec::new(),
+            reported: Default::default(),
         };
         s.uids = all_uids(db, account, mb.id).await?;
         Ok(s)
@@ -157,6 +161,9 @@ impl Selected {
             let rows = load_rows(db, account, id, chunk).await?;
             for m in rows {
                 let Some(seq) = self.seq_of(m.uid) else { continue };
+                if self.reported.get(&m.uid) == Some(&m.modseq) {
+                    continue;
+                }
                 let mut f = FetchResponse::new(seq, false);
                 f.uid(m.uid).flags(&m.flags);
                 if condstore {
@@ -165,6 +172,7 @@ impl Selected {
                 out.extend_from_slice(&f.finish());
             }
         }
+        self.reported.clear();
         Ok(out)
     }
 }
