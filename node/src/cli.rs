@@ -14,8 +14,10 @@ use clap::{Args, Parser, Subcommand};
     long_about = "meshmail: an actor-based distributed mail server.\n\n\
         With no configuration it runs on its embedded default: one SQLite file and a local \
         blob directory under --data-dir (./meshmail-data), listening on loopback only.\n\n\
-        Quick start:\n  meshmail serve\n  meshmail domain add example.org\n  \
-        echo secret | meshmail account add alice@example.org --password-stdin\n  meshmail account list"
+        Quick start:\n  meshmail domain add example.org\n  \
+        echo secret | meshmail account add alice@example.org --password-stdin\n  meshmail serve\n\n\
+        Then send mail to 127.0.0.1:2525 (SMTP) and read it on 127.0.0.1:1143 (IMAP). \
+        `meshmail verify ledger` checks that every accepted message is accounted for."
 )]
 pub struct Cli {
     /// A TOML configuration file (see ops/config/). Flags override it.
@@ -69,6 +71,34 @@ pub enum Command {
     Queue {
         #[command(subcommand)]
         cmd: QueueCmd,
+    },
+    /// Manage the mesh's cluster CA and node certificates (mutual TLS between nodes).
+    Cluster {
+        #[command(subcommand)]
+        cmd: ClusterCmd,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCmd {
+    /// Create the cluster CA: ca.pem (the certificate every node trusts) and
+    /// ca.key (mode 0600, the cluster's secret: whoever holds it can admit
+    /// nodes). Run it once per cluster; it refuses to overwrite an existing CA.
+    Init {
+        /// Where to write the CA (default: <data-dir>/cluster).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Issue a certificate for a node, signed by the cluster CA in --dir:
+    /// writes NODE.pem and NODE.key (mode 0600) next to the CA. The node id
+    /// is the certificate's name (SAN and CN) and its identity in the mesh.
+    /// Running it again for the same node replaces its key (rotation).
+    Cert {
+        /// The node id: 1 to 63 of a-z, 0-9 and '-'.
+        node: String,
+        /// The cluster directory holding ca.pem and ca.key (default: <data-dir>/cluster).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
 }
 

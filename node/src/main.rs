@@ -4,6 +4,7 @@
 
 mod admin;
 mod cli;
+mod cluster;
 mod config;
 mod http;
 mod listeners;
@@ -12,7 +13,7 @@ mod tls;
 
 use clap::Parser;
 
-use cli::{AccountCmd, Cli, Command, DomainCmd, QuarantineCmd, QueueCmd, VerifyCmd};
+use cli::{AccountCmd, Cli, ClusterCmd, Command, DomainCmd, QuarantineCmd, QueueCmd, VerifyCmd};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -51,6 +52,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             QuarantineCmd::Drop { id } => admin::quarantine_drop(&cfg, &id).await,
         },
         Command::Queue { cmd: QueueCmd::List } => admin::queue_list(&cfg).await,
+        Command::Cluster { cmd } => match cmd {
+            ClusterCmd::Init { dir } => cluster::init(&cfg, dir.as_deref()),
+            ClusterCmd::Cert { node, dir } => cluster::cert(&cfg, &node, dir.as_deref()),
+        },
     }
 }
 
