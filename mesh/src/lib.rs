@@ -25,6 +25,9 @@
 //!   `meshmail_mesh_refused_total{reason}`.
 //! - [`transport`]: [`MeshEndpoint`] over quinn (connect, accept, keep-alive
 //!   1 s and idle timeout 4 s by default, so a dead peer is down in ~4–5 s).
+//! - [`placement`] and [`leases`]: rendezvous placement of virtual shards and
+//!   a store-backed lease manager (acquire, graceful release, bounded
+//!   takeover of a dead incarnation's shards, rebalance plans), socket-free.
 //!
 //! `identity` and `events` hold no sockets: the admission rules can be driven
 //! by a simulator with any link handle.
@@ -34,13 +37,17 @@
 //! in here yet); no membership or failure detection beyond a link's own idle
 //! timeout (nothing dials or redials peers by itself, and who dials whom is
 //! undecided: a second link of a live incarnation is refused as a duplicate);
-//! no shard placement, leases or migration; no `ractor_cluster` over the
+//! shard placement ([`placement`]) and the lease manager ([`leases`]) exist
+//! but nothing drives them from membership yet (the node still takes every
+//! lease at start), and there is no migration and no `ractor_cluster` over the
 //! links. See docs/ARCHITECTURE.md.
 
 pub mod ca;
 pub mod error;
 pub mod events;
 pub mod identity;
+pub mod leases;
+pub mod placement;
 pub mod tls;
 pub mod transport;
 

@@ -60,6 +60,11 @@ pub struct Lease {
     /// Grows at every change of owner.
     pub epoch: u64,
     pub acquired_ms: u64,
+    /// Set by a graceful hand-off. The record (and so its epoch) is kept
+    /// rather than cleared: the next owner's epoch must still be higher.
+    /// `serde(default)` reads leases written before the field existed.
+    #[serde(default)]
+    pub released: bool,
 }
 
 pub async fn lease(txn: &Txn, shard: u32) -> Result<Option<Lease>> {
@@ -75,6 +80,7 @@ pub async fn acquire_lease(txn: &Txn, shard: u32, node: &str, generation: u64) -
         generation,
         epoch,
         acquired_ms: now_ms(),
+        released: false,
     };
     put_record(txn, &keyspace::lease(shard), &l)?;
     Ok(l)
@@ -82,12 +88,143 @@ pub async fn acquire_lease(txn: &Txn, shard: u32, node: &str, generation: u64) -
 
 /// The fence of every write transaction of a shard: reads the lease (so a
 /// concurrent takeover conflicts with this transaction) and refuses unless
-/// (node, generation, epoch) still own it.
+/// (node, generation, epoch) still own it. A released lease fences its last
+/// owner too: after a hand-off the old owner must not write.
 pub async fn check_lease(txn: &Txn, shard: u32, node: &str, generation: u64, epoch: u64) -> Result<()> {
     match lease(txn, shard).await? {
-        Some(l) if l.node == node && l.generation == generation && l.epoch == epoch => Ok(()),
+        Some(l) if !l.released && l.node == node && l.generation == generation && l.epoch == epoch => Ok(()),
         other => Err(StorageError::Model(format!(
             "fenced: shard {shard} is not owned by {node}#{generation} epoch {epoch} (lease: {other:?})"
         ))),
+    }
+}
+
+/// Marks a lease released (graceful hand-off) if (node, generation, epoch)
+/// still hold it; returns whether it did. Anything else (another owner, a
+/// newer epoch, already released, no lease) is left alone and returns
+/// `false`, so a repeated or late release is harmless.
+pub async fn release_lease(txn: &Txn, shard: u32, node: &str, generation: u64, epoch: u64) -> Result<bool> {
+    match lease(txn, shard).await? {
+        Some(mut l) if !l.released && l.node == node && l.generation == generation && l.epoch == epoch => {
+            l.released = true;
+            put_record(txn, &keyspace::lease(shard), &l)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// The leases of shards `from_shard..`, ascending, at most `limit`.
+///
+/// Snapshot reads (no read conflict): a scan over many shards must not make
+/// the transaction conflict with every unrelated lease change. A caller that
+/// acts on a lease re-reads it with [`lease`], which does conflict.
+pub async fn list_leases(txn: &Txn, from_shard: u32, limit: usize) -> Result<Vec<Lease>> {
+    let (_, end) = keyspace::leases();
+    let begin = keyspace::lease(from_shard);
+    let rows = txn
+        .get_range(&begin, &end, RangeOptions::limit(limit).snapshot())
+        .await?;
+    rows.iter().map(|(_, v)| decode("lease", v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::kv::sqlite::{SqliteBackend, SqliteOptions};
+
+    fn db(dir: &tempfile::TempDir) -> Database {
+        let sqlite = SqliteOptions::new(dir.path().join("kv.sqlite"));
+        Database::new(Arc::new(SqliteBackend::open(sqlite).unwrap()))
+    }
+
+    async fn acquire(db: &Database, shard: u32, node: &str, generation: u64) -> Lease {
+        let node = node.to_string();
+        db.run("test_acquire", |txn| {
+            let node = node.clone();
+            async move { acquire_lease(&txn, shard, &node, generation).await }
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn release(db: &Database, shard: u32, node: &'static str, generation: u64, epoch: u64) -> bool {
+        db.run("test_release", |txn| async move {
+            release_lease(&txn, shard, node, generation, epoch).await
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn check(db: &Database, shard: u32, node: &'static str, generation: u64, epoch: u64) -> Result<()> {
+        db.read("test_check", |txn| async move {
+            check_lease(&txn, shard, node, generation, epoch).await
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn release_only_by_the_holder_and_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(&dir);
+        let l = acquire(&db, 3, "a", 1).await;
+        // Wrong generation, wrong epoch, wrong node: refused, lease intact.
+        assert!(!release(&db, 3, "a", 2, l.epoch).await);
+        assert!(!release(&db, 3, "a", 1, l.epoch + 1).await);
+        assert!(!release(&db, 3, "b", 1, l.epoch).await);
+        check(&db, 3, "a", 1, l.epoch).await.unwrap();
+        assert!(release(&db, 3, "a", 1, l.epoch).await);
+        assert!(!release(&db, 3, "a", 1, l.epoch).await, "a second release is a no-op");
+        // The released lease fences its former owner.
+        assert!(check(&db, 3, "a", 1, l.epoch).await.is_err());
+        // No lease at all: nothing to release.
+        assert!(!release(&db, 4, "a", 1, 1).await);
+    }
+
+    #[tokio::test]
+    async fn acquire_after_release_bumps_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(&dir);
+        let first = acquire(&db, 9, "a", 1).await;
+        assert!(release(&db, 9, "a", 1, first.epoch).await);
+        let second = acquire(&db, 9, "b", 1).await;
+        assert_eq!(second.epoch, first.epoch + 1);
+        assert!(!second.released);
+        check(&db, 9, "b", 1, second.epoch).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn list_leases_pages_in_shard_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(&dir);
+        // Out of order, across a tuple-encoding width change (255 → 256).
+        for shard in [300u32, 2, 256, 0, 255, 17] {
+            acquire(&db, shard, "a", 1).await;
+        }
+        let page = |from: u32, limit: usize| {
+            let db = db.clone();
+            async move {
+                db.read("test_list", |txn| async move { list_leases(&txn, from, limit).await })
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|l| l.shard)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(page(0, 100).await, vec![0, 2, 17, 255, 256, 300]);
+        assert_eq!(page(0, 2).await, vec![0, 2]);
+        assert_eq!(page(3, 3).await, vec![17, 255, 256]);
+        assert_eq!(page(256, 100).await, vec![256, 300]);
+        assert_eq!(page(301, 100).await, Vec::<u32>::new());
+    }
+
+    #[test]
+    fn old_records_without_released_decode() {
+        let old = br#"{"shard":1,"node":"a","generation":2,"epoch":3,"acquired_ms":4}"#;
+        let l: Lease = decode("lease", old).unwrap();
+        assert!(!l.released);
     }
 }
