@@ -28,25 +28,31 @@
 //! - [`placement`] and [`leases`]: rendezvous placement of virtual shards and
 //!   a store-backed lease manager (acquire, graceful release, bounded
 //!   takeover of a dead incarnation's shards, rebalance plans), socket-free.
+//! - [`membership`] and [`backoff`]: a clock-free failure detector per node
+//!   (suspect, then dead after a bounded delay; a higher generation
+//!   supersedes at once) with jittered per-peer redial plans, driven with the
+//!   lease manager through kills and partitions by the seeded simulation in
+//!   `tests/simulation.rs`, not yet by the transport.
 //!
 //! `identity` and `events` hold no sockets: the admission rules can be driven
 //! by a simulator with any link handle.
 //!
 //! # Not built yet
 //! Generations are supplied by the caller (the store's counter is not wired
-//! in here yet); no membership or failure detection beyond a link's own idle
-//! timeout (nothing dials or redials peers by itself, and who dials whom is
-//! undecided: a second link of a live incarnation is refused as a duplicate);
-//! shard placement ([`placement`]) and the lease manager ([`leases`]) exist
-//! but nothing drives them from membership yet (the node still takes every
-//! lease at start), and there is no migration and no `ractor_cluster` over the
-//! links. See docs/ARCHITECTURE.md.
+//! in here yet). Membership ([`membership`], a pure state machine with
+//! per-peer [`backoff`]), placement and the lease manager exist and are
+//! exercised together by a seeded simulation (`tests/simulation.rs`), but
+//! nothing runs them in a node yet: `serve` still takes every lease at start,
+//! nothing dials peers by itself, and there is no migration and no
+//! `ractor_cluster` over the links. See docs/ARCHITECTURE.md.
 
+pub mod backoff;
 pub mod ca;
 pub mod error;
 pub mod events;
 pub mod identity;
 pub mod leases;
+pub mod membership;
 pub mod placement;
 pub mod tls;
 pub mod transport;

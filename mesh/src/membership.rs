@@ -1,0 +1,423 @@
+//! Membership and failure detection of one node, as a pure state machine.
+//!
+//! Inputs are what the transport reports about links ([`Membership::link_up`],
+//! [`Membership::link_down`]) and the passing of time ([`Membership::tick`]);
+//! outputs are [`MemberEvent`]s and the [`LiveSet`] the lease manager acts
+//! on. Time is passed in, never read: a simulator drives it step by step.
+//!
+//! The rules, per peer incarnation (name, generation):
+//! - a link down makes it *down*; after `suspect_after` it is reported
+//!   [`MemberEvent::Suspect`], after `dead_after` [`MemberEvent::Dead`]. Only
+//!   `Dead` licenses taking its shards over: a suspect stays in the live set,
+//!   so a blip of the link never moves a shard;
+//! - its link coming back before `dead_after` cancels the suspicion;
+//! - a higher generation of the same name makes the older one dead at once
+//!   (it restarted: the old process is gone) and the newer alive, in that
+//!   order, like [`crate::events`];
+//! - a lower generation after a higher one is ignored.
+//!
+//! A dead incarnation whose link comes back with the same generation (a
+//! partition healed after `dead_after`) is alive again. That is safe because
+//! membership never grants anything: its shards were taken over with a
+//! higher lease epoch, so its old leases are fenced in the store, and being
+//! alive only lets it ask for shards again through the lease manager.
+//!
+//! The view is per node and may disagree with other nodes' (each side of a
+//! partition declares the other dead). The store's leases, not membership,
+//! keep one writer per shard.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::backoff::{Backoff, BackoffConfig, RandomSource};
+use crate::identity::NodeId;
+use crate::leases::{Incarnation, LiveSet};
+
+/// Upper bound of `dead_after`: a crashed node's shards must not stay
+/// unserved for longer than this, whatever the configuration says.
+pub const MAX_DEAD_AFTER: Duration = Duration::from_secs(600);
+
+/// What membership reports about a peer incarnation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberEvent {
+    Alive(NodeId, u64),
+    Suspect(NodeId, u64),
+    Dead(NodeId, u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MembershipConfig {
+    /// How long a link must stay down before its peer is reported suspect.
+    pub suspect_after: Duration,
+    /// How long a link must stay down before its peer is declared dead.
+    pub dead_after: Duration,
+    /// Redial schedule of a peer whose link is not up.
+    pub backoff: BackoffConfig,
+}
+
+impl MembershipConfig {
+    /// Clamps to `suspect_after <= dead_after <= MAX_DEAD_AFTER`.
+    pub fn new(suspect_after: Duration, dead_after: Duration, backoff: BackoffConfig) -> Self {
+        let dead_after = dead_after.min(MAX_DEAD_AFTER);
+        MembershipConfig {
+            suspect_after: suspect_after.min(dead_after),
+            dead_after,
+            backoff,
+        }
+    }
+}
+
+impl Default for MembershipConfig {
+    /// A link is reported down only after QUIC's idle timeout (4 s), so a
+    /// peer is already silent for seconds when this starts counting; another
+    /// 6 s rides out a restart of the peer (it comes back with a higher
+    /// generation, which needs no waiting) or a brief partition without
+    /// moving shards.
+    fn default() -> Self {
+        MembershipConfig::new(Duration::from_secs(1), Duration::from_secs(6), BackoffConfig::default())
+    }
+}
+
+/// A peer incarnation's state as this node sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Up,
+    /// Link down for less than `suspect_after`: not reported yet.
+    Down,
+    Suspect,
+    Dead,
+}
+
+#[derive(Debug, Clone)]
+struct Peer {
+    generation: u64,
+    status: Status,
+    /// When the link went down (meaningful while `Down` or `Suspect`).
+    down_since: Instant,
+}
+
+#[derive(Debug, Clone)]
+struct Dial {
+    backoff: Backoff,
+    /// `None`: dial at the next plan.
+    next_at: Option<Instant>,
+}
+
+/// The membership view of one node incarnation.
+#[derive(Debug)]
+pub struct Membership {
+    me: Incarnation,
+    config: MembershipConfig,
+    peers: BTreeMap<NodeId, Peer>,
+    dials: BTreeMap<NodeId, Dial>,
+    started: Instant,
+}
+
+impl Membership {
+    /// `now` is when this incarnation started: see [`Membership::settled`].
+    pub fn new(me: Incarnation, config: MembershipConfig, now: Instant) -> Self {
+        Membership {
+            me,
+            config,
+            peers: BTreeMap::new(),
+            dials: BTreeMap::new(),
+            started: now,
+        }
+    }
+
+    /// Whether this view can be trusted to name every live peer: `dead_after`
+    /// has passed since start. Before that, an incarnation missing from
+    /// [`Membership::live_set`] may just not have linked yet, so a node must
+    /// not take over leases it finds held by strangers (its own older
+    /// generations excepted: those are certainly gone). Assumes a live
+    /// peer links within `dead_after`, i.e. `backoff.min` well below it.
+    pub fn settled(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.started) >= self.config.dead_after
+    }
+
+    pub fn me(&self) -> &Incarnation {
+        &self.me
+    }
+
+    pub fn config(&self) -> MembershipConfig {
+        self.config
+    }
+
+    /// The current generation of `id` and its status, if ever seen.
+    pub fn status(&self, id: &NodeId) -> Option<(u64, Status)> {
+        self.peers.get(id).map(|p| (p.generation, p.status))
+    }
+
+    /// A link to `id` at `generation` is up.
+    pub fn link_up(&mut self, id: &NodeId, generation: u64, now: Instant) -> Vec<MemberEvent> {
+        let mut events = Vec::new();
+        if self.is_me(id) {
+            return events;
+        }
+        match self.peers.get_mut(id) {
+            None => {
+                self.peers.insert(id.clone(), Peer::up(generation, now));
+                events.push(MemberEvent::Alive(id.clone(), generation));
+            }
+            Some(p) if generation < p.generation => return self.advance(now, events),
+            Some(p) if generation > p.generation => {
+                // Dead strictly before the successor's Alive, so an observer
+                // never sees two incarnations of one name alive at once.
+                if p.status != Status::Dead {
+                    events.push(MemberEvent::Dead(id.clone(), p.generation));
+                }
+                *p = Peer::up(generation, now);
+                events.push(MemberEvent::Alive(id.clone(), generation));
+            }
+            Some(p) => {
+                // Same generation. A down-but-unreported link coming back is
+                // invisible to observers: they never heard it went down.
+                if matches!(p.status, Status::Suspect | Status::Dead) {
+                    events.push(MemberEvent::Alive(id.clone(), generation));
+                }
+                p.status = Status::Up;
+            }
+        }
+        if let Some(d) = self.dials.get_mut(id) {
+            d.backoff.reset();
+            d.next_at = None;
+        }
+        self.advance(now, events)
+    }
+
+    /// The link to `id` at `generation` went down. A report for any other
+    /// generation is stale (the link of a superseded incarnation closing)
+    /// and ignored.
+    pub fn link_down(&mut self, id: &NodeId, generation: u64, now: Instant) -> Vec<MemberEvent> {
+        if let Some(p) = self.peers.get_mut(id)
+            && p.generation == generation
+            && p.status == Status::Up
+        {
+            p.status = Status::Down;
+            p.down_since = now;
+        }
+        self.advance(now, Vec::new())
+    }
+
+    /// Time passed: reports the suspicions and deaths now due.
+    pub fn tick(&mut self, now: Instant) -> Vec<MemberEvent> {
+        self.advance(now, Vec::new())
+    }
+
+    /// Every incarnation not declared dead, this node included. Suspects are
+    /// live: only a death licenses a takeover.
+    pub fn live_set(&self) -> LiveSet {
+        let peers = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.status != Status::Dead)
+            .map(|(id, p)| Incarnation::new(id.to_string(), p.generation));
+        LiveSet::new(peers.chain([self.me.clone()]))
+    }
+
+    /// The seeds to dial now: every one whose link is not up and whose
+    /// backoff has expired. Each one returned is scheduled for its next
+    /// attempt as if this one failed; [`Membership::link_up`] resets it. A
+    /// dial still in flight when its next attempt comes due is the caller's
+    /// to skip.
+    pub fn dial_plan(&mut self, seeds: &[NodeId], now: Instant, rng: &mut impl RandomSource) -> Vec<NodeId> {
+        let mut plan = Vec::new();
+        for id in seeds {
+            let up = self.peers.get(id).is_some_and(|p| p.status == Status::Up);
+            if up || self.is_me(id) || plan.contains(id) {
+                continue;
+            }
+            let backoff = self.config.backoff;
+            let dial = self.dials.entry(id.clone()).or_insert_with(|| Dial {
+                backoff: Backoff::new(backoff),
+                next_at: None,
+            });
+            if dial.next_at.is_some_and(|at| at > now) {
+                continue;
+            }
+            dial.next_at = Some(now + dial.backoff.next_delay(rng));
+            plan.push(id.clone());
+        }
+        plan
+    }
+
+    /// When `id` is due to be dialed next (`None` if due now or unknown).
+    pub fn next_dial(&self, id: &NodeId) -> Option<Instant> {
+        self.dials.get(id).and_then(|d| d.next_at)
+    }
+
+    fn is_me(&self, id: &NodeId) -> bool {
+        id.as_str() == self.me.name
+    }
+
+    fn advance(&mut self, now: Instant, mut events: Vec<MemberEvent>) -> Vec<MemberEvent> {
+        let MembershipConfig {
+            suspect_after,
+            dead_after,
+            ..
+        } = self.config;
+        for (id, p) in &mut self.peers {
+            if !matches!(p.status, Status::Down | Status::Suspect) {
+                continue;
+            }
+            // Saturating: a caller's clock going backwards delays, never
+            // hastens, a verdict.
+            let down_for = now.saturating_duration_since(p.down_since);
+            if p.status == Status::Down && down_for >= suspect_after {
+                // Suspect always precedes Dead, even when one tick passes
+                // both thresholds, so observers see one order.
+                p.status = Status::Suspect;
+                events.push(MemberEvent::Suspect(id.clone(), p.generation));
+            }
+            if p.status == Status::Suspect && down_for >= dead_after {
+                p.status = Status::Dead;
+                events.push(MemberEvent::Dead(id.clone(), p.generation));
+            }
+        }
+        events
+    }
+}
+
+impl Peer {
+    fn up(generation: u64, now: Instant) -> Peer {
+        Peer {
+            generation,
+            status: Status::Up,
+            down_since: now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUSPECT: Duration = Duration::from_secs(1);
+    const DEAD: Duration = Duration::from_secs(5);
+
+    fn id(s: &str) -> NodeId {
+        NodeId::new(s).unwrap()
+    }
+
+    fn member() -> Membership {
+        let backoff = BackoffConfig::new(Duration::from_millis(100), Duration::from_secs(2));
+        let config = MembershipConfig::new(SUSPECT, DEAD, backoff);
+        Membership::new(Incarnation::new("me", 1), config, Instant::now())
+    }
+
+    fn ms(t0: Instant, ms: u64) -> Instant {
+        t0 + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn dead_only_after_dead_after_and_suspect_first() {
+        let (mut m, t0) = (member(), Instant::now());
+        assert_eq!(m.link_up(&id("b"), 1, t0), [MemberEvent::Alive(id("b"), 1)]);
+        assert!(m.link_down(&id("b"), 1, ms(t0, 10)).is_empty());
+        assert!(m.tick(ms(t0, 1009)).is_empty());
+        assert_eq!(m.tick(ms(t0, 1010)), [MemberEvent::Suspect(id("b"), 1)]);
+        assert!(m.live_set().contains("b", 1), "a suspect is still live");
+        assert!(m.tick(ms(t0, 5009)).is_empty());
+        assert_eq!(m.tick(ms(t0, 5010)), [MemberEvent::Dead(id("b"), 1)]);
+        assert!(!m.live_set().contains("b", 1));
+        assert!(m.tick(ms(t0, 9000)).is_empty(), "dead is reported once");
+        assert!(m.settled(ms(t0, 5000)));
+    }
+
+    #[test]
+    fn one_late_tick_reports_suspect_then_dead() {
+        let (mut m, t0) = (member(), Instant::now());
+        m.link_up(&id("b"), 1, t0);
+        m.link_down(&id("b"), 1, t0);
+        assert_eq!(
+            m.tick(ms(t0, 60_000)),
+            [MemberEvent::Suspect(id("b"), 1), MemberEvent::Dead(id("b"), 1)]
+        );
+    }
+
+    #[test]
+    fn a_link_back_before_dead_after_cancels_the_suspicion() {
+        let (mut m, t0) = (member(), Instant::now());
+        m.link_up(&id("b"), 1, t0);
+        m.link_down(&id("b"), 1, t0);
+        assert!(m.link_up(&id("b"), 1, ms(t0, 500)).is_empty(), "never reported down");
+        m.link_down(&id("b"), 1, ms(t0, 1000));
+        assert_eq!(m.tick(ms(t0, 2000)), [MemberEvent::Suspect(id("b"), 1)]);
+        assert_eq!(m.link_up(&id("b"), 1, ms(t0, 5999)), [MemberEvent::Alive(id("b"), 1)]);
+        assert!(m.tick(ms(t0, 60_000)).is_empty());
+        assert_eq!(m.status(&id("b")), Some((1, Status::Up)));
+    }
+
+    #[test]
+    fn a_higher_generation_kills_the_older_at_once_and_a_lower_is_ignored() {
+        let (mut m, t0) = (member(), Instant::now());
+        m.link_up(&id("b"), 1, t0);
+        assert_eq!(
+            m.link_up(&id("b"), 2, ms(t0, 1)),
+            [MemberEvent::Dead(id("b"), 1), MemberEvent::Alive(id("b"), 2)]
+        );
+        let live = m.live_set();
+        assert!(live.contains("b", 2) && !live.contains("b", 1) && live.contains("me", 1));
+        assert!(m.link_up(&id("b"), 1, ms(t0, 2)).is_empty());
+        assert!(m.link_down(&id("b"), 1, ms(t0, 3)).is_empty(), "the old link closing");
+        assert!(m.tick(ms(t0, 60_000)).is_empty());
+        assert_eq!(m.status(&id("b")), Some((2, Status::Up)));
+        // Already dead when the successor appears: no second Dead.
+        m.link_down(&id("b"), 2, ms(t0, 60_000));
+        m.tick(ms(t0, 70_000));
+        assert_eq!(m.link_up(&id("b"), 3, ms(t0, 70_001)), [MemberEvent::Alive(id("b"), 3)]);
+    }
+
+    #[test]
+    fn a_healed_partition_brings_a_dead_incarnation_back() {
+        let (mut m, t0) = (member(), Instant::now());
+        m.link_up(&id("b"), 4, t0);
+        m.link_down(&id("b"), 4, t0);
+        m.tick(ms(t0, 10_000));
+        assert_eq!(m.link_up(&id("b"), 4, ms(t0, 10_001)), [MemberEvent::Alive(id("b"), 4)]);
+        assert!(m.live_set().contains("b", 4));
+    }
+
+    #[test]
+    fn config_is_bounded() {
+        let c = MembershipConfig::new(Duration::from_secs(9), Duration::from_secs(3), BackoffConfig::default());
+        assert_eq!(
+            (c.suspect_after, c.dead_after),
+            (Duration::from_secs(3), Duration::from_secs(3))
+        );
+        let c = MembershipConfig::new(Duration::ZERO, Duration::MAX, BackoffConfig::default());
+        assert_eq!(c.dead_after, MAX_DEAD_AFTER);
+    }
+
+    #[test]
+    fn dial_plan_backs_off_per_peer_and_resets_on_link_up() {
+        let (mut m, t0) = (member(), Instant::now());
+        let mut state = 7u64;
+        // A fixed-seed xorshift: enough randomness for scheduling here.
+        let mut rng = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let seeds = [id("me"), id("b"), id("c")];
+        assert_eq!(m.dial_plan(&seeds, t0, &mut rng), [id("b"), id("c")]);
+        assert!(m.dial_plan(&seeds, t0, &mut rng).is_empty(), "backing off");
+        let next_b = m.next_dial(&id("b")).unwrap();
+        assert!(next_b >= ms(t0, 100) && next_b <= ms(t0, 200));
+        m.link_up(&id("c"), 1, t0);
+        assert_eq!(m.next_dial(&id("c")), None);
+        // Keep failing b: the gaps grow up to the 2 s cap and c, up, is
+        // never dialed.
+        let (mut now, mut dials) = (t0, 0);
+        while now < ms(t0, 30_000) {
+            now += Duration::from_millis(10);
+            let plan = m.dial_plan(&seeds, now, &mut rng);
+            assert!(!plan.contains(&id("c")));
+            dials += plan.len();
+        }
+        assert!((15..=150).contains(&dials), "{dials} dials of b in 30 s");
+        m.link_down(&id("c"), 1, now);
+        assert_eq!(m.dial_plan(&seeds, now, &mut rng), [id("c")]);
+    }
+}
