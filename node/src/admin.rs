@@ -220,3 +220,62 @@ async fn http_post(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
         .unwrap_or_default();
     Ok((status, body))
 }
+
+/// `meshmail status`: the store's view of the mesh. Reads leases in bounded
+/// pages (one snapshot each), so it is safe on a live system.
+pub async fn status(cfg: &Config) -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+
+    use meshmail_storage::model::nodes;
+    let db = open(cfg)?;
+    let members = db
+        .read("admin_status_nodes", |txn| async move { nodes::list(&txn).await })
+        .await?;
+    println!("nodes ({}):", members.len());
+    for n in &members {
+        println!(
+            "  {}\tgeneration {}\tstarted {} ms since epoch",
+            n.name, n.generation, n.started_ms
+        );
+    }
+    // (node, generation) -> (shards, lowest epoch, highest epoch)
+    let mut owners: BTreeMap<(String, u64), (u64, u64, u64)> = BTreeMap::new();
+    let mut released = 0u64;
+    let mut from = 0u32;
+    loop {
+        let page = db
+            .read("admin_status_leases", move |txn| async move {
+                nodes::list_leases(&txn, from, 1000).await
+            })
+            .await?;
+        let Some(last) = page.last() else { break };
+        from = last.shard + 1;
+        for l in &page {
+            if l.released {
+                released += 1;
+                continue;
+            }
+            let e = owners.entry((l.node.clone(), l.generation)).or_insert((0, u64::MAX, 0));
+            e.0 += 1;
+            e.1 = e.1.min(l.epoch);
+            e.2 = e.2.max(l.epoch);
+        }
+        if page.len() < 1000 {
+            break;
+        }
+    }
+    println!("shard leases:");
+    for ((node, generation), (count, lo, hi)) in &owners {
+        let current = members.iter().any(|m| &m.name == node && m.generation == *generation);
+        let note = if current {
+            ""
+        } else {
+            "  (not the node's current generation: fenced)"
+        };
+        println!("  {node}#{generation}\t{count} shards\tepochs {lo}..={hi}{note}");
+    }
+    if released > 0 {
+        println!("  released (no owner): {released}");
+    }
+    Ok(())
+}

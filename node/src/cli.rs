@@ -72,6 +72,9 @@ pub enum Command {
         #[command(subcommand)]
         cmd: QueueCmd,
     },
+    /// Show the nodes registered in the store (name, current generation) and
+    /// which incarnation holds which shard leases, with their epochs.
+    Status,
     /// Manage the mesh's cluster CA and node certificates (mutual TLS between nodes).
     Cluster {
         #[command(subcommand)]

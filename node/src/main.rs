@@ -52,6 +52,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             QuarantineCmd::Drop { id } => admin::quarantine_drop(&cfg, &id).await,
         },
         Command::Queue { cmd: QueueCmd::List } => admin::queue_list(&cfg).await,
+        Command::Status => admin::status(&cfg).await,
         Command::Cluster { cmd } => match cmd {
             ClusterCmd::Init { dir } => cluster::init(&cfg, dir.as_deref()),
             ClusterCmd::Cert { node, dir } => cluster::cert(&cfg, &node, dir.as_deref()),
