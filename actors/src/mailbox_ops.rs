@@ -246,23 +246,6 @@ async fn highest_modseq(ctx: &NodeCtx, account: AccountId, mailbox: MailboxId) -
         .await
 }
 
-/// All UIDs of a mailbox, in bounded reads.
-async fn all_uids(ctx: &NodeCtx, account: AccountId, mailbox: MailboxId) -> Result<Vec<Uid>, StorageError> {
-    let mut uids = Vec::new();
-    let mut from = 1;
-    loop {
-        let page = ctx
-            .db
-            .read("imap_uids", move |txn| async move {
-                messages::list(&txn, account, mailbox, from, 1000).await
-            })
-            .await?;
-        let Some(last) = page.last() else { return Ok(uids) };
-        from = last.uid + 1;
-        uids.extend(page.iter().map(|m| m.uid));
-    }
-}
-
 async fn find(ctx: &NodeCtx, account: AccountId, name: &str) -> Result<mailboxes::Mailbox, StorageError> {
     let name = name.to_string();
     ctx.db
@@ -312,7 +295,7 @@ async fn rename(
             }
         })
         .await?;
-    let uids = all_uids(ctx, account, inbox.id).await?;
+    let uids = messages::all_uids(&ctx.db, account, inbox.id).await?;
     let op = MailboxOp::Copy {
         from: inbox.id,
         uids,
@@ -329,7 +312,7 @@ async fn delete(ctx: &Arc<NodeCtx>, fence: &Fence, account: AccountId, name: &st
         return Err(StorageError::Model("INBOX cannot be deleted".into()));
     }
     let mb = find(ctx, account, name).await?;
-    let uids = all_uids(ctx, account, mb.id).await?;
+    let uids = messages::all_uids(&ctx.db, account, mb.id).await?;
     Box::pin(run(
         ctx,
         fence.shard,

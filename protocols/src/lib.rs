@@ -11,6 +11,7 @@
 //! fuzzed (`protocols/fuzz`).
 
 pub mod imap;
+pub mod ingest;
 pub mod net;
 pub mod smtp;
 pub mod summary;

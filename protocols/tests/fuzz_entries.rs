@@ -3,6 +3,8 @@
 //! without nightly. Inputs are random bytes or mutated valid commands and
 //! messages; the seed is fixed so a failure replays, and printed.
 
+mod common;
+
 use meshmail_protocols::smtp::fuzz::{smtp_command, smtp_data};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -57,40 +59,13 @@ const INTERESTING: &[&[u8]] = &[
     b"=?UTF-8?Q?=C3=A9?=",
 ];
 
-fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
-    let mut v = seed.to_vec();
-    for _ in 0..rng.random_range(0..6) {
-        let at = rng.random_range(0..=v.len());
-        match rng.random_range(0..5) {
-            0 if !v.is_empty() => {
-                let i = rng.random_range(0..v.len());
-                v[i] = rng.random();
-            }
-            1 => {
-                let piece = INTERESTING[rng.random_range(0..INTERESTING.len())];
-                v.splice(at..at, piece.iter().copied());
-            }
-            2 if at < v.len() => {
-                let end = rng.random_range(at..=v.len());
-                v.drain(at..end);
-            }
-            3 => v.truncate(at),
-            _ => {
-                let n = rng.random_range(1..8);
-                v.splice(at..at, (0..n).map(|_| rng.random::<u8>()));
-            }
-        }
-    }
-    v
-}
-
 fn random_input(rng: &mut StdRng, seeds: &[&[u8]]) -> Vec<u8> {
     if rng.random_bool(0.25) {
         let n = rng.random_range(0..300);
         (0..n).map(|_| rng.random()).collect()
     } else {
         let seed = seeds[rng.random_range(0..seeds.len())];
-        mutate(rng, seed)
+        common::mutate(rng, seed, INTERESTING)
     }
 }
 

@@ -3,6 +3,8 @@
 //! sections, transfer decoding, response lines, and the fuzz entry point on
 //! 100,000 random inputs with a fixed seed (CI runs it without nightly).
 
+mod common;
+
 use meshmail_protocols::imap::response::{self, Esearch, ListItem};
 use meshmail_protocols::imap::{
     FetchResponse, IdSet, Partial, Section, SectionText, Status, StatusItem, fuzz_command, list_pattern_matches,
@@ -571,33 +573,6 @@ const INTERESTING: &[&[u8]] = &[
     b"\xff",
 ];
 
-fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
-    let mut v = seed.to_vec();
-    for _ in 0..rng.random_range(0..6) {
-        let at = rng.random_range(0..=v.len());
-        match rng.random_range(0..5) {
-            0 if !v.is_empty() => {
-                let i = rng.random_range(0..v.len());
-                v[i] = rng.random();
-            }
-            1 => {
-                let piece = INTERESTING[rng.random_range(0..INTERESTING.len())];
-                v.splice(at..at, piece.iter().copied());
-            }
-            2 if at < v.len() => {
-                let end = rng.random_range(at..=v.len());
-                v.drain(at..end);
-            }
-            3 => v.truncate(at),
-            _ => {
-                let n = rng.random_range(1..8);
-                v.splice(at..at, (0..n).map(|_| rng.random::<u8>()));
-            }
-        }
-    }
-    v
-}
-
 #[test]
 fn imap_command_on_random_inputs() {
     let seed = 0x1a4a_c0de;
@@ -608,7 +583,7 @@ fn imap_command_on_random_inputs() {
             (0..n).map(|_| rng.random()).collect()
         } else {
             let seed_command = COMMANDS[rng.random_range(0..COMMANDS.len())];
-            mutate(&mut rng, seed_command)
+            common::mutate(&mut rng, seed_command, INTERESTING)
         };
         let result = std::panic::catch_unwind(|| fuzz_command(&input));
         assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");

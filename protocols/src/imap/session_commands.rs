@@ -15,6 +15,7 @@ use super::session::State;
 use super::session_view::Selected;
 use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem};
 use super::utf7::list_pattern_matches;
+use crate::ingest::ingest;
 use crate::net::{Conn, ConnError};
 
 const DELIMITER: char = '/';
@@ -263,7 +264,7 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
             StatusItem::HighestModSeq => mb.highest_modseq,
             StatusItem::Recent => 0,
             StatusItem::Deleted => {
-                let uids = super::session_view::all_uids(&st.shared.ctx.db, account, id)
+                let uids = meshmail_storage::model::messages::all_uids(&st.shared.ctx.db, account, id)
                     .await
                     .unwrap_or_default();
                 let sel_like = Selected {
@@ -381,16 +382,8 @@ async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages
     let ctx = st.shared.ctx.clone();
     let mut uids = Vec::new();
     for m in messages {
-        let raw = Bytes::from(m.data);
-        let for_parse = raw.clone();
-        let summary = tokio::task::spawn_blocking(move || crate::summary::summarize(&for_parse))
-            .await
-            .ok()
-            .and_then(|s| serde_json::to_value(s).ok())
-            .unwrap_or_default();
-        let (envelope, structure) = split_summary(summary);
-        let prepared = match ctx.blobs.prepare(&ctx.db, raw).await {
-            Ok(p) => p,
+        let ingested = match ingest(&ctx, Bytes::from(m.data)).await {
+            Ok(i) => i,
             Err(_) => {
                 return st.tagged(
                     conn,
@@ -406,11 +399,11 @@ async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages
             account: account.id,
             recipient: account.email.clone(),
             mailbox: mb.name.clone(),
-            body: prepared,
+            body: ingested.body,
             flags: m.flags.iter().map(|f| f.as_str().to_string()).collect(),
             internal_date_ms: m.date.map_or(now_ms() as i64, |d| d.unix_ms),
-            envelope,
-            body_structure: structure,
+            envelope: ingested.envelope,
+            body_structure: ingested.body_structure,
             fault: None,
             from_quarantine: None,
         };
@@ -426,13 +419,4 @@ async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages
     let code = format!("APPENDUID {} {set}", mb.uid_validity);
     st.sync(conn, false).await;
     st.tagged(conn, tag, Status::Ok, Some(&code), "APPEND completed");
-}
-
-/// Stored message rows keep the envelope apart from the rest of the summary.
-pub(crate) fn split_summary(mut summary: serde_json::Value) -> (serde_json::Value, serde_json::Value) {
-    let envelope = summary
-        .as_object_mut()
-        .and_then(|o| o.remove("envelope"))
-        .unwrap_or(serde_json::Value::Null);
-    (envelope, summary)
 }

@@ -115,11 +115,7 @@ fn resolve(st: &State, set: &SequenceSet, uid: bool) -> Vec<Uid> {
 }
 
 pub(super) fn summary_of(m: &Message) -> Summary {
-    let mut v = m.body_structure.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("envelope".into(), m.envelope.clone());
-    }
-    serde_json::from_value(v).unwrap_or_default()
+    crate::ingest::stored_summary(&m.envelope, &m.body_structure)
 }
 
 fn needs_raw(a: &FetchAttr) -> bool {

@@ -50,7 +50,7 @@ impl Selected {
             pending_expunges: Vec::new(),
             reported: Default::default(),
         };
-        s.uids = all_uids(db, account, mb.id).await?;
+        s.uids = messages::all_uids(db, account, mb.id).await?;
         Ok(s)
     }
 
@@ -108,7 +108,7 @@ impl Selected {
         let mut added: Vec<Uid> = Vec::new();
         if mb.highest_modseq > known {
             if floor > known || changes.len() >= CHANGES_PER_SYNC_MAX {
-                let now = all_uids(db, account, id).await?;
+                let now = messages::all_uids(db, account, id).await?;
                 expunged.extend(self.uids.iter().filter(|u| now.binary_search(u).is_err()));
                 added.extend(now.iter().filter(|u| **u > self.max_uid()));
                 flagged.extend(now.iter().filter(|u| **u <= self.max_uid()));
@@ -174,22 +174,6 @@ impl Selected {
         }
         self.reported.clear();
         Ok(out)
-    }
-}
-
-/// Every UID of a mailbox, in bounded reads.
-pub async fn all_uids(db: &Database, account: AccountId, mailbox: MailboxId) -> Result<Vec<Uid>, StorageError> {
-    let mut uids = Vec::new();
-    let mut from = 1;
-    loop {
-        let page = db
-            .read("imap_uids", move |txn| async move {
-                messages::list(&txn, account, mailbox, from, 2000).await
-            })
-            .await?;
-        let Some(last) = page.last() else { return Ok(uids) };
-        from = last.uid + 1;
-        uids.extend(page.iter().map(|m| m.uid));
     }
 }
 

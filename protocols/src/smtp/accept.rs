@@ -21,7 +21,7 @@ use super::address::Mailbox;
 use super::command::ReversePath;
 use super::reply::Reply;
 use super::session::SmtpShared;
-use crate::summary::summarize;
+use crate::ingest::{Ingested, ingest};
 
 #[derive(Debug, Clone)]
 pub enum Recipient {
@@ -129,16 +129,13 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
     drop(body);
     let fault = faults::requested_fault(&raw);
     let raw = Bytes::from(raw);
-    // Parse once, here; FETCH never parses again. Large messages off the workers.
-    let for_parse = raw.clone();
-    let summary = match tokio::task::spawn_blocking(move || summarize(&for_parse)).await {
-        Ok(s) => serde_json::to_value(s).unwrap_or_default(),
-        Err(_) => serde_json::Value::Null,
-    };
-    let (envelope, structure) = split_summary(summary);
     let ctx = &shared.ctx;
-    let mut prepared = match ctx.blobs.prepare(&ctx.db, raw.clone()).await {
-        Ok(p) => p,
+    let Ingested {
+        body: mut prepared,
+        envelope,
+        body_structure: structure,
+    } = match ingest(ctx, raw.clone()).await {
+        Ok(i) => i,
         Err(e) => {
             tracing::warn!(error = %e, "could not store a message body");
             return m.recipients.iter().map(|_| Reply::local_error()).collect();
@@ -230,15 +227,6 @@ async fn queue_remote(
         })
         .await
         .map_err(DeliveryError::from)
-}
-
-/// Stored message rows keep the envelope apart from the rest of the summary.
-fn split_summary(mut summary: serde_json::Value) -> (serde_json::Value, serde_json::Value) {
-    let envelope = summary
-        .as_object_mut()
-        .and_then(|o| o.remove("envelope"))
-        .unwrap_or(serde_json::Value::Null);
-    (envelope, summary)
 }
 
 /// One SMTP reply for a whole transaction: 250 only if every recipient's copy

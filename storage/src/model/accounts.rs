@@ -93,13 +93,6 @@ pub async fn get(txn: &Txn, email: &str) -> Result<Option<Account>> {
     get_record(txn, &keyspace::account(&format!("{local}@{domain}")), "account").await
 }
 
-pub async fn get_by_id(txn: &Txn, id: AccountId) -> Result<Option<Account>> {
-    match txn.get(&keyspace::account_by_id(id)).await? {
-        Some(email) => get(txn, &String::from_utf8_lossy(&email)).await,
-        None => Ok(None),
-    }
-}
-
 /// One page of accounts in email order, starting after `after`.
 pub async fn list_page(txn: &Txn, after: Option<&str>, limit: usize) -> Result<Vec<Account>> {
     let (mut b, e) = keyspace::accounts();

@@ -143,6 +143,23 @@ pub async fn list(
     rows.iter().map(|(_, v)| decode("message", v)).collect()
 }
 
+/// Every UID of a mailbox in order, read in bounded pages (one short
+/// snapshot transaction each, never one long one).
+pub async fn all_uids(db: &crate::Database, account: AccountId, mailbox: MailboxId) -> Result<Vec<Uid>> {
+    let mut uids = Vec::new();
+    let mut from = 1;
+    loop {
+        let page = db
+            .read("all_uids", move |txn| async move {
+                list(&txn, account, mailbox, from, 2000).await
+            })
+            .await?;
+        let Some(last) = page.last() else { return Ok(uids) };
+        from = last.uid + 1;
+        uids.extend(page.iter().map(|m| m.uid));
+    }
+}
+
 /// Changes with MODSEQ greater than `since`, oldest first.
 pub async fn changes_since(
     txn: &Txn,
@@ -337,11 +354,6 @@ pub async fn copy_to(
         }
     }
     Ok(Some((new_uid, msg.body)))
-}
-
-/// Seconds-resolution internal date for callers that have none.
-pub fn internal_date_now() -> i64 {
-    now_ms() as i64
 }
 
 /// One change-log entry (CONDSTORE/QRESYNC, JMAP /changes), written in the

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{decode, get_record, now_ms, put_record};
+use super::{decode, get_record, put_record};
 use crate::error::Result;
 use crate::keyspace;
 use crate::kv::{RangeOptions, Txn};
@@ -59,9 +59,4 @@ pub async fn count_failure(txn: &Txn, delivery_id: &[u8; 16]) -> Result<i64> {
 
 pub fn clear_failures(txn: &Txn, delivery_id: &[u8; 16]) -> Result<()> {
     txn.clear(&keyspace::delivery_attempts(delivery_id))
-}
-
-/// Milliseconds since the record was quarantined.
-pub fn age_ms(record: &QuarantineRecord) -> u64 {
-    now_ms().saturating_sub(record.quarantined_ms)
 }
