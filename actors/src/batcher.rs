@@ -84,6 +84,7 @@ impl BatchQueue {
     }
 }
 
+#[derive(ractor_cluster_derive::RactorMessage)]
 pub enum BatcherMsg {
     /// Something was queued: commit until the queue is empty.
     Kick,
@@ -265,6 +266,15 @@ async fn deliver_one(
         acceptance_id: req.acceptance_id,
     };
     let (uid, modseq) = messages::append(txn, req.account, mailbox, &new).await?;
+    if req.fault == Some(Fault::ReuseUid) {
+        // Test-only: hand this UID out again to the mailbox's next message,
+        // so the chaos checker's UID-reuse detection can be shown to fail.
+        if let Some(before) = mailboxes::get(txn, req.account, mailbox).await? {
+            let mut after = before.clone();
+            after.uid_next = uid;
+            mailboxes::put(txn, req.account, &before, &after)?;
+        }
+    }
     if let Some(qid) = req.from_quarantine {
         // Redelivery: the quarantine record and its body reference go in
         // the same transaction that delivers.

@@ -64,6 +64,7 @@ pub struct StepReport {
     pub markers_deleted: u64,
 }
 
+#[derive(ractor_cluster_derive::RactorMessage)]
 pub enum CompactorMsg {
     Tick,
 }

@@ -78,13 +78,13 @@ impl DeliveryRequest {
 }
 
 /// The final state an accepted delivery reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     Delivered { mailbox: MailboxId, uid: Uid, modseq: u64 },
     Quarantined { quarantine_id: [u8; 16] },
 }
 
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DeliveryError {
     /// Nothing was stored; try again later (SMTP 451, LMTP 451).
     #[error("temporary failure: {0}")]
@@ -148,16 +148,87 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Delivers one request through its shard actor and waits for the commit.
-pub async fn deliver(ctx: &Arc<NodeCtx>, req: DeliveryRequest) -> Result<Outcome, DeliveryError> {
+/// How long a delivery keeps looking for its shard's owner (through a
+/// failover: detection, then takeover) before the caller answers 4xx.
+pub const ROUTE_DEADLINE: Duration = Duration::from_secs(45);
+
+/// Delivers one request through its shard's actor — here, or on the node
+/// that owns the shard — and waits for the commit. While the shard has no
+/// reachable owner (a failover in progress) it waits and retries, up to
+/// [`ROUTE_DEADLINE`]; retries are safe because the acceptance id makes the
+/// delivery idempotent.
+pub async fn deliver(ctx: &Arc<NodeCtx>, mut req: DeliveryRequest) -> Result<Outcome, DeliveryError> {
+    let started = Instant::now();
+    let shard = ctx.shard_of(req.account);
+    if req.fault == Some(Fault::DropAck) {
+        // Test-only: acknowledge without storing, so the chaos checker's
+        // "lost" count can be shown to fail.
+        tracing::warn!("fault hook: acknowledging a delivery without storing it");
+        return Ok(Outcome::Delivered {
+            mailbox: 0,
+            uid: 0,
+            modseq: 0,
+        });
+    }
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let why = match deliver_here(ctx, shard, req.clone()).await {
+            Some(Err(DeliveryError::Temporary(e))) if !ctx.serves(shard) => e,
+            Some(done) => return done,
+            None => match ctx.router() {
+                None => {
+                    return Err(DeliveryError::Temporary(format!(
+                        "shard {shard} is not served by this node"
+                    )));
+                }
+                Some(router) => {
+                    if let Some(bytes) = req.body.inline_bytes.clone() {
+                        // Bodies never cross the mesh: write it as an object.
+                        req.body = ctx.blobs.prepare_object(&ctx.db, bytes).await?;
+                    }
+                    match router
+                        .deliver(shard, crate::remote::WireDelivery::from_request(&req))
+                        .await
+                    {
+                        crate::remote::Route::Done(result) => {
+                            metrics::histogram!("meshmail_delivery_seconds", "route" => "remote")
+                                .record(started.elapsed().as_secs_f64());
+                            return result;
+                        }
+                        crate::remote::Route::Retry(why) => why,
+                    }
+                }
+            },
+        };
+        if started.elapsed() > ROUTE_DEADLINE {
+            metrics::counter!("meshmail_delivery_route_timeouts_total").increment(1);
+            return Err(DeliveryError::Temporary(format!("no owner for shard {shard}: {why}")));
+        }
+        metrics::counter!("meshmail_delivery_route_retries_total").increment(1);
+        tracing::debug!(shard, attempt, %why, "delivery: owner not reachable; retrying");
+        tokio::time::sleep(Duration::from_millis((25 * u64::from(attempt)).min(500))).await;
+    }
+}
+
+/// Delivers through this node's shard actor if this node serves `shard`
+/// (`None` if it does not). Holds the shard's in-flight count, so a
+/// graceful hand-off waits for it.
+pub async fn deliver_here(
+    ctx: &Arc<NodeCtx>,
+    shard: u32,
+    req: DeliveryRequest,
+) -> Option<Result<Outcome, DeliveryError>> {
+    let _in_flight = ctx.enter(shard)?;
+    Some(deliver_local(ctx, shard, req).await)
+}
+
+async fn deliver_local(ctx: &Arc<NodeCtx>, shard: u32, req: DeliveryRequest) -> Result<Outcome, DeliveryError> {
     let started = Instant::now();
     let mut collateral = 0u32;
     loop {
-        let shard = ctx.shard_of(req.account);
         let Some(actor) = ctx.shard_actor(shard) else {
-            return Err(DeliveryError::Temporary(format!(
-                "shard {shard} is not served by this node"
-            )));
+            return Err(DeliveryError::Temporary(format!("shard {shard} has no actor")));
         };
         let r = req.clone();
         let call = actor
@@ -168,7 +239,8 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, req: DeliveryRequest) -> Result<Outcome
             .await;
         match call {
             Ok(CallResult::Success(result)) => {
-                metrics::histogram!("meshmail_delivery_seconds").record(started.elapsed().as_secs_f64());
+                metrics::histogram!("meshmail_delivery_seconds", "route" => "local")
+                    .record(started.elapsed().as_secs_f64());
                 return result;
             }
             Ok(CallResult::Timeout) => collateral += 1,

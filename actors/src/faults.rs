@@ -3,7 +3,11 @@
 //! poison message is quarantined and the node keeps serving.
 //!
 //! A delivery whose message carries the header `X-Meshmail-Fault: panic`
-//! makes the commit batcher panic while it handles that delivery.
+//! makes the commit batcher panic while it handles that delivery;
+//! `X-Meshmail-Fault: drop-ack` makes the node acknowledge the delivery
+//! without storing it, and `X-Meshmail-Fault: reuse-uid` gives the next
+//! message of that mailbox the same UID again. The last two exist to prove
+//! that the chaos checkers can fail (a lost message, a reused UID).
 
 use std::sync::OnceLock;
 
@@ -21,11 +25,20 @@ pub fn requested_fault(raw: &[u8]) -> Option<Fault> {
     }
     let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(raw.len());
     let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
-    let needle = format!("{}: panic", FAULT_HEADER.to_ascii_lowercase());
-    head.contains(&needle).then_some(Fault::PanicInBatcher)
+    let header = FAULT_HEADER.to_ascii_lowercase();
+    [
+        ("panic", Fault::PanicInBatcher),
+        ("drop-ack", Fault::DropAck),
+        ("reuse-uid", Fault::ReuseUid),
+    ]
+    .into_iter()
+    .find(|(name, _)| head.contains(&format!("{header}: {name}")))
+    .map(|(_, fault)| fault)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Fault {
     PanicInBatcher,
+    DropAck,
+    ReuseUid,
 }

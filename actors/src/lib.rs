@@ -20,6 +20,7 @@ pub mod live;
 pub mod mailbox_ops;
 pub mod node;
 pub mod quarantine;
+pub mod remote;
 pub mod restart;
 pub mod session;
 pub mod shard;

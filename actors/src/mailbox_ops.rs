@@ -17,7 +17,7 @@ use crate::node::NodeCtx;
 /// duration whatever the client asks for.
 pub const UIDS_PER_TXN_MAX: usize = 500;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum MailboxOp {
     Store {
         mailbox: MailboxId,
@@ -53,7 +53,7 @@ pub enum MailboxOp {
     },
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OpResult {
     /// STORE: (uid, new flags, modseq) of every message still present.
     pub stored: Vec<(Uid, Vec<String>, u64)>,
@@ -336,12 +336,48 @@ async fn delete(ctx: &Arc<NodeCtx>, fence: &Fence, account: AccountId, name: &st
 /// How long a session waits for its shard actor to apply an operation.
 pub const OP_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Sends an operation to the account's shard actor and waits for it.
+/// How long an operation keeps looking for its shard's owner.
+pub const OP_ROUTE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sends an operation to the account's shard actor — here or on the node
+/// that owns the shard — and waits for it. An operation is retried on
+/// another owner only when it was not applied (the owner said "not mine",
+/// or could not be reached before sending).
 pub async fn request(ctx: &Arc<NodeCtx>, account: AccountId, op: MailboxOp) -> Result<OpResult, String> {
-    use ractor::rpc::CallResult;
     let shard = ctx.shard_of(account);
+    let started = std::time::Instant::now();
+    let mut attempt = 0u64;
+    loop {
+        attempt += 1;
+        if let Some(done) = request_here(ctx, shard, account, op.clone()).await {
+            return done;
+        }
+        let Some(router) = ctx.router() else {
+            return Err(format!("shard {shard} is not served by this node"));
+        };
+        let why = match router.op(shard, account, op.clone()).await {
+            crate::remote::Route::Done(result) => return result,
+            crate::remote::Route::Retry(why) => why,
+        };
+        if started.elapsed() > OP_ROUTE_DEADLINE {
+            return Err(format!("the mailbox is moving between nodes: try again ({why})"));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis((25 * attempt).min(500))).await;
+    }
+}
+
+/// Runs the operation through this node's shard actor if this node serves
+/// `shard`; `None` if it does not.
+pub async fn request_here(
+    ctx: &Arc<NodeCtx>,
+    shard: u32,
+    account: AccountId,
+    op: MailboxOp,
+) -> Option<Result<OpResult, String>> {
+    use ractor::rpc::CallResult;
+    let _in_flight = ctx.enter(shard)?;
     let Some(actor) = ctx.shard_actor(shard) else {
-        return Err(format!("shard {shard} is not served by this node"));
+        return Some(Err(format!("shard {shard} has no actor")));
     };
     let call = actor
         .call(
@@ -353,9 +389,9 @@ pub async fn request(ctx: &Arc<NodeCtx>, account: AccountId, op: MailboxOp) -> R
             Some(OP_CALL_TIMEOUT),
         )
         .await;
-    match call {
+    Some(match call {
         Ok(CallResult::Success(r)) => r,
         Ok(CallResult::Timeout) => Err("the mailbox is busy: try again".into()),
         _ => Err("the mailbox writer restarted: try again".into()),
-    }
+    })
 }

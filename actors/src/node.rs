@@ -4,7 +4,8 @@
 //! store, the node's identity, the shard leases it holds, and the current
 //! refs of its shard actors and batchers (the supervisor replaces a ref when
 //! it restarts an actor, so callers always look refs up here, never keep
-//! them). [`NodeSupervisor`] starts the batchers and shard actors, restarts
+//! them), and which shard leases it holds — granted, drained and revoked
+//! by the mesh. [`NodeSupervisor`] starts the batchers and shard actors, restarts
 //! them within a [`RestartBudget`], and escalates past it.
 
 use std::collections::HashMap;
@@ -13,13 +14,14 @@ use std::sync::{Arc, RwLock};
 use meshmail_storage::Database;
 use meshmail_storage::blob::BlobStore;
 use meshmail_storage::keyspace::AccountId;
-use meshmail_storage::model::{nodes, shard_of};
+use meshmail_storage::model::shard_of;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::batcher::{BatchQueue, BatcherArgs, BatcherMsg, CommitBatcher};
 use crate::compactor::{Compactor, CompactorArgs, CompactorConfig};
 use crate::delivery::PoisonBoard;
 use crate::live::LiveGuard;
+use crate::remote::{HintHub, ShardRouter};
 use crate::restart::RestartBudget;
 use crate::shard::{ShardActor, ShardArgs, ShardMsg};
 
@@ -43,8 +45,12 @@ pub struct NodeCtx {
     pub compactor: CompactorConfig,
     shards: RwLock<Vec<Option<ActorRef<ShardMsg>>>>,
     batchers: RwLock<Vec<Option<ActorRef<BatcherMsg>>>>,
-    /// Lease epoch of every shard this node owns.
-    leases: RwLock<HashMap<u32, u64>>,
+    /// The lease of every shard this node holds, granted by the mesh.
+    leases: RwLock<HashMap<u32, ShardLease>>,
+    in_flight: std::sync::Mutex<HashMap<u32, usize>>,
+    router: RwLock<Option<Arc<dyn ShardRouter>>>,
+    /// Push subscriptions, local and remote.
+    pub hints: HintHub,
 }
 
 impl NodeCtx {
@@ -72,6 +78,9 @@ impl NodeCtx {
             shards: RwLock::new(vec![None; shard_count as usize]),
             batchers: RwLock::new(vec![None; batchers]),
             leases: RwLock::new(HashMap::new()),
+            in_flight: std::sync::Mutex::new(HashMap::new()),
+            router: RwLock::new(None),
+            hints: HintHub::default(),
         })
     }
 
@@ -98,18 +107,124 @@ impl NodeCtx {
         self.batchers.read().expect("batchers").get(idx).cloned().flatten()
     }
 
+    /// The epoch `shard`'s writes are fenced with, while this node holds
+    /// its lease (draining included: what was accepted still commits).
     pub fn lease_epoch(&self, shard: u32) -> Option<u64> {
-        self.leases.read().expect("leases").get(&shard).copied()
+        self.leases.read().expect("leases").get(&shard).map(|l| l.epoch)
     }
 
+    /// Whether this node accepts new work for `shard`.
+    pub fn serves(&self, shard: u32) -> bool {
+        self.leases
+            .read()
+            .expect("leases")
+            .get(&shard)
+            .is_some_and(|l| l.accepting)
+    }
+
+    /// Shards this node serves.
     pub fn owned_shards(&self) -> usize {
-        self.leases.read().expect("leases").len()
+        self.leases
+            .read()
+            .expect("leases")
+            .values()
+            .filter(|l| l.accepting)
+            .count()
     }
 
-    /// Takes the lease of every shard (single-node placement: until the mesh
-    /// places shards across nodes, the running node owns them all). Bounded
+    /// Starts serving `shard` with the lease `epoch` the mesh acquired.
+    pub fn grant(&self, shard: u32, epoch: u64) {
+        self.leases
+            .write()
+            .expect("leases")
+            .insert(shard, ShardLease { epoch, accepting: true });
+        metrics::gauge!("meshmail_shards_served").set(self.owned_shards() as f64);
+    }
+
+    /// The lease is gone (taken over): stop at once. Work in flight fails
+    /// its fence and is retried through the new owner.
+    pub fn revoke(&self, shard: u32) {
+        self.leases.write().expect("leases").remove(&shard);
+        metrics::gauge!("meshmail_shards_served").set(self.owned_shards() as f64);
+    }
+
+    /// Graceful hand-off, first half: stop accepting work for `shard`, then
+    /// wait (at most `DRAIN_MAX`) until every accepted request has committed
+    /// or failed. The caller releases the lease after.
+    pub async fn drain(&self, shard: u32) {
+        let started = std::time::Instant::now();
+        if let Some(l) = self.leases.write().expect("leases").get_mut(&shard) {
+            l.accepting = false;
+        }
+        while self.in_flight(shard) > 0 && started.elapsed() < DRAIN_MAX {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        self.leases.write().expect("leases").remove(&shard);
+        metrics::histogram!("meshmail_shard_drain_seconds").record(started.elapsed().as_secs_f64());
+        metrics::gauge!("meshmail_shards_served").set(self.owned_shards() as f64);
+    }
+
+    /// Registers one request for `shard` as in flight here, if this node
+    /// serves it; the guard ends it. A drain waits for these.
+    pub fn enter(self: &Arc<Self>, shard: u32) -> Option<InFlightShard> {
+        // Under the read lock: a drain that flips `accepting` holds the
+        // write lock, so it either sees this request counted or refuses it.
+        let leases = self.leases.read().expect("leases");
+        if !leases.get(&shard).is_some_and(|l| l.accepting) {
+            return None;
+        }
+        *self.in_flight.lock().expect("in_flight").entry(shard).or_default() += 1;
+        Some(InFlightShard {
+            ctx: self.clone(),
+            shard,
+        })
+    }
+
+    fn in_flight(&self, shard: u32) -> usize {
+        self.in_flight
+            .lock()
+            .expect("in_flight")
+            .get(&shard)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Installs the way to other nodes' shards (the mesh).
+    pub fn set_router(&self, router: Arc<dyn ShardRouter>) {
+        *self.router.write().expect("router") = Some(router);
+    }
+
+    pub fn router(&self) -> Option<Arc<dyn ShardRouter>> {
+        self.router.read().expect("router").clone()
+    }
+
+    /// After a commit: wakes local sessions and the nodes watching the account.
+    pub fn publish_hint(&self, hint: crate::shard::ChangeHint) {
+        self.hints.publish_local(hint);
+        let watchers = self.hints.remote_watchers(hint.account);
+        if watchers.is_empty() {
+            return;
+        }
+        if let Some(router) = self.router() {
+            let wire = crate::remote::WireHint {
+                account: hint.account,
+                mailbox: hint.mailbox,
+                uid: hint.uid,
+                modseq: hint.modseq,
+            };
+            for (node, generation) in watchers {
+                router.push_hint(&node, generation, wire);
+            }
+        }
+    }
+}
+
+impl NodeCtx {
+    /// Takes the lease of every shard at once, for a node that is alone and
+    /// runs without the mesh's control loop (tests, tools). Bounded
     /// transactions of 128 leases each.
     pub async fn acquire_all_leases(&self) -> Result<(), meshmail_storage::StorageError> {
+        use meshmail_storage::model::nodes;
         let all: Vec<u32> = (0..self.shard_count).collect();
         for chunk in all.chunks(128) {
             let (chunk, name, generation) = (chunk.to_vec(), self.identity.name.clone(), self.identity.generation);
@@ -126,13 +241,40 @@ impl NodeCtx {
                     }
                 })
                 .await?;
-            let mut leases = self.leases.write().expect("leases");
             for l in got {
-                leases.insert(l.shard, l.epoch);
+                self.grant(l.shard, l.epoch);
             }
         }
-        metrics::gauge!("meshmail_shards_owned").set(self.owned_shards() as f64);
         Ok(())
+    }
+}
+
+/// How long a graceful hand-off waits for accepted work to commit.
+pub const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A shard lease as the node's actors see it.
+#[derive(Debug, Clone, Copy)]
+struct ShardLease {
+    epoch: u64,
+    /// False while draining: accepted work commits, new work goes elsewhere.
+    accepting: bool,
+}
+
+/// One request in flight for a shard (see [`NodeCtx::enter`]).
+pub struct InFlightShard {
+    ctx: Arc<NodeCtx>,
+    shard: u32,
+}
+
+impl Drop for InFlightShard {
+    fn drop(&mut self) {
+        let mut map = self.ctx.in_flight.lock().expect("in_flight");
+        if let Some(n) = map.get_mut(&self.shard) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.shard);
+            }
+        }
     }
 }
 
@@ -153,6 +295,7 @@ pub struct SupervisorState {
     _live: LiveGuard,
 }
 
+#[derive(ractor_cluster_derive::RactorMessage)]
 pub enum SupervisorMsg {}
 
 impl NodeSupervisor {

@@ -22,6 +22,7 @@ pub trait Session: Send + 'static {
     async fn run(self: Box<Self>);
 }
 
+#[derive(ractor_cluster_derive::RactorMessage)]
 pub enum SessionMsg {
     Run,
 }
@@ -69,6 +70,7 @@ impl Actor for SessionActor {
     }
 }
 
+#[derive(ractor_cluster_derive::RactorMessage)]
 pub enum ListenerMsg {
     /// A new connection: start its session actor.
     Spawn(Box<dyn Session>),

@@ -4,7 +4,6 @@
 //! keeps the list of sessions to notify — the push path of IMAP IDLE, fed by
 //! the writer instead of by watching the store.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,6 +16,7 @@ use crate::delivery::{DeliveryReply, DeliveryRequest};
 use crate::live::LiveGuard;
 use crate::mailbox_ops::{self, MailboxOp, OpResult};
 use crate::node::NodeCtx;
+use crate::remote::Subscriber;
 
 /// A hint that a mailbox changed; sessions re-read the store from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,15 +29,7 @@ pub struct ChangeHint {
     pub committed_at: Instant,
 }
 
-/// A session that wants hints for one account. The channel is bounded: a
-/// session that does not keep up loses hints, never memory, and re-reads.
-#[derive(Debug, Clone)]
-pub struct Subscriber {
-    pub id: u64,
-    pub account: AccountId,
-    pub tx: mpsc::Sender<ChangeHint>,
-}
-
+#[derive(ractor_cluster_derive::RactorMessage)]
 pub enum ShardMsg {
     Deliver(Box<DeliveryRequest>, DeliveryReply),
     /// Any other write to one of this shard's accounts (IMAP).
@@ -48,11 +40,6 @@ pub enum ShardMsg {
     },
     /// Sent by the batcher after a commit that changed this shard.
     Committed(ChangeHint),
-    Subscribe(Subscriber),
-    Unsubscribe {
-        account: AccountId,
-        id: u64,
-    },
 }
 
 pub struct ShardActor;
@@ -65,7 +52,6 @@ pub struct ShardArgs {
 pub struct ShardState {
     ctx: Arc<NodeCtx>,
     shard: u32,
-    subscribers: HashMap<AccountId, Vec<Subscriber>>,
     _live: LiveGuard,
 }
 
@@ -78,7 +64,6 @@ impl Actor for ShardActor {
         Ok(ShardState {
             ctx: args.ctx,
             shard: args.shard,
-            subscribers: HashMap::new(),
             _live: LiveGuard::new("shard"),
         })
     }
@@ -123,32 +108,14 @@ impl Actor for ShardActor {
                 let _ = reply.send(result.map_err(|e| e.to_string()));
             }
             ShardMsg::Committed(hint) => notify(st, hint),
-            ShardMsg::Subscribe(sub) => st.subscribers.entry(sub.account).or_default().push(sub),
-            ShardMsg::Unsubscribe { account, id } => {
-                if let Some(subs) = st.subscribers.get_mut(&account) {
-                    subs.retain(|s| s.id != id);
-                    if subs.is_empty() {
-                        st.subscribers.remove(&account);
-                    }
-                }
-            }
         }
         Ok(())
     }
 }
 
-/// Sends a hint to every live session of the account.
+/// Sends a hint to the account's sessions, here and on watching nodes.
 fn notify(st: &mut ShardState, hint: ChangeHint) {
-    if let Some(subs) = st.subscribers.get_mut(&hint.account) {
-        // Closed channels are sessions that ended: drop them here.
-        subs.retain(|s| !s.tx.is_closed());
-        for s in subs.iter() {
-            if s.tx.try_send(hint).is_err() {
-                metrics::counter!("meshmail_shard_hints_dropped_total").increment(1);
-            }
-        }
-        metrics::counter!("meshmail_shard_hints_sent_total").increment(subs.len() as u64);
-    }
+    st.ctx.publish_hint(hint);
 }
 
 static NEXT_SUBSCRIBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -166,12 +133,14 @@ pub struct Subscription {
 pub const HINTS_BUFFERED_MAX: usize = 64;
 
 /// Subscribes a session to its account's change hints.
+///
+/// The hub is node-wide: hints come from this node's shard actors, or, when
+/// the account's shard lives elsewhere, from the owner over the mesh (the
+/// node renews its watch there; see [`crate::remote`]).
 pub fn subscribe(ctx: &Arc<NodeCtx>, account: AccountId) -> Subscription {
     let (tx, rx) = mpsc::channel(HINTS_BUFFERED_MAX);
     let id = NEXT_SUBSCRIBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if let Some(actor) = ctx.shard_actor(ctx.shard_of(account)) {
-        let _ = actor.cast(ShardMsg::Subscribe(Subscriber { id, account, tx }));
-    }
+    ctx.hints.add(Subscriber { id, account, tx });
     Subscription {
         ctx: ctx.clone(),
         account,
@@ -182,11 +151,6 @@ pub fn subscribe(ctx: &Arc<NodeCtx>, account: AccountId) -> Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        if let Some(actor) = self.ctx.shard_actor(self.ctx.shard_of(self.account)) {
-            let _ = actor.cast(ShardMsg::Unsubscribe {
-                account: self.account,
-                id: self.id,
-            });
-        }
+        self.ctx.hints.remove(self.account, self.id);
     }
 }

@@ -45,6 +45,10 @@ pub enum MeshError {
     RefusedByPeer { code: CloseCode, reason: String },
     #[error("the endpoint is closed")]
     EndpointClosed,
+    #[error("this node is partitioned from the mesh (fault injection)")]
+    Partitioned,
+    #[error("remote messaging: {0}")]
+    Cluster(String),
 }
 
 pub type Result<T, E = MeshError> = std::result::Result<T, E>;

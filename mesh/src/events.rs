@@ -221,6 +221,18 @@ impl<C> LinkRegistry<C> {
         live
     }
 
+    /// The handle of incarnation (`id`, `generation`)'s live link.
+    pub fn handle(&self, id: &NodeId, generation: u64) -> Option<C>
+    where
+        C: Clone,
+    {
+        self.lock()
+            .live
+            .get(id)
+            .filter(|l| l.generation == generation)
+            .map(|l| l.handle.clone())
+    }
+
     /// The highest generation ever seen for `id`.
     pub fn highest_generation(&self, id: &NodeId) -> Option<u64> {
         self.lock().table.highest(id)

@@ -48,12 +48,14 @@
 
 pub mod backoff;
 pub mod ca;
+pub mod cluster;
 pub mod error;
 pub mod events;
 pub mod identity;
 pub mod leases;
 pub mod membership;
 pub mod placement;
+pub mod runtime;
 pub mod tls;
 pub mod transport;
 

@@ -77,12 +77,46 @@ impl PeerLink {
     }
 }
 
+/// Which side of a link this node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkSide {
+    Dialer,
+    Acceptor,
+}
+
+/// Called once for every admitted link (see [`MeshEndpoint::on_link`]).
+pub type LinkHook = Arc<dyn Fn(PeerLink, LinkSide) + Send + Sync>;
+
 struct Shared {
     endpoint: quinn::Endpoint,
     local: NodeId,
     generation: u64,
     hello_timeout: Duration,
     registry: LinkRegistry<Connection>,
+    on_link: std::sync::RwLock<Option<LinkHook>>,
+    /// Fault injection: until this instant every link is refused both ways.
+    partitioned_until: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Shared {
+    fn partitioned(&self) -> bool {
+        let mut until = self.partitioned_until.lock().unwrap_or_else(|e| e.into_inner());
+        match *until {
+            Some(t) if t > std::time::Instant::now() => true,
+            Some(_) => {
+                *until = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn link_admitted(&self, link: &PeerLink, side: LinkSide) {
+        let hook = self.on_link.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(hook) = hook {
+            hook(link.clone(), side);
+        }
+    }
 }
 
 impl Drop for Shared {
@@ -130,6 +164,8 @@ impl MeshEndpoint {
                 generation: config.generation,
                 hello_timeout: config.hello_timeout,
                 registry: LinkRegistry::new(),
+                on_link: std::sync::RwLock::new(None),
+                partitioned_until: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -163,6 +199,46 @@ impl MeshEndpoint {
         self.shared.registry.monitor(id, generation)
     }
 
+    /// Runs `hook` for every link admitted from now on, on the task that
+    /// admitted it (keep it short: spawn anything that waits).
+    pub fn on_link(&self, hook: LinkHook) {
+        *self.shared.on_link.write().unwrap_or_else(|e| e.into_inner()) = Some(hook);
+    }
+
+    /// Closes the live link of incarnation (`id`, `generation`), if any.
+    pub fn close_link(&self, id: &NodeId, generation: u64) -> bool {
+        match self.shared.registry.handle(id, generation) {
+            Some(conn) => {
+                close(&conn, CloseCode::Normal, "link closed");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Fault injection: closes every live link now (peers see them go down
+    /// and redial). Returns how many were closed.
+    pub fn drop_links(&self) -> usize {
+        let conns = self.shared.registry.remove_all(DownReason::ClosedLocally);
+        for conn in &conns {
+            close(conn, CloseCode::Normal, "link dropped (fault injection)");
+        }
+        conns.len()
+    }
+
+    /// Fault injection: drops every link and refuses new ones, both ways,
+    /// for `duration` — a partition of this node from all others.
+    pub fn partition(&self, duration: Duration) -> usize {
+        *self.shared.partitioned_until.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(std::time::Instant::now() + duration);
+        self.drop_links()
+    }
+
+    /// Whether a fault-injected partition is in force.
+    pub fn is_partitioned(&self) -> bool {
+        self.shared.partitioned()
+    }
+
     /// The live peer incarnations, sorted by id.
     pub fn live(&self) -> Vec<(NodeId, u64)> {
         self.shared.registry.live()
@@ -171,6 +247,9 @@ impl MeshEndpoint {
     /// Dials `addr`, which must present a certificate for `expected`.
     pub async fn connect(&self, addr: SocketAddr, expected: &NodeId) -> Result<PeerLink> {
         let shared = &self.shared;
+        if shared.partitioned() {
+            return Err(MeshError::Partitioned);
+        }
         // The server name is the expected node id: rustls checks it against
         // the certificate's SAN, so a wrong node fails the TLS handshake.
         let conn = shared.endpoint.connect(addr, expected.as_str())?.await?;
@@ -197,6 +276,7 @@ impl MeshEndpoint {
         };
         let link = admit(shared, &conn, cert_id, &hello)?;
         let _ = send.finish();
+        shared.link_admitted(&link, LinkSide::Dialer);
         Ok(link)
     }
 
@@ -248,6 +328,9 @@ async fn accept_incoming(shared: &Arc<Shared>, incoming: quinn::Incoming) -> Res
             return Err(e.into());
         }
     };
+    if shared.partitioned() {
+        return Err(refuse(&conn, CloseCode::Normal, "partitioned (fault injection)".into()));
+    }
     let cert_id = tls::peer_node_id(&conn).map_err(|e| refuse(&conn, CloseCode::BadCert, e.to_string()))?;
     let exchange = async {
         let (send, mut recv) = conn.accept_bi().await.map_err(lost)?;
@@ -264,6 +347,7 @@ async fn accept_incoming(shared: &Arc<Shared>, incoming: quinn::Incoming) -> Res
     // If this write fails the link is already down and its watcher reports it.
     let _ = write_hello(&mut send, &shared.local, shared.generation).await;
     let _ = send.finish();
+    shared.link_admitted(&link, LinkSide::Acceptor);
     Ok(link)
 }
 

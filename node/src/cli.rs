@@ -166,6 +166,15 @@ pub struct ServeArgs {
     /// HTTP listener for /metrics, /health, /status and the admin API (dev default 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<ListenAddr>,
+    /// The QUIC mesh listener (UDP), e.g. 127.0.0.1:7400; "off" (the
+    /// default) runs the node alone. Needs <data-dir>/cluster/ca.pem and
+    /// NODE.pem/NODE.key (see `meshmail cluster`).
+    #[arg(long)]
+    pub mesh: Option<ListenAddr>,
+    /// Peers to join, comma-separated NAME@HOST:PORT (e.g.
+    /// node-1@127.0.0.1:7410). Others are learned from them.
+    #[arg(long, value_delimiter = ',')]
+    pub seeds: Vec<String>,
     /// Allow SMTP AUTH and IMAP LOGIN without TLS from loopback clients (tests and local tools only).
     #[arg(long)]
     pub allow_plaintext_auth_on_loopback: bool,

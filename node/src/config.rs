@@ -35,6 +35,8 @@ pub struct Config {
     pub imap: ImapConfig,
     #[serde(default)]
     pub tls: TlsConfig,
+    #[serde(default)]
+    pub mesh: MeshSection,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,
@@ -154,6 +156,86 @@ pub struct TlsConfig {
     pub key: Option<PathBuf>,
 }
 
+/// The QUIC mesh between nodes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeshSection {
+    /// UDP address of the mesh listener, or "off" (default: off, the node
+    /// runs alone). Production: a routable address, e.g. "10.0.0.5:7400".
+    #[serde(default, with = "opt_addr")]
+    pub listen: Option<SocketAddr>,
+    /// Where other nodes reach this one, if not `listen` (NAT, 0.0.0.0).
+    #[serde(default)]
+    pub advertise: Option<SocketAddr>,
+    /// Peers to join: "NAME@HOST:PORT".
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    /// Cluster CA and this node's certificate (default: <data_dir>/cluster).
+    #[serde(default)]
+    pub cluster_dir: Option<PathBuf>,
+    /// QUIC keep-alive and idle timeout: a silent peer's link is down after
+    /// `idle_timeout_ms`.
+    #[serde(default = "d_keep_alive")]
+    pub keep_alive_ms: u64,
+    #[serde(default = "d_idle_timeout")]
+    pub idle_timeout_ms: u64,
+    /// A peer whose link stays down this long is suspect, then dead (its
+    /// shards are taken over).
+    #[serde(default = "d_suspect")]
+    pub suspect_after_ms: u64,
+    #[serde(default = "d_dead")]
+    pub dead_after_ms: u64,
+    /// Redial backoff bounds (jittered, per peer).
+    #[serde(default = "d_redial_min")]
+    pub redial_min_ms: u64,
+    #[serde(default = "d_redial_max")]
+    pub redial_max_ms: u64,
+    /// Lease acquisitions (and, separately, hand-offs) per control round:
+    /// the takeover throttle.
+    #[serde(default = "d_moves")]
+    pub moves_per_round: usize,
+}
+
+impl Default for MeshSection {
+    fn default() -> Self {
+        MeshSection {
+            listen: None,
+            advertise: None,
+            seeds: Vec::new(),
+            cluster_dir: None,
+            keep_alive_ms: d_keep_alive(),
+            idle_timeout_ms: d_idle_timeout(),
+            suspect_after_ms: d_suspect(),
+            dead_after_ms: d_dead(),
+            redial_min_ms: d_redial_min(),
+            redial_max_ms: d_redial_max(),
+            moves_per_round: d_moves(),
+        }
+    }
+}
+
+fn d_keep_alive() -> u64 {
+    1_000
+}
+fn d_idle_timeout() -> u64 {
+    4_000
+}
+fn d_suspect() -> u64 {
+    1_000
+}
+fn d_dead() -> u64 {
+    3_000
+}
+fn d_redial_min() -> u64 {
+    200
+}
+fn d_redial_max() -> u64 {
+    5_000
+}
+fn d_moves() -> usize {
+    128
+}
+
 fn default_data_dir() -> PathBuf {
     PathBuf::from(DATA_DIR_DEFAULT)
 }
@@ -265,6 +347,12 @@ impl Config {
             if let Some(v) = flag {
                 *slot = v.0;
             }
+        }
+        if let Some(m) = &args.mesh {
+            self.mesh.listen = m.0;
+        }
+        if !args.seeds.is_empty() {
+            self.mesh.seeds = args.seeds.clone();
         }
         if args.allow_plaintext_auth_on_loopback {
             self.smtp.allow_plaintext_auth_on_loopback = true;

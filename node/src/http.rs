@@ -1,4 +1,7 @@
-//! The HTTP listener: `/metrics` (Prometheus), `/health`, `/status`.
+//! The HTTP listener: `/metrics` (Prometheus), `/health`, `/status`, the
+//! mesh's event stream `/mesh/events`, and the admin API (quarantine
+//! redelivery, drain, and — only with `MESHMAIL_FAULT_HOOKS=1` — fault
+//! injection for chaos runs).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,6 +22,7 @@ pub struct NodeInfo {
     pub db: Database,
     pub metrics: PrometheusHandle,
     pub ctx: Arc<meshmail_actors::node::NodeCtx>,
+    pub mesh: meshmail_mesh::runtime::MeshRuntime,
 }
 
 pub fn router(info: Arc<NodeInfo>) -> Router {
@@ -26,7 +30,18 @@ pub fn router(info: Arc<NodeInfo>) -> Router {
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .route("/status", get(status))
+        .route("/mesh/events", get(crate::http_mesh::events))
         .route("/admin/quarantine/{id}/redeliver", axum::routing::post(redeliver))
+        .route("/admin/drain", axum::routing::post(crate::http_mesh::drain))
+        .route("/admin/undrain", axum::routing::post(crate::http_mesh::undrain))
+        .route(
+            "/admin/faults/drop-links",
+            axum::routing::post(crate::http_mesh::drop_links),
+        )
+        .route(
+            "/admin/faults/partition",
+            axum::routing::post(crate::http_mesh::partition),
+        )
         .with_state(info)
 }
 
@@ -49,7 +64,20 @@ async fn health(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
     }
 }
 
+/// This node's view: itself, the members and their links, and who owns
+/// which shards (counts per incarnation, and every lease with its epoch).
 async fn status(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
+    let owners = info.mesh.owners();
+    let mut per_node: std::collections::BTreeMap<String, usize> = Default::default();
+    let leases: Vec<_> = owners
+        .iter()
+        .flatten()
+        .filter(|l| !l.released)
+        .map(|l| {
+            *per_node.entry(l.node.clone()).or_default() += 1;
+            json!({"shard": l.shard, "node": l.node, "generation": l.generation, "epoch": l.epoch})
+        })
+        .collect();
     Json(json!({
         "node": info.name,
         "generation": info.generation,
@@ -57,6 +85,12 @@ async fn status(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
         "uptime_s": info.started.elapsed().as_secs(),
         "shards_owned": info.ctx.owned_shards(),
         "shard_count": info.ctx.shard_count,
+        "settled": info.mesh.settled(),
+        "draining": info.mesh.draining(),
+        "members": info.mesh.members(),
+        "owners": per_node,
+        "unowned": owners.iter().filter(|l| l.as_ref().is_none_or(|l| l.released)).count(),
+        "leases": leases,
         "actors_live": meshmail_actors::live::live_actors(),
     }))
 }

@@ -7,7 +7,9 @@ mod cli;
 mod cluster;
 mod config;
 mod http;
+mod http_mesh;
 mod listeners;
+mod mesh;
 mod serve;
 mod tls;
 

@@ -76,17 +76,25 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
         .await
         .with_context(|| format!("opening the blob store ({:?})", cfg.blob_config()))?;
-    let generation = nodes::register_start(&db, &cfg.node_name, "").await?;
+    let mesh_addr = cfg
+        .mesh
+        .advertise
+        .or(cfg.mesh.listen)
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let generation = nodes::register_start(&db, &cfg.node_name, &mesh_addr).await?;
     metrics::gauge!("meshmail_node_generation").set(generation as f64);
     let identity = NodeIdentity {
         name: cfg.node_name.clone(),
         generation,
     };
     let ctx = NodeCtx::new(db.clone(), blobs, identity, cfg.shard_count, cfg.batchers);
-    ctx.acquire_all_leases().await.context("taking the shard leases")?;
     let (_supervisor, _sup_handle) = actor_node::start(ctx.clone())
         .await
         .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
+    // Shard leases come from the mesh's control loop (alone, it takes them all).
+    let mesh = crate::mesh::start(&cfg, &ctx).await.context("starting the mesh")?;
+
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
     let auth = Authenticator::new(db.clone(), threads);
     let tls = tls::acceptor(
@@ -100,6 +108,9 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }
 
     let mut endpoints = Vec::new();
+    if let Some(e) = mesh.endpoint() {
+        endpoints.push(format!("mesh={}", e.local_addr()?));
+    }
     for (name, addr, mode) in [
         ("smtp", cfg.listen.smtp, Mode::Mx),
         (
@@ -155,6 +166,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         db,
         metrics,
         ctx: ctx.clone(),
+        mesh: mesh.clone(),
     });
     let http_listener = match cfg.listen.http {
         Some(addr) => {
@@ -172,6 +184,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         data_dir = %cfg.data_dir.display(),
         backend = info.db.backend_name(),
         shards = ctx.owned_shards(),
+        mesh_settled = mesh.settled(),
         endpoints = %endpoints.join(" "),
         "meshmail node ready"
     );

@@ -226,10 +226,22 @@ impl BlobStore {
     /// the same content, reads its generation, then writes it to the object
     /// store (or keeps it for inlining). Call before the metadata transaction.
     pub async fn prepare(&self, db: &Database, bytes: Bytes) -> Result<PreparedBody> {
+        let inline = bytes.len() <= self.inline_max_bytes;
+        self.prepare_placed(db, bytes, inline).await
+    }
+
+    /// Like [`BlobStore::prepare`], but always writes an object: for a body
+    /// that another node will reference (bodies never cross the mesh, so an
+    /// inline body, which travels in the referencing transaction, cannot be
+    /// used there).
+    pub async fn prepare_object(&self, db: &Database, bytes: Bytes) -> Result<PreparedBody> {
+        self.prepare_placed(db, bytes, false).await
+    }
+
+    async fn prepare_placed(&self, db: &Database, bytes: Bytes, inline: bool) -> Result<PreparedBody> {
         let started = Instant::now();
         let hash = content_hash(&bytes);
         let generation = wait_until_not_deleting(db, &hash).await?;
-        let inline = bytes.len() <= self.inline_max_bytes;
         if !inline {
             let put = self
                 .store
