@@ -177,11 +177,8 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, mut req: DeliveryRequest) -> Result<Out
             Some(Err(DeliveryError::Temporary(e))) if !ctx.serves(shard) => e,
             Some(done) => return done,
             None => match ctx.router() {
-                None => {
-                    return Err(DeliveryError::Temporary(format!(
-                        "shard {shard} is not served by this node"
-                    )));
-                }
+                // Alone, with the lease not (yet) granted: wait for it.
+                None => format!("shard {shard} is not served by this node (yet)"),
                 Some(router) => {
                     if let Some(bytes) = req.body.inline_bytes.clone() {
                         // Bodies never cross the mesh: write it as an object.

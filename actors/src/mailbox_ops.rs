@@ -352,12 +352,13 @@ pub async fn request(ctx: &Arc<NodeCtx>, account: AccountId, op: MailboxOp) -> R
         if let Some(done) = request_here(ctx, shard, account, op.clone()).await {
             return done;
         }
-        let Some(router) = ctx.router() else {
-            return Err(format!("shard {shard} is not served by this node"));
-        };
-        let why = match router.op(shard, account, op.clone()).await {
-            crate::remote::Route::Done(result) => return result,
-            crate::remote::Route::Retry(why) => why,
+        let why = match ctx.router() {
+            // Alone, with the lease not (yet) granted: wait for it.
+            None => format!("shard {shard} is not served by this node (yet)"),
+            Some(router) => match router.op(shard, account, op.clone()).await {
+                crate::remote::Route::Done(result) => return result,
+                crate::remote::Route::Retry(why) => why,
+            },
         };
         if started.elapsed() > OP_ROUTE_DEADLINE {
             return Err(format!("the mailbox is moving between nodes: try again ({why})"));

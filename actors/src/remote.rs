@@ -232,6 +232,7 @@ impl HintHub {
                 .or_default()
                 .insert(node.to_string(), (generation, until));
         }
+        metrics::gauge!("meshmail_remote_watched_accounts").set(remote.len() as f64);
     }
 
     /// The nodes watching `account` now (expired watches are dropped).

@@ -137,6 +137,8 @@ struct View {
     owners: Vec<Option<Lease>>,
     members: Vec<MemberView>,
     settled: bool,
+    /// A settled round found nothing to change.
+    converged: bool,
     rounds: u64,
 }
 
@@ -154,6 +156,9 @@ struct Shared {
     peers_draining: Mutex<BTreeMap<String, u64>>,
     draining: std::sync::atomic::AtomicBool,
     wake: Notify,
+    /// What to do when superseded (the node exits; tests may record it).
+    on_superseded: Box<dyn Fn() + Send + Sync>,
+    superseded: std::sync::atomic::AtomicBool,
 }
 
 /// The running mesh of a node. Cheap to clone.
@@ -191,6 +196,15 @@ impl MeshRuntime {
                 peers_draining: Mutex::new(BTreeMap::new()),
                 draining: std::sync::atomic::AtomicBool::new(false),
                 wake: Notify::new(),
+                on_superseded: Box::new(|| {
+                    // A short grace so sessions get their 4xx answers and the
+                    // operator's log shows why; nothing is served meanwhile.
+                    tokio::spawn(async {
+                        tokio::time::sleep(SUPERSEDED_GRACE).await;
+                        std::process::exit(EXIT_SUPERSEDED);
+                    });
+                }),
+                superseded: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -234,6 +248,12 @@ impl MeshRuntime {
 
     pub fn settled(&self) -> bool {
         self.shared.view.read().expect("view").settled
+    }
+
+    /// Whether the last round was settled and changed no lease: the node
+    /// holds what placement gives it (or waits on a peer's hand-off).
+    pub fn converged(&self) -> bool {
+        self.shared.view.read().expect("view").converged
     }
 
     /// Rounds completed (tests wait on it).
@@ -359,11 +379,15 @@ impl MeshRuntime {
             }
             self.announce(&membership);
             let settled = self.is_settled(&membership, started, now);
-            if let Err(e) = self.balance(&membership, settled).await {
-                tracing::warn!(error = %e, "mesh: lease round failed; retrying next round");
-                metrics::counter!("meshmail_mesh_lease_round_errors_total").increment(1);
-            }
-            self.publish_members(&membership, settled);
+            let converged = match self.balance(&membership, settled).await {
+                Ok(changes) => settled && changes == 0,
+                Err(e) => {
+                    tracing::warn!(error = %e, "mesh: lease round failed; retrying next round");
+                    metrics::counter!("meshmail_mesh_lease_round_errors_total").increment(1);
+                    false
+                }
+            };
+            self.publish_members(&membership, settled, converged);
             tokio::select! {
                 _ = tokio::time::sleep(shared.config.tick) => {}
                 _ = shared.wake.notified() => {}
@@ -401,9 +425,11 @@ impl MeshRuntime {
         }
     }
 
-    /// One round of lease changes; see the module doc.
-    async fn balance(&self, membership: &Membership, settled: bool) -> Result<(), meshmail_storage::StorageError> {
+    /// One round of lease changes; see the module doc. Returns how many
+    /// leases it changed.
+    async fn balance(&self, membership: &Membership, settled: bool) -> Result<usize, meshmail_storage::StorageError> {
         let shared = &self.shared;
+        self.check_superseded().await?;
         let owners = self.scan().await?;
         let live = membership.live_set();
         let draining = shared.peers_draining.lock().expect("draining").clone();
@@ -486,6 +512,38 @@ impl MeshRuntime {
             shared.wake.notify_one();
         }
         metrics::gauge!("meshmail_shards_owned").set(shared.leases.held().len() as f64);
+        Ok(acquires + releases)
+    }
+
+    /// A newer incarnation of this node's name started (this process was
+    /// paused, or partitioned, while a supervisor started a successor): stop
+    /// serving and end the process. Its writes are fenced anyway; exiting
+    /// makes that visible and frees its sockets.
+    async fn check_superseded(&self) -> Result<(), meshmail_storage::StorageError> {
+        let shared = &self.shared;
+        let newest = shared
+            .db
+            .read("node_generation", |txn| async move { nodes::list(&txn).await })
+            .await?
+            .into_iter()
+            .find(|n| n.name == shared.me.name)
+            .map_or(0, |n| n.generation);
+        if newest > shared.me.generation {
+            tracing::error!(
+                generation = shared.me.generation,
+                newest,
+                "mesh: a newer incarnation of this node is running; this one is superseded and exits"
+            );
+            for lease in shared.leases.held() {
+                shared.host.revoke(lease.shard);
+            }
+            if !shared.superseded.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                (shared.on_superseded)();
+            }
+            return Err(meshmail_storage::StorageError::Model(format!(
+                "superseded by generation {newest}"
+            )));
+        }
         Ok(())
     }
 
@@ -520,7 +578,7 @@ impl MeshRuntime {
         Ok(owners)
     }
 
-    fn publish_members(&self, membership: &Membership, settled: bool) {
+    fn publish_members(&self, membership: &Membership, settled: bool, converged: bool) {
         let shared = &self.shared;
         let draining = shared.peers_draining.lock().expect("draining").clone();
         let dir = shared.directory.lock().expect("directory").clone();
@@ -551,9 +609,15 @@ impl MeshRuntime {
         let mut view = shared.view.write().expect("view");
         view.members = members;
         view.settled = settled;
+        view.converged = converged;
         view.rounds += 1;
     }
 }
+
+/// Exit status of a node that found a newer incarnation of itself (EX_TEMPFAIL).
+pub const EXIT_SUPERSEDED: i32 = 75;
+/// How long a superseded node lingers (serving nothing) before it exits.
+pub const SUPERSEDED_GRACE: Duration = Duration::from_secs(2);
 
 /// Prefix of an announcement cast (other casts are the node's own).
 pub const ANNOUNCE_TAG: &[u8] = b"A:";

@@ -203,12 +203,19 @@ pub async fn queue_list(cfg: &Config) -> anyhow::Result<()> {
 }
 
 async fn http_post(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    http_request("POST", addr, path).await
+}
+
+/// One HTTP/1.1 request to a node's HTTP listener (admin commands only:
+/// small bodies, `Connection: close`).
+pub(crate) async fn http_request(method: &str, addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr)
         .await
         .with_context(|| format!("connecting to the node's HTTP listener at {addr}"))?;
     s.write_all(
-        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
     )
     .await?;
     let mut out = String::new();

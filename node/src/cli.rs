@@ -73,8 +73,24 @@ pub enum Command {
         cmd: QueueCmd,
     },
     /// Show the nodes registered in the store (name, current generation) and
-    /// which incarnation holds which shard leases, with their epochs.
-    Status,
+    /// which incarnation holds which shard leases, with their epochs. With
+    /// --node, also a running node's live view: members, link state, owners.
+    Status {
+        /// HTTP address of a running node (e.g. 127.0.0.1:8080).
+        #[arg(long)]
+        node: Option<String>,
+    },
+    /// Start a local mesh: N node processes sharing --data-dir, on the dev
+    /// ports plus 10·i (node-0: SMTP 2525, IMAP 1143, HTTP 8080, mesh
+    /// 7400; node-1: 2535, 1153, 8090, 7410; …). Creates the cluster CA and
+    /// node certificates if missing, restarts a node that dies, and stops
+    /// them all on Ctrl-C.
+    Up(UpArgs),
+    /// Operate on a running node.
+    Node {
+        #[command(subcommand)]
+        cmd: NodeCmd,
+    },
     /// Manage the mesh's cluster CA and node certificates (mutual TLS between nodes).
     Cluster {
         #[command(subcommand)]
@@ -138,6 +154,43 @@ pub enum QuarantineCmd {
 pub enum QueueCmd {
     /// List queued outbound items.
     List,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// How many nodes (1 to 9).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+    /// Also create the domain example.test and the account
+    /// demo@example.test (password "demo") if missing.
+    #[arg(long)]
+    pub demo: bool,
+    /// Added to every port (to run two meshes side by side).
+    #[arg(long, default_value_t = 0)]
+    pub base_port_offset: u32,
+    /// How long to wait before restarting a node that died.
+    #[arg(long, default_value_t = 2000)]
+    pub restart_delay_ms: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCmd {
+    /// Evacuate a node before maintenance: it hands every shard to the
+    /// other nodes (each drained, released, then acquired by its new owner)
+    /// and takes none. Waits until it owns nothing.
+    Drain {
+        /// HTTP address of the node to drain.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        node: String,
+        /// Give up waiting after this many seconds (the drain goes on).
+        #[arg(long, default_value_t = 120)]
+        timeout_s: u64,
+    },
+    /// Let a drained node take shards again.
+    Undrain {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        node: String,
+    },
 }
 
 #[derive(Debug, Args, Default)]

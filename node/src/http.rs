@@ -42,6 +42,10 @@ pub fn router(info: Arc<NodeInfo>) -> Router {
             "/admin/faults/partition",
             axum::routing::post(crate::http_mesh::partition),
         )
+        .route(
+            "/admin/faults/fence-probe",
+            axum::routing::post(crate::http_mesh::fence_probe),
+        )
         .with_state(info)
 }
 

@@ -117,3 +117,36 @@ pub async fn partition(State(info): State<Arc<NodeInfo>>, Query(p): Query<Partit
     tracing::warn!(links = n, ms, "fault injection: partitioned from the mesh");
     (StatusCode::OK, format!("partitioned for {ms} ms (dropped {n})\n"))
 }
+
+#[derive(Deserialize)]
+pub struct ProbeParams {
+    shard: u32,
+    epoch: u64,
+}
+
+/// `POST /admin/faults/fence-probe?shard=N&epoch=E`: tries to commit one
+/// write to `shard` as this incarnation holding lease epoch E, through the
+/// same fence every shard write passes. 200 if it committed, 409 if the
+/// store refused it. Tests use it to show that a stale incarnation cannot
+/// write.
+pub async fn fence_probe(State(info): State<Arc<NodeInfo>>, Query(p): Query<ProbeParams>) -> impl IntoResponse {
+    if let Err(e) = faults_enabled() {
+        return e;
+    }
+    let (name, generation) = (info.name.clone(), info.generation);
+    let result = info
+        .db
+        .run("fence_probe", |txn| {
+            let name = name.clone();
+            async move {
+                meshmail_storage::model::nodes::check_lease(&txn, p.shard, &name, generation, p.epoch).await?;
+                txn.set(&meshmail_storage::keyspace::cursor("fence_probe"), name.as_bytes())?;
+                Ok::<_, meshmail_storage::StorageError>(())
+            }
+        })
+        .await;
+    match result {
+        Ok(()) => (StatusCode::OK, "committed\n".to_string()),
+        Err(e) => (StatusCode::CONFLICT, format!("rejected: {e}\n")),
+    }
+}

@@ -3,6 +3,7 @@
 //! metrics endpoint and the admin commands.
 
 mod admin;
+mod admin_mesh;
 mod cli;
 mod cluster;
 mod config;
@@ -12,10 +13,11 @@ mod listeners;
 mod mesh;
 mod serve;
 mod tls;
+mod up;
 
 use clap::Parser;
 
-use cli::{AccountCmd, Cli, ClusterCmd, Command, DomainCmd, QuarantineCmd, QueueCmd, VerifyCmd};
+use cli::{AccountCmd, Cli, ClusterCmd, Command, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, VerifyCmd};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -54,7 +56,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             QuarantineCmd::Drop { id } => admin::quarantine_drop(&cfg, &id).await,
         },
         Command::Queue { cmd: QueueCmd::List } => admin::queue_list(&cfg).await,
-        Command::Status => admin::status(&cfg).await,
+        Command::Status { node } => {
+            admin::status(&cfg).await?;
+            match node {
+                Some(addr) => admin_mesh::live_status(&addr).await,
+                None => Ok(()),
+            }
+        }
+        Command::Up(args) => up::run(&cfg, cli.config.as_deref(), args).await,
+        Command::Node {
+            cmd: NodeCmd::Drain { node, timeout_s },
+        } => admin_mesh::drain(&node, timeout_s).await,
+        Command::Node {
+            cmd: NodeCmd::Undrain { node },
+        } => admin_mesh::undrain(&node).await,
         Command::Cluster { cmd } => match cmd {
             ClusterCmd::Init { dir } => cluster::init(&cfg, dir.as_deref()),
             ClusterCmd::Cert { node, dir } => cluster::cert(&cfg, &node, dir.as_deref()),
@@ -64,7 +79,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn init_logging(json: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("MESHMAIL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_env("MESHMAIL_LOG").unwrap_or_else(|_| EnvFilter::new("info,ractor_cluster=error"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -87,6 +87,19 @@ pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>) -> anyhow::Result<MeshRunti
             (Some(endpoint), ca_pem)
         }
     };
+    let mut config = config;
+    if config
+        .advertise
+        .is_none_or(|a| a.port() == 0 || a.ip().is_unspecified())
+        && let Some(e) = &endpoint
+    {
+        // Bound to port 0 (tests) or a wildcard: advertise what we got.
+        let bound = e.local_addr()?;
+        config.advertise = Some(match config.advertise {
+            Some(a) if !a.ip().is_unspecified() => std::net::SocketAddr::new(a.ip(), bound.port()),
+            _ => bound,
+        });
+    }
     let runtime = MeshRuntime::new(ctx.db.clone(), me, ctx.shard_count, endpoint.clone(), host, config);
     if let Some(endpoint) = &endpoint {
         let gateway = Arc::new(Gateway {
@@ -106,7 +119,7 @@ pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>) -> anyhow::Result<MeshRunti
     runtime.spawn();
     const READY_MAX: Duration = Duration::from_secs(30);
     let started = Instant::now();
-    while !(runtime.settled() && runtime.rounds() >= 2) && started.elapsed() < READY_MAX {
+    while !runtime.converged() && started.elapsed() < READY_MAX {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(runtime)

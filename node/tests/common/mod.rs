@@ -11,7 +11,9 @@ use std::process::{Child, Command, Stdio};
 
 pub fn meshmail(data_dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_meshmail"));
-    cmd.arg("--data-dir").arg(data_dir).env("MESHMAIL_LOG", "warn");
+    cmd.arg("--data-dir")
+        .arg(data_dir)
+        .env("MESHMAIL_LOG", "warn,ractor_cluster=error");
     cmd
 }
 

@@ -93,9 +93,12 @@ pub async fn acquire_lease(txn: &Txn, shard: u32, node: &str, generation: u64) -
 pub async fn check_lease(txn: &Txn, shard: u32, node: &str, generation: u64, epoch: u64) -> Result<()> {
     match lease(txn, shard).await? {
         Some(l) if !l.released && l.node == node && l.generation == generation && l.epoch == epoch => Ok(()),
-        other => Err(StorageError::Model(format!(
-            "fenced: shard {shard} is not owned by {node}#{generation} epoch {epoch} (lease: {other:?})"
-        ))),
+        other => {
+            metrics::counter!("meshmail_lease_fenced_total").increment(1);
+            Err(StorageError::Model(format!(
+                "fenced: shard {shard} is not owned by {node}#{generation} epoch {epoch} (lease: {other:?})"
+            )))
+        }
     }
 }
 

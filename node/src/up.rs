@@ -1,0 +1,279 @@
+//! `meshmail up`: a local mesh of N node processes sharing one data
+//! directory (the embedded store and blob directory), the way a newcomer
+//! meets meshmail. It prepares what the nodes need (cluster CA and node
+//! certificates, and with `--demo` a domain and an account), starts the
+//! nodes on the dev ports plus 10·i, prints their endpoints, restarts a node
+//! that dies (after a delay), and stops them all on Ctrl-C or SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use meshmail_mesh::{ClusterCa, NodeId};
+use meshmail_storage::model::{accounts, domains};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::cli::UpArgs;
+use crate::config::Config;
+
+pub const DEMO_DOMAIN: &str = "example.test";
+pub const DEMO_ACCOUNT: &str = "demo@example.test";
+pub const DEMO_PASSWORD: &str = "demo";
+
+/// The dev default port of each listener; node i adds 10·i.
+const BASE_PORTS: &[(&str, u16)] = &[
+    ("smtp", 2525),
+    ("submission", 2587),
+    ("submissions", 2465),
+    ("lmtp", 2424),
+    ("imap", 1143),
+    ("imaps", 1993),
+    ("http", 8080),
+    ("mesh", 7400),
+];
+
+struct NodeSpec {
+    name: String,
+    ports: Vec<(&'static str, u16)>,
+}
+
+impl NodeSpec {
+    fn port(&self, listener: &str) -> u16 {
+        self.ports.iter().find(|(n, _)| *n == listener).map_or(0, |(_, p)| *p)
+    }
+
+    fn seed(&self) -> String {
+        format!("{}@127.0.0.1:{}", self.name, self.port("mesh"))
+    }
+}
+
+fn plan(args: &UpArgs) -> anyhow::Result<Vec<NodeSpec>> {
+    (0..args.nodes)
+        .map(|i| {
+            let ports = BASE_PORTS
+                .iter()
+                .map(|(n, base)| {
+                    let p = u32::from(*base) + 10 * i + args.base_port_offset;
+                    u16::try_from(p)
+                        .map(|p| (*n, p))
+                        .map_err(|_| anyhow::anyhow!("port {p} for node-{i} {n} is out of range"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(NodeSpec {
+                name: format!("node-{i}"),
+                ports,
+            })
+        })
+        .collect()
+}
+
+/// Creates what is missing: the cluster CA, the node certificates, and
+/// (with `--demo`) the demo domain and account. Never overwrites.
+async fn prepare(cfg: &Config, nodes: &[NodeSpec], demo: bool) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating {}", cfg.data_dir.display()))?;
+    let dir = cfg
+        .mesh
+        .cluster_dir
+        .clone()
+        .unwrap_or_else(|| cfg.data_dir.join("cluster"));
+    let ca = if dir.join(meshmail_mesh::ca::CA_CERT_FILE).exists() {
+        ClusterCa::load(&dir)?
+    } else {
+        println!("creating the cluster CA in {}", dir.display());
+        ClusterCa::init(&dir)?
+    };
+    for n in nodes {
+        if !dir.join(format!("{}.pem", n.name)).exists() {
+            ca.issue_node_cert(&NodeId::new(n.name.clone())?, &dir)?;
+        }
+    }
+    if demo {
+        let db = meshmail_storage::open::open_kv(&cfg.kv())?;
+        db.run("up_demo_domain", |txn| async move {
+            match domains::get(&txn, DEMO_DOMAIN).await? {
+                Some(d) => Ok(d),
+                None => domains::add(&txn, DEMO_DOMAIN).await,
+            }
+        })
+        .await?;
+        let exists = db
+            .read("up_demo_account", |txn| async move {
+                accounts::get(&txn, DEMO_ACCOUNT).await
+            })
+            .await?
+            .is_some();
+        if !exists {
+            let hash = tokio::task::spawn_blocking(|| accounts::hash_password(DEMO_PASSWORD)).await??;
+            db.run("up_demo_account_add", |txn| {
+                let hash = hash.clone();
+                async move { accounts::add(&txn, DEMO_ACCOUNT, &hash).await }
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+fn spawn_node(
+    exe: &Path,
+    cfg_path: Option<&Path>,
+    cfg: &Config,
+    spec: &NodeSpec,
+    all: &[NodeSpec],
+) -> anyhow::Result<Child> {
+    let seeds: Vec<String> = all.iter().filter(|n| n.name != spec.name).map(NodeSpec::seed).collect();
+    let mut cmd = Command::new(exe);
+    if let Some(p) = cfg_path {
+        cmd.arg("--config").arg(p);
+    }
+    cmd.arg("--data-dir")
+        .arg(&cfg.data_dir)
+        .arg("serve")
+        .arg("--node-name")
+        .arg(&spec.name);
+    for (listener, port) in &spec.ports {
+        cmd.arg(format!("--{listener}")).arg(format!("127.0.0.1:{port}"));
+    }
+    if !seeds.is_empty() {
+        cmd.arg("--seeds").arg(seeds.join(","));
+    }
+    // Local mesh: the demo account logs in without TLS from loopback only.
+    cmd.arg("--allow-plaintext-auth-on-loopback");
+    let log_dir = cfg.data_dir.join("logs");
+    std::fs::create_dir_all(&log_dir)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_dir.join(format!("{}.log", spec.name)))?;
+    cmd.stdout(Stdio::piped()).stderr(log).kill_on_drop(true);
+    cmd.spawn().with_context(|| format!("starting {}", spec.name))
+}
+
+/// Waits for the node's ready line; then keeps draining its stdout.
+async fn wait_ready(name: &str, child: &mut Child) -> anyhow::Result<String> {
+    let out = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(out).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await? {
+            if line.starts_with("meshmail ready:") {
+                return Ok::<_, std::io::Error>(Some(line));
+            }
+        }
+        Ok(None)
+    })
+    .await;
+    let line = match ready {
+        Ok(Ok(Some(line))) => line,
+        Ok(Ok(None)) => bail!("{name} exited before it was ready"),
+        Ok(Err(e)) => return Err(e.into()),
+        Err(_) => bail!("{name} was not ready within 60 s"),
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(line)
+}
+
+pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow::Result<()> {
+    if args.nodes == 0 || args.nodes > 9 {
+        bail!("--nodes must be between 1 and 9 (ports are spaced by 10)");
+    }
+    let nodes = plan(&args)?;
+    prepare(cfg, &nodes, args.demo).await?;
+    let exe: PathBuf = std::env::current_exe()?;
+    let mut children = Vec::new();
+    for spec in &nodes {
+        children.push(spawn_node(&exe, cfg_path, cfg, spec, &nodes)?);
+    }
+    let mut generations = Vec::new();
+    for (spec, child) in nodes.iter().zip(children.iter_mut()) {
+        let line = wait_ready(&spec.name, child).await?;
+        let generation = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("generation="))
+            .unwrap_or("?")
+            .to_string();
+        generations.push(generation);
+    }
+    print_table(cfg, &nodes, &generations, args.demo);
+
+    let restart_delay = Duration::from_millis(args.restart_delay_ms);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        let exited = async {
+            loop {
+                for (i, c) in children.iter_mut().enumerate() {
+                    if let Ok(Some(status)) = c.try_wait() {
+                        return (i, status);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            (i, status) = exited => {
+                let spec = &nodes[i];
+                eprintln!("{} exited ({status}); restarting in {:.1} s", spec.name, restart_delay.as_secs_f64());
+                tokio::time::sleep(restart_delay).await;
+                let mut child = spawn_node(&exe, cfg_path, cfg, spec, &nodes)?;
+                match wait_ready(&spec.name, &mut child).await {
+                    Ok(line) => eprintln!("{} restarted: {line}", spec.name),
+                    Err(e) => eprintln!("{} did not come back: {e:#} (retrying after the delay)", spec.name),
+                }
+                children[i] = child;
+            }
+        }
+    }
+    eprintln!("stopping {} nodes", children.len());
+    for c in &children {
+        if let Some(pid) = c.id() {
+            // SAFETY: signalling our own child process.
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        }
+    }
+    for c in &mut children {
+        if tokio::time::timeout(Duration::from_secs(10), c.wait()).await.is_err() {
+            let _ = c.kill().await;
+        }
+    }
+    Ok(())
+}
+
+fn print_table(cfg: &Config, nodes: &[NodeSpec], generations: &[String], demo: bool) {
+    println!();
+    println!(
+        "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
+        "node", "gen", "smtp", "submission", "imap", "imaps", "http", "mesh (udp)"
+    );
+    for (n, g) in nodes.iter().zip(generations) {
+        let a = |l: &str| format!("127.0.0.1:{}", n.port(l));
+        println!(
+            "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
+            n.name,
+            g,
+            a("smtp"),
+            a("submission"),
+            a("imap"),
+            a("imaps"),
+            a("http"),
+            a("mesh")
+        );
+    }
+    println!();
+    println!(
+        "data: {} (logs in {})",
+        cfg.data_dir.display(),
+        cfg.data_dir.join("logs").display()
+    );
+    if demo {
+        println!(
+            "demo account: {DEMO_ACCOUNT} / password {DEMO_PASSWORD} (IMAP LOGIN from loopback; mail to it on any SMTP port)"
+        );
+    }
+    println!(
+        "status: curl -s 127.0.0.1:{}/status   ·   Ctrl-C stops every node",
+        nodes[0].port("http")
+    );
+}
