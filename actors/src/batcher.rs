@@ -265,16 +265,18 @@ async fn deliver_one(
         body_structure: req.body_structure.clone(),
         acceptance_id: req.acceptance_id,
     };
-    let (uid, modseq) = messages::append(txn, req.account, mailbox, &new).await?;
-    if req.fault == Some(Fault::ReuseUid) {
-        // Test-only: hand this UID out again to the mailbox's next message,
-        // so the chaos checker's UID-reuse detection can be shown to fail.
-        if let Some(before) = mailboxes::get(txn, req.account, mailbox).await? {
-            let mut after = before.clone();
-            after.uid_next = uid;
-            mailboxes::put(txn, req.account, &before, &after)?;
-        }
+    if req.fault == Some(Fault::ReuseUid)
+        && let Some(before) = mailboxes::get(txn, req.account, mailbox).await?
+        && before.uid_next > 1
+    {
+        // Test-only: store this message under the mailbox's last used UID
+        // (overwriting that message), so the chaos checker's UID-reuse
+        // detection can be shown to fail.
+        let mut after = before.clone();
+        after.uid_next -= 1;
+        mailboxes::put(txn, req.account, &before, &after)?;
     }
+    let (uid, modseq) = messages::append(txn, req.account, mailbox, &new).await?;
     if let Some(qid) = req.from_quarantine {
         // Redelivery: the quarantine record and its body reference go in
         // the same transaction that delivers.

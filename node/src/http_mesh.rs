@@ -30,7 +30,17 @@ pub async fn events(State(info): State<Arc<NodeInfo>>) -> Response {
     let hello = json!({
         "ts_ms": now_ms(), "observer": info.name, "observer_generation": info.generation, "kind": "hello",
     });
-    let state = (Some(format!("{hello}\n")), rx, info.clone());
+    // Then the links already up, so an observer that connects late still
+    // pairs every later down with an up.
+    let mut first = format!("{hello}\n");
+    for (id, generation) in info.mesh.endpoint().map(|e| e.live()).unwrap_or_default() {
+        let line = json!({
+            "ts_ms": now_ms(), "observer": info.name, "observer_generation": info.generation,
+            "kind": "up", "node": id.to_string(), "generation": generation, "reason": "snapshot",
+        });
+        first.push_str(&format!("{line}\n"));
+    }
+    let state = (Some(first), rx, info.clone());
     let stream = futures::stream::unfold(state, |(first, mut rx, info)| async move {
         if let Some(line) = first {
             return Some((Ok::<_, std::io::Error>(line), (None, rx, info)));

@@ -1,12 +1,26 @@
-//! Load generation, benchmarks and long-run verifiers. Today: `bench kv`,
-//! the storage benchmark; SMTP and IMAP loads come with the protocols.
+//! Load generation, benchmarks and long-run verifiers: `bench kv|smtp|imap`,
+//! the mail load (SMTP injection, IDLE populations, IMAP read/flag mixes
+//! with a mailbox skew), `soak run`, and the end checks the chaos runner
+//! shares (golden invariant, UID/MODSEQ history, event parity, actor
+//! accounting, memory trend).
 //!
 //! Architecture invariant: talks to meshmail as a client, or (for `bench
 //! kv`) through the storage crate's public API; every load loop is bounded
-//! in count and in time and stops by itself.
+//! in count and in time and stops by itself; traffic goes to loopback only.
 
 pub mod bench_imap;
 pub mod bench_kv;
 pub mod bench_smtp;
+pub mod budget;
+pub mod checks;
+pub mod cluster;
+pub mod events;
+pub mod harness;
+pub mod history;
+pub mod http;
 pub mod imap_client;
+pub mod load;
 pub mod node_proc;
+pub mod plot;
+pub mod smtp_client;
+pub mod soak_run;

@@ -22,6 +22,21 @@ enum Command {
         #[command(subcommand)]
         what: Bench,
     },
+    /// Long runs against a local mesh with periodic samples and end checks.
+    Soak {
+        #[command(subcommand)]
+        what: Soak,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum Soak {
+    /// Runs the load (SMTP, IDLE, IMAP read/flag mix) against N local nodes
+    /// for --duration seconds, samples rate, latency, RSS, fds, actors and
+    /// queue depths, then checks: nothing lost or duplicated, ledger
+    /// verified, UIDs/MODSEQs monotonic, no leaked actors. Exits 1 on any
+    /// failed check.
+    Run(meshmail_soak::soak_run::SoakArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,5 +69,6 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::KvWorker(args),
         } => bench_kv::worker(args),
+        Command::Soak { what: Soak::Run(args) } => meshmail_soak::soak_run::run(args),
     }
 }

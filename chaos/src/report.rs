@@ -1,0 +1,156 @@
+//! The chaos report: `report.md` (summary, checks, recovery table, event
+//! parity, actors, memory), `report.json` (everything, for tools),
+//! `events.ndjson` (the merged timeline) and PNG plots.
+
+use std::path::Path;
+
+use meshmail_soak::checks::quantiles;
+use meshmail_soak::plot;
+
+use crate::runner::RunOutput;
+
+fn recovery_values(o: &RunOutput, kinds: &[&str]) -> Vec<f64> {
+    o.recoveries
+        .iter()
+        .filter(|r| kinds.contains(&r.kind.as_str()))
+        .filter_map(|r| r.seconds)
+        .collect()
+}
+
+/// Writes every report file into `dir`; returns the markdown.
+pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Result<String> {
+    let hard = recovery_values(o, &["kill"]);
+    let soft = recovery_values(o, &["link_drop", "partition"]);
+    let pause = recovery_values(o, &["pause"]);
+    o.plot_notes.extend(plot::try_plot("kill recovery", || {
+        plot::histogram(
+            &dir.join("recovery-kill.png"),
+            "hard kill -> every shard served again",
+            "seconds",
+            &hard,
+            30,
+        )
+    }));
+    o.plot_notes.extend(plot::try_plot("soft recovery", || {
+        plot::histogram(
+            &dir.join("recovery-soft.png"),
+            "link drop / partition heal -> links up",
+            "seconds",
+            &soft,
+            30,
+        )
+    }));
+    let s = &o.scenario;
+    let mut md = format!(
+        "# meshmail chaos report: {}\n\n{} nodes, {} s of faults (time_scale {}), seed {}\n\n## End checks\n\n```\n",
+        s.name, s.nodes, s.duration_s, s.time_scale, o.seed
+    );
+    for c in &o.checks {
+        md.push_str(&c.line());
+        md.push('\n');
+    }
+    md.push_str("```\n\n## Recovery times (seconds)\n\n| what | n | p50 | p90 | p99 | max | not recovered |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (name, kinds, v) in [
+        ("hard kill -> every shard served", &["kill"][..], &hard),
+        (
+            "link drop / partition heal -> links up",
+            &["link_drop", "partition"][..],
+            &soft,
+        ),
+        ("pause end -> every shard served", &["pause"][..], &pause),
+    ] {
+        let q = quantiles(v);
+        let missing = o
+            .recoveries
+            .iter()
+            .filter(|r| kinds.contains(&r.kind.as_str()) && r.seconds.is_none())
+            .count();
+        md.push_str(&format!(
+            "| {name} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {missing} |\n",
+            v.len(),
+            q[0],
+            q[1],
+            q[2],
+            q[3]
+        ));
+    }
+    let unmeasurable: Vec<&str> = o
+        .recoveries
+        .iter()
+        .filter(|r| !r.note.is_empty())
+        .map(|r| r.note.as_str())
+        .collect();
+    if let Some(n) = unmeasurable.first() {
+        md.push_str(&format!("\n{} recoveries unmeasurable: {n}\n", unmeasurable.len()));
+    }
+    md.push_str("\n![kill recovery](recovery-kill.png)\n\n![soft recovery](recovery-soft.png)\n\n");
+    md.push_str("## Event parity (per observer incarnation)\n\n| observer | gen | up | down | orphaned down | duplicate down | up before predecessor down | stale at end |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for p in &o.end.parity.observers {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            p.observer,
+            p.observer_generation,
+            p.ups,
+            p.downs,
+            p.orphaned_downs,
+            p.duplicate_downs,
+            p.up_before_predecessor_down,
+            p.stale_at_end
+        ));
+    }
+    md.push_str("\n## Golden invariant\n\n");
+    let g = &o.end.golden;
+    md.push_str(&format!(
+        "acked {}, found {}, lost {}, duplicated {}, extra after a client error {}, extra never sent {}, misdelivered {}; `meshmail verify ledger` exit {}\n\n",
+        g.acked, g.found, g.lost, g.duplicated, g.extra_after_error, g.extra_unexplained, g.misdelivered, o.end.ledger_exit
+    ));
+    let h = &o.end.history;
+    md.push_str(&format!(
+        "UID/MODSEQ history: {} observations, uid_reused {}, modseq_regressions {}, uid_order_violations {}\n\n",
+        h.observations, h.uid_reused, h.modseq_regressions, h.uid_order_violations
+    ));
+    md.push_str("## Actors at the quiet points (total − sessions − shards)\n\n| node | gen | start | end |\n|---|---:|---:|---:|\n");
+    for e in &o.end.actors_end {
+        let start = o.end.actors_start.iter().find(|s| s.node == e.node);
+        md.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            e.node,
+            e.generation,
+            start.map(|s| s.fixed.to_string()).unwrap_or_else(|| "-".into()),
+            e.fixed
+        ));
+    }
+    md.push_str("\n## Memory\n\n| node | second-half RSS trend (% of mean) |\n|---|---:|\n");
+    for (n, t) in &o.end.memory_trend_pct {
+        md.push_str(&format!(
+            "| {n} | {} |\n",
+            t.map(|t| format!("{t:+.2}")).unwrap_or_else(|| "n/a".into())
+        ));
+    }
+    md.push_str("\n![RSS](memory.png)\n\n![fds](fds.png)\n\n![rate](rate.png)\n\n## Load\n\n");
+    if let Some(l) = &o.end.load {
+        md.push_str(&l.markdown());
+    }
+    let notes: Vec<&String> = o
+        .plot_notes
+        .iter()
+        .chain(&o.end.actor_notes)
+        .chain(&g.examples)
+        .chain(&h.examples)
+        .chain(&o.end.parity.examples)
+        .collect();
+    if !notes.is_empty() {
+        md.push_str("\n## Findings and notes\n\n");
+        for n in notes {
+            md.push_str(&format!("- {n}\n"));
+        }
+    }
+    md.push_str(&format!(
+        "\n## Faults\n\n{} actions; the full timeline (runner actions and every node's mesh events) is in events.ndjson.\n",
+        o.actions.len()
+    ));
+    std::fs::write(dir.join("report.md"), &md)?;
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&*o)?)?;
+    std::fs::write(dir.join("events.ndjson"), events_ndjson)?;
+    Ok(md)
+}

@@ -1,0 +1,341 @@
+//! The scenario file (TOML; documented in chaos/README.md) and the
+//! interval distributions the fault schedules draw from.
+
+use std::path::Path;
+
+use meshmail_soak::load::LoadConfig;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("reading {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("parsing {0}: {1}")]
+    Parse(String, toml::de::Error),
+    #[error("invalid scenario: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default = "d_nodes")]
+    pub nodes: usize,
+    /// Length of the fault phase, seconds (load runs through it).
+    pub duration_s: f64,
+    /// Load before the first fault and before the first quiet point.
+    #[serde(default = "d_warmup")]
+    pub warmup_s: f64,
+    /// After the last fault, every node up, before the end checks.
+    #[serde(default = "d_settle")]
+    pub settle_s: f64,
+    /// Multiplies every fault *interval* (not restart delays or fault
+    /// durations): 0.1 turns the 80 s median between kills into 8 s.
+    #[serde(default = "d_one")]
+    pub time_scale: f64,
+    #[serde(default = "d_base_port")]
+    pub base_port: u16,
+    #[serde(default = "d_sample")]
+    pub sample_every_s: f64,
+    /// Longest wait for a recovery before it counts as a timeout.
+    #[serde(default = "d_recovery_limit")]
+    pub recovery_limit_s: f64,
+    /// Random seed for the schedules (random when absent; the report says which).
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub load: LoadConfig,
+    #[serde(default = "Kills::default")]
+    pub kills: Kills,
+    #[serde(default = "SoftFault::link_drops")]
+    pub link_drops: SoftFault,
+    #[serde(default = "SoftFault::partitions")]
+    pub partitions: SoftFault,
+    #[serde(default = "SoftFault::pauses")]
+    pub pauses: SoftFault,
+    #[serde(default)]
+    pub faults: MessageFaults,
+    #[serde(default)]
+    pub checks: Minimums,
+}
+
+fn d_nodes() -> usize {
+    3
+}
+fn d_warmup() -> f64 {
+    10.0
+}
+fn d_settle() -> f64 {
+    10.0
+}
+fn d_one() -> f64 {
+    1.0
+}
+fn d_base_port() -> u16 {
+    20000
+}
+fn d_sample() -> f64 {
+    2.0
+}
+fn d_recovery_limit() -> f64 {
+    60.0
+}
+
+/// A positive random duration given by three quantiles, in seconds.
+/// Sampled through a piecewise-linear inverse CDF through (0, lo),
+/// (0.1, p10), (0.5, p50), (0.9, p90), (1, hi): it hits the quantiles
+/// exactly, is continuous (so kills never phase-lock with periodic timers)
+/// and bounded (so a run's length stays predictable).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dist {
+    pub p10: f64,
+    pub p50: f64,
+    pub p90: f64,
+}
+
+impl Dist {
+    pub const fn new(p10: f64, p50: f64, p90: f64) -> Dist {
+        Dist { p10, p50, p90 }
+    }
+
+    fn validate(&self, what: &str) -> Result<(), ScenarioError> {
+        if !(self.p10 >= 0.0 && self.p10 <= self.p50 && self.p50 <= self.p90 && self.p90 > 0.0) {
+            return Err(ScenarioError::Invalid(format!(
+                "{what}: need 0 <= p10 <= p50 <= p90, 0 < p90"
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn quantile(&self, q: f64) -> f64 {
+        let lo = (self.p10 - (self.p50 - self.p10) * 0.25).max(self.p10 * 0.25);
+        let hi = self.p90 + (self.p90 - self.p50) * 0.5;
+        let pts = [(0.0, lo), (0.1, self.p10), (0.5, self.p50), (0.9, self.p90), (1.0, hi)];
+        let q = q.clamp(0.0, 1.0);
+        for w in pts.windows(2) {
+            let ((q0, v0), (q1, v1)) = (w[0], w[1]);
+            if q <= q1 {
+                return v0 + (v1 - v0) * (q - q0) / (q1 - q0);
+            }
+        }
+        hi
+    }
+
+    pub fn sample(&self, rng: &mut impl Rng) -> f64 {
+        self.quantile(rng.random::<f64>())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kills {
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Seconds between kills (× time_scale).
+    #[serde(default = "Kills::d_interval")]
+    pub interval: Dist,
+    /// Seconds from the kill to the restart (not scaled).
+    #[serde(default = "Kills::d_restart")]
+    pub restart_delay: Dist,
+    #[serde(default = "d_max")]
+    pub max: u64,
+}
+
+impl Kills {
+    fn d_interval() -> Dist {
+        Dist::new(30.0, 80.0, 130.0)
+    }
+    fn d_restart() -> Dist {
+        Dist::new(1.0, 3.0, 6.0)
+    }
+}
+
+impl Default for Kills {
+    fn default() -> Self {
+        Kills {
+            enabled: true,
+            interval: Kills::d_interval(),
+            restart_delay: Kills::d_restart(),
+            max: d_max(),
+        }
+    }
+}
+
+fn d_true() -> bool {
+    true
+}
+fn d_max() -> u64 {
+    10_000
+}
+
+/// Link drops, partitions and pauses: each on its own schedule.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoftFault {
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Seconds between faults of this kind (× time_scale).
+    #[serde(default = "SoftFault::d_interval")]
+    pub interval: Dist,
+    /// How long a partition or pause lasts, seconds (not scaled; unused for link drops).
+    #[serde(default = "SoftFault::d_duration")]
+    pub duration: Dist,
+    #[serde(default = "d_max")]
+    pub max: u64,
+}
+
+impl SoftFault {
+    fn d_duration() -> Dist {
+        Dist::new(1.0, 3.0, 6.0)
+    }
+    fn d_interval() -> Dist {
+        Dist::new(20.0, 60.0, 100.0)
+    }
+    fn link_drops() -> SoftFault {
+        SoftFault {
+            enabled: true,
+            interval: SoftFault::d_interval(),
+            duration: SoftFault::d_duration(),
+            max: d_max(),
+        }
+    }
+    fn partitions() -> SoftFault {
+        SoftFault {
+            enabled: false,
+            interval: Dist::new(60.0, 150.0, 240.0),
+            duration: SoftFault::d_duration(),
+            max: d_max(),
+        }
+    }
+    fn pauses() -> SoftFault {
+        SoftFault {
+            enabled: false,
+            interval: Dist::new(60.0, 150.0, 240.0),
+            duration: Dist::new(0.5, 2.0, 5.0),
+            max: d_max(),
+        }
+    }
+}
+
+/// Server-side fault hooks (need `MESHMAIL_FAULT_HOOKS=1`, which the
+/// runner sets whenever any of these is non-zero or a soft fault is on).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageFaults {
+    /// Messages the server answers 250 but does not store.
+    #[serde(default)]
+    pub drop_ack_messages: u32,
+    /// Messages the server stores under a UID the mailbox already used.
+    #[serde(default)]
+    pub reuse_uid_messages: u32,
+}
+
+/// Counts a run must reach to pass (so a too-gentle run cannot look green).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Minimums {
+    #[serde(default)]
+    pub min_kills: u64,
+    #[serde(default)]
+    pub min_link_drops: u64,
+    #[serde(default)]
+    pub min_acked: u64,
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read(name.clone(), e))?;
+        Scenario::parse(&text).map_err(|e| match e {
+            ScenarioError::Parse(_, t) => ScenarioError::Parse(name, t),
+            other => other,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse(String::new(), e))?;
+        s.load.drop_ack_messages = s.faults.drop_ack_messages;
+        s.load.reuse_uid_messages = s.faults.reuse_uid_messages;
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        let bad = |m: &str| Err(ScenarioError::Invalid(m.to_string()));
+        if self.nodes == 0 || self.nodes > 16 {
+            return bad("nodes must be 1..=16");
+        }
+        // Bounded in time, always: a day is the longest run this accepts.
+        if !(self.duration_s > 0.0 && self.duration_s <= 86_400.0) {
+            return bad("duration_s must be in (0, 86400]");
+        }
+        if self.time_scale.is_nan() || self.time_scale <= 0.0 {
+            return bad("time_scale must be > 0");
+        }
+        if self.load.accounts == 0 {
+            return bad("load.accounts must be > 0");
+        }
+        self.kills.interval.validate("kills.interval")?;
+        self.kills.restart_delay.validate("kills.restart_delay")?;
+        for (n, f) in [
+            ("link_drops", &self.link_drops),
+            ("partitions", &self.partitions),
+            ("pauses", &self.pauses),
+        ] {
+            f.interval.validate(&format!("{n}.interval"))?;
+            f.duration.validate(&format!("{n}.duration"))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the nodes need `MESHMAIL_FAULT_HOOKS=1`.
+    pub fn needs_fault_hooks(&self) -> bool {
+        self.faults.drop_ack_messages > 0
+            || self.faults.reuse_uid_messages > 0
+            || self.link_drops.enabled
+            || self.partitions.enabled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dist_hits_its_quantiles() {
+        let d = Dist::new(30.0, 80.0, 130.0);
+        assert_eq!(d.quantile(0.1), 30.0);
+        assert_eq!(d.quantile(0.5), 80.0);
+        assert_eq!(d.quantile(0.9), 130.0);
+        let mut rng = rand::rng();
+        let mut v: Vec<f64> = (0..20_000).map(|_| d.sample(&mut rng)).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        assert!((v[10_000] - 80.0).abs() < 3.0, "median {}", v[10_000]);
+        assert!((v[2_000] - 30.0).abs() < 3.0, "p10 {}", v[2_000]);
+        assert!(v[0] > 0.0);
+    }
+
+    #[test]
+    fn shipped_scenarios_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                Scenario::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 2);
+    }
+
+    #[test]
+    fn rejects_unbounded() {
+        assert!(Scenario::parse("name = \"x\"\nduration_s = 0\n").is_err());
+        assert!(Scenario::parse("name = \"x\"\nduration_s = 10\nbogus = 1\n").is_err());
+        let s = Scenario::parse("name = \"x\"\nduration_s = 10\n[faults]\ndrop_ack_messages = 1\n").unwrap();
+        assert_eq!(s.load.drop_ack_messages, 1);
+    }
+}

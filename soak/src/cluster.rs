@@ -1,0 +1,369 @@
+//! A local mesh of `meshmail serve` processes sharing one data directory:
+//! set up once (domain, accounts, cluster CA and node certificates), then
+//! started, SIGKILLed, paused and restarted node by node. Ports are fixed
+//! per node (a restarted node comes back on the same addresses, which is
+//! what its peers redial), chosen from a base and checked free up front.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub const DOMAIN: &str = "example.test";
+pub const PASSWORD: &str = "pw";
+
+/// The address of account `i` (0-based).
+pub fn account(i: u32) -> String {
+    format!("user{}@{DOMAIN}", i + 1)
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NodeAddrs {
+    pub name: String,
+    pub smtp: String,
+    pub imap: String,
+    pub http: String,
+    pub mesh: String,
+}
+
+#[derive(Debug)]
+pub struct NodeSlot {
+    pub addrs: NodeAddrs,
+    child: Option<Child>,
+    pub pid: Option<u32>,
+    pub generation: Option<u64>,
+    pub paused: bool,
+    pub started_at: Option<Instant>,
+}
+
+impl NodeSlot {
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+#[derive(Debug)]
+pub struct LocalMesh {
+    pub bin: PathBuf,
+    pub data_dir: PathBuf,
+    pub slots: Vec<NodeSlot>,
+    /// Whether `serve` knows `--mesh`/`--seeds` (a single-node build does not).
+    pub mesh_flags: bool,
+    env: Vec<(String, String)>,
+    log_dir: PathBuf,
+}
+
+async fn run_admin(bin: &Path, data_dir: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut child = Command::new(bin)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("running {} {args:?}", bin.display()))?;
+    if let Some(input) = stdin {
+        let mut w = child.stdin.take().expect("piped");
+        w.write_all(input.as_bytes()).await?;
+        drop(w);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .context("admin command timed out")??;
+    if !out.status.success() {
+        bail!(
+            "meshmail {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// True when `port` can be bound on loopback for both TCP and UDP (QUIC).
+fn port_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// Picks `nodes` blocks of 4 consecutive free ports (smtp, imap, http,
+/// mesh) from `base`, 10 apart, skipping blocks in use.
+pub fn pick_ports(base: u16, nodes: usize) -> anyhow::Result<Vec<[u16; 4]>> {
+    let mut out = Vec::new();
+    let mut block = base;
+    while out.len() < nodes {
+        let ports = [block, block + 1, block + 2, block + 3];
+        if ports.iter().all(|&p| port_free(p)) {
+            out.push(ports);
+        }
+        block = block.checked_add(10).context("ran out of ports")?;
+        if block > base.saturating_add(2000) {
+            bail!("no free ports from {base}");
+        }
+    }
+    Ok(out)
+}
+
+impl LocalMesh {
+    /// Creates the data directory's domain, `accounts` accounts and (when
+    /// the binary has a mesh) the cluster CA with one certificate per node.
+    pub async fn setup(
+        bin: &Path,
+        data_dir: &Path,
+        nodes: usize,
+        accounts: u32,
+        base_port: u16,
+        env: Vec<(String, String)>,
+        log_dir: &Path,
+    ) -> anyhow::Result<LocalMesh> {
+        std::fs::create_dir_all(data_dir)?;
+        std::fs::create_dir_all(log_dir)?;
+        let help = Command::new(bin).args(["serve", "--help"]).output().await?;
+        let mesh_flags = String::from_utf8_lossy(&help.stdout).contains("--mesh");
+        if nodes > 1 && !mesh_flags {
+            bail!(
+                "{} has no --mesh flag: this build runs one node per data directory, so run 1 node",
+                bin.display()
+            );
+        }
+        run_admin(bin, data_dir, &["domain", "add", DOMAIN], None).await?;
+        for i in 0..accounts {
+            let pw = format!("{PASSWORD}\n");
+            run_admin(
+                bin,
+                data_dir,
+                &["account", "add", &account(i), "--password-stdin"],
+                Some(&pw),
+            )
+            .await?;
+        }
+        let names: Vec<String> = (0..nodes).map(|i| format!("node-{i}")).collect();
+        if mesh_flags {
+            run_admin(bin, data_dir, &["cluster", "init"], None).await?;
+            for n in &names {
+                run_admin(bin, data_dir, &["cluster", "cert", n], None).await?;
+            }
+        }
+        let ports = pick_ports(base_port, nodes)?;
+        let slots = names
+            .into_iter()
+            .zip(ports)
+            .map(|(name, p)| NodeSlot {
+                addrs: NodeAddrs {
+                    name,
+                    smtp: format!("127.0.0.1:{}", p[0]),
+                    imap: format!("127.0.0.1:{}", p[1]),
+                    http: format!("127.0.0.1:{}", p[2]),
+                    mesh: format!("127.0.0.1:{}", p[3]),
+                },
+                child: None,
+                pid: None,
+                generation: None,
+                paused: false,
+                started_at: None,
+            })
+            .collect();
+        Ok(LocalMesh {
+            bin: bin.to_path_buf(),
+            data_dir: data_dir.to_path_buf(),
+            slots,
+            mesh_flags,
+            env,
+            log_dir: log_dir.to_path_buf(),
+        })
+    }
+
+    pub fn addrs(&self) -> Vec<NodeAddrs> {
+        self.slots.iter().map(|s| s.addrs.clone()).collect()
+    }
+
+    /// Starts node `i` and waits for its ready line; returns its generation.
+    pub async fn start(&mut self, i: usize) -> anyhow::Result<u64> {
+        if self.slots[i].child.is_some() {
+            bail!("{} is already running", self.slots[i].addrs.name);
+        }
+        let a = self.slots[i].addrs.clone();
+        let seeds: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|s| s.addrs.name != a.name)
+            .map(|s| format!("{}@{}", s.addrs.name, s.addrs.mesh))
+            .collect();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_dir.join(format!("{}.log", a.name)))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["serve", "--node-name", &a.name, "--smtp", &a.smtp, "--imap", &a.imap])
+            .args(["--http", &a.http, "--submission", "off", "--submissions", "off"])
+            .args(["--lmtp", "off", "--imaps", "off", "--allow-plaintext-auth-on-loopback"]);
+        if self.mesh_flags {
+            cmd.args(["--mesh", &a.mesh]);
+            if !seeds.is_empty() {
+                cmd.args(["--seeds", &seeds.join(",")]);
+            }
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(
+                "MESHMAIL_LOG",
+                std::env::var("MESHMAIL_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().context("starting meshmail serve")?;
+        let pid = child.id();
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let ready = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(l) = lines.next_line().await? {
+                if l.starts_with("meshmail ready") {
+                    return anyhow::Ok(l);
+                }
+            }
+            bail!("{} exited before it was ready (see its log)", a.name)
+        })
+        .await;
+        let ready = match ready {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                let _ = child.start_kill();
+                bail!("{} not ready within 60 s", a.name);
+            }
+        };
+        // Keep draining stdout so a chatty node never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let generation = ready
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("generation="))
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0);
+        let slot = &mut self.slots[i];
+        slot.child = Some(child);
+        slot.pid = pid;
+        slot.generation = Some(generation);
+        slot.paused = false;
+        slot.started_at = Some(Instant::now());
+        Ok(generation)
+    }
+
+    fn signal(&self, i: usize, sig: i32) -> anyhow::Result<()> {
+        let pid = self.slots[i].pid.context("not running")?;
+        // SAFETY: kill(2) on a child we spawned and have not reaped yet.
+        if unsafe { libc::kill(pid as i32, sig) } != 0 {
+            bail!("kill({pid}, {sig}): {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// SIGKILL, then reap. A paused node dies too (SIGKILL needs no CONT).
+    pub async fn kill(&mut self, i: usize) -> anyhow::Result<()> {
+        let Some(mut child) = self.slots[i].child.take() else {
+            bail!("{} is not running", self.slots[i].addrs.name);
+        };
+        let _ = child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        let slot = &mut self.slots[i];
+        slot.pid = None;
+        slot.paused = false;
+        slot.started_at = None;
+        Ok(())
+    }
+
+    pub fn pause(&mut self, i: usize) -> anyhow::Result<()> {
+        self.signal(i, libc::SIGSTOP)?;
+        self.slots[i].paused = true;
+        Ok(())
+    }
+
+    pub fn resume(&mut self, i: usize) -> anyhow::Result<()> {
+        self.signal(i, libc::SIGCONT)?;
+        self.slots[i].paused = false;
+        Ok(())
+    }
+
+    /// Whether node `i`'s process has exited on its own (a crash), reaping it.
+    pub fn crashed(&mut self, i: usize) -> Option<String> {
+        let child = self.slots[i].child.as_mut()?;
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                self.slots[i].child = None;
+                self.slots[i].pid = None;
+                Some(format!("{status}"))
+            }
+            _ => None,
+        }
+    }
+
+    pub async fn stop_all(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.slots[i].paused {
+                let _ = self.resume(i);
+            }
+            if self.slots[i].child.is_some() {
+                let _ = self.kill(i).await;
+            }
+        }
+    }
+
+    /// `meshmail verify ledger`: its exit code and output.
+    pub async fn verify_ledger(&self) -> anyhow::Result<(i32, String)> {
+        let out = tokio::time::timeout(
+            Duration::from_secs(600),
+            Command::new(&self.bin)
+                .arg("--data-dir")
+                .arg(&self.data_dir)
+                .args(["verify", "ledger"])
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .context("verify ledger timed out")??;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((out.status.code().unwrap_or(-1), text))
+    }
+}
+
+/// Resident set size of a process, KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Open file descriptors of a process.
+pub fn fd_count(pid: u32) -> Option<u64> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
+}
+
+/// Finds the `meshmail` binary: explicit, else next to this executable (or
+/// one directory up, where cargo puts binaries when the caller is a test).
+pub fn find_meshmail(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    let exe = std::env::current_exe()?;
+    for dir in exe.ancestors().skip(1).take(2) {
+        let candidate = dir.join("meshmail");
+        if candidate.exists() {
+            return Ok(candidate);
+        }
+    }
+    bail!(
+        "cannot find the meshmail binary near {}: build it (cargo build -p meshmail-node) or pass --meshmail",
+        exe.display()
+    )
+}

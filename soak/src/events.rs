@@ -1,0 +1,325 @@
+//! Mesh membership events as every node saw them (its `/mesh/events`
+//! NDJSON stream, one stream per node incarnation), and the parity check
+//! over them: every down is for an incarnation the observer had seen up,
+//! no incarnation goes down twice, a successor never comes up before its
+//! predecessor went down, and at the end every live observer sees every
+//! live peer up in its current generation.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MeshEvent {
+    pub ts_ms: u64,
+    pub observer: String,
+    pub observer_generation: u64,
+    pub kind: String,
+    /// Absent on the stream's opening `hello` line.
+    #[serde(default)]
+    pub node: String,
+    #[serde(default)]
+    pub generation: u64,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// What happened to one observer incarnation's stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamStatus {
+    pub observer: String,
+    pub generation: u64,
+    pub connected: bool,
+    /// The node has no `/mesh/events` (404): an older build.
+    pub unavailable: bool,
+    pub malformed_lines: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct EventLog {
+    pub events: Mutex<Vec<MeshEvent>>,
+    pub streams: Mutex<Vec<StreamStatus>>,
+}
+
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl EventLog {
+    /// Follows one node incarnation's event stream until the task is
+    /// aborted (the runner aborts it when it kills the node) or the stream
+    /// ends. It retries only until the first connection: reconnecting a
+    /// stream that was live could replay events and fake a parity error.
+    pub fn follow(self: &Arc<Self>, http: String, observer: String, generation: u64) -> tokio::task::JoinHandle<()> {
+        let log = self.clone();
+        let slot = {
+            let mut s = log.streams.lock().expect("streams");
+            s.push(StreamStatus {
+                observer: observer.clone(),
+                generation,
+                connected: false,
+                unavailable: false,
+                malformed_lines: 0,
+            });
+            s.len() - 1
+        };
+        tokio::spawn(async move {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let reader = {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    while let Some(line) = rx.recv().await {
+                        log.streams.lock().expect("streams")[slot].connected = true;
+                        match serde_json::from_str::<MeshEvent>(&line) {
+                            Ok(e) => log.events.lock().expect("events").push(e),
+                            Err(_) => log.streams.lock().expect("streams")[slot].malformed_lines += 1,
+                        }
+                    }
+                })
+            };
+            for _ in 0..120 {
+                // A week of silence is "never": a quiet mesh sends nothing.
+                match crate::http::stream_lines(&http, "/mesh/events", Duration::from_secs(7 * 86_400), tx.clone())
+                    .await
+                {
+                    Ok(()) => break,
+                    Err(crate::http::HttpError::Status { status: 404, .. }) => {
+                        log.streams.lock().expect("streams")[slot].unavailable = true;
+                        break;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+                }
+            }
+            drop(tx);
+            let _ = reader.await;
+        })
+    }
+
+    /// Records an action of the runner itself in the same timeline.
+    pub fn note(&self, kind: &str, node: &str, generation: u64, reason: &str) {
+        self.events.lock().expect("events").push(MeshEvent {
+            ts_ms: unix_ms(),
+            observer: "runner".into(),
+            observer_generation: 0,
+            kind: kind.into(),
+            node: node.into(),
+            generation,
+            reason: reason.into(),
+        });
+    }
+
+    pub fn snapshot(&self) -> Vec<MeshEvent> {
+        let mut v = self.events.lock().expect("events").clone();
+        v.sort_by_key(|e| e.ts_ms);
+        v
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ObserverParity {
+    pub observer: String,
+    pub observer_generation: u64,
+    pub ups: u64,
+    pub downs: u64,
+    pub orphaned_downs: u64,
+    pub duplicate_downs: u64,
+    pub up_before_predecessor_down: u64,
+    pub stale_at_end: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ParityFindings {
+    pub observers: Vec<ObserverParity>,
+    pub ups: u64,
+    pub downs: u64,
+    pub orphaned_down: u64,
+    pub duplicate_down: u64,
+    pub up_before_predecessor_down: u64,
+    /// Live observer, live peer, and the observer's last word on the peer is
+    /// neither "up" nor about the peer's current generation.
+    pub stale_at_end: u64,
+    pub examples: Vec<String>,
+}
+
+/// Checks the events of every observer incarnation. `alive_at_end` maps
+/// each node alive at the end to its generation.
+pub fn parity(events: &[MeshEvent], alive_at_end: &HashMap<String, u64>) -> ParityFindings {
+    let mut f = ParityFindings::default();
+    let mut by_obs: BTreeMap<(String, u64), Vec<&MeshEvent>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.observer != "runner") {
+        by_obs
+            .entry((e.observer.clone(), e.observer_generation))
+            .or_default()
+            .push(e);
+    }
+    let example = |f: &mut ParityFindings, s: String| {
+        if f.examples.len() < 20 {
+            f.examples.push(s);
+        }
+    };
+    for ((observer, og), evs) in by_obs {
+        let mut p = ObserverParity {
+            observer: observer.clone(),
+            observer_generation: og,
+            ..Default::default()
+        };
+        // Per peer: the generations whose link is up now; per incarnation:
+        // ever seen up, and whether its last event was a down. A link drop
+        // gives one incarnation several down/up cycles: only a down with no
+        // up since the previous one is a duplicate.
+        let mut up_now: HashMap<&str, Vec<u64>> = HashMap::new();
+        let mut seen_up: HashMap<(&str, u64), bool> = HashMap::new();
+        let mut is_down: HashMap<(&str, u64), bool> = HashMap::new();
+        let mut last: HashMap<&str, (&str, u64)> = HashMap::new();
+        for e in evs {
+            let key = (e.node.as_str(), e.generation);
+            if e.kind == "up" || e.kind == "down" {
+                last.insert(&e.node, (&e.kind, e.generation));
+            }
+            match e.kind.as_str() {
+                "up" => {
+                    p.ups += 1;
+                    let live = up_now.entry(&e.node).or_default();
+                    if live.iter().any(|g| *g < e.generation) {
+                        p.up_before_predecessor_down += 1;
+                        example(
+                            &mut f,
+                            format!(
+                                "{observer}@{og}: {} gen {} up before its predecessor went down",
+                                e.node, e.generation
+                            ),
+                        );
+                    }
+                    if !live.contains(&e.generation) {
+                        live.push(e.generation);
+                    }
+                    seen_up.insert(key, true);
+                    is_down.insert(key, false);
+                }
+                "down" => {
+                    p.downs += 1;
+                    if !seen_up.contains_key(&key) {
+                        p.orphaned_downs += 1;
+                        example(
+                            &mut f,
+                            format!(
+                                "{observer}@{og}: down for {} gen {} never seen up",
+                                e.node, e.generation
+                            ),
+                        );
+                    } else if is_down.get(&key) == Some(&true) {
+                        p.duplicate_downs += 1;
+                        example(
+                            &mut f,
+                            format!(
+                                "{observer}@{og}: second down for {} gen {} with no up between",
+                                e.node, e.generation
+                            ),
+                        );
+                    }
+                    is_down.insert(key, true);
+                    if let Some(live) = up_now.get_mut(e.node.as_str()) {
+                        live.retain(|g| *g != e.generation);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if alive_at_end.get(&observer) == Some(&og) {
+            for (peer, gen_now) in alive_at_end {
+                if *peer == observer {
+                    continue;
+                }
+                match last.get(peer.as_str()) {
+                    Some(("up", g)) if g == gen_now => {}
+                    Some(("down", g)) => {
+                        // Left down although the node came back: orphaned.
+                        p.orphaned_downs += 1;
+                        example(
+                            &mut f,
+                            format!("{observer}@{og}: {peer} left down (gen {g}) though gen {gen_now} is alive"),
+                        );
+                    }
+                    other => {
+                        p.stale_at_end += 1;
+                        example(
+                            &mut f,
+                            format!("{observer}@{og}: last word on {peer} is {other:?}, alive as gen {gen_now}"),
+                        );
+                    }
+                }
+            }
+        }
+        f.ups += p.ups;
+        f.downs += p.downs;
+        f.orphaned_down += p.orphaned_downs;
+        f.duplicate_down += p.duplicate_downs;
+        f.up_before_predecessor_down += p.up_before_predecessor_down;
+        f.stale_at_end += p.stale_at_end;
+        f.observers.push(p);
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(obs: &str, og: u64, kind: &str, node: &str, g: u64) -> MeshEvent {
+        MeshEvent {
+            ts_ms: 0,
+            observer: obs.into(),
+            observer_generation: og,
+            kind: kind.into(),
+            node: node.into(),
+            generation: g,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn clean_restart_is_balanced() {
+        let evs = vec![
+            ev("a", 1, "up", "b", 1),
+            ev("a", 1, "down", "b", 1),
+            ev("a", 1, "up", "b", 2),
+        ];
+        let alive = HashMap::from([("a".to_string(), 1), ("b".to_string(), 2)]);
+        let f = parity(&evs, &alive);
+        assert_eq!((f.ups, f.downs, f.orphaned_down, f.stale_at_end), (2, 1, 0, 0));
+    }
+
+    #[test]
+    fn link_drop_cycles_are_not_duplicates() {
+        let evs = vec![
+            ev("a", 1, "up", "b", 1),
+            ev("a", 1, "down", "b", 1),
+            ev("a", 1, "up", "b", 1),
+            ev("a", 1, "down", "b", 1),
+            ev("a", 1, "down", "b", 1),
+            ev("a", 1, "up", "b", 1),
+        ];
+        let alive = HashMap::from([("a".to_string(), 1), ("b".to_string(), 1)]);
+        let f = parity(&evs, &alive);
+        assert_eq!((f.duplicate_down, f.orphaned_down, f.stale_at_end), (1, 0, 0));
+    }
+
+    #[test]
+    fn finds_orphans_and_misorder() {
+        let evs = vec![
+            ev("a", 1, "down", "c", 7), // never seen up
+            ev("a", 1, "up", "b", 1),
+            ev("a", 1, "up", "b", 2), // predecessor still up
+            ev("a", 1, "down", "b", 2),
+        ];
+        let alive = HashMap::from([("a".to_string(), 1), ("b".to_string(), 3)]);
+        let f = parity(&evs, &alive);
+        assert_eq!(f.orphaned_down, 2); // c never up, b left down
+        assert_eq!(f.up_before_predecessor_down, 1);
+    }
+}
