@@ -68,6 +68,22 @@ struct Run {
 }
 
 impl Run {
+    /// Calls a fault endpoint of node `i`; records the fault (or why the
+    /// call failed) and says whether it was injected.
+    async fn post_fault(&mut self, i: usize, path: &str, kind: &str, detail: String) -> bool {
+        let http = self.h.mesh.slots[i].addrs.http.clone();
+        match meshmail_soak::http::post(&http, path, Duration::from_secs(3)).await {
+            Ok(_) => {
+                self.record(kind, i, detail);
+                true
+            }
+            Err(e) => {
+                self.record("fault_error", i, format!("{path}: {e}"));
+                false
+            }
+        }
+    }
+
     fn record(&mut self, kind: &str, i: usize, detail: String) {
         let s = &self.h.mesh.slots[i];
         let (node, generation) = (s.addrs.name.clone(), s.generation.unwrap_or(0));
@@ -393,13 +409,10 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
                     && let Some(i) = r.pick_serving(now)
                 {
                     drops += 1;
-                    let http = r.h.mesh.slots[i].addrs.http.clone();
-                    match meshmail_soak::http::post(&http, "/admin/faults/drop-links", Duration::from_secs(3)).await {
-                        Ok(_) => {
-                            r.record("link_drop", i, String::new());
-                            r.poll_links("link_drop", i, now);
-                        }
-                        Err(e) => r.record("fault_error", i, format!("drop-links: {e}")),
+                    if r.post_fault(i, "/admin/faults/drop-links", "link_drop", String::new())
+                        .await
+                    {
+                        r.poll_links("link_drop", i, now);
                     }
                 }
             }
@@ -411,16 +424,11 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
                 {
                     parts += 1;
                     let ms = (scn.partitions.duration.sample(&mut r.rng) * 1000.0) as u64;
-                    let http = r.h.mesh.slots[i].addrs.http.clone();
                     let path = format!("/admin/faults/partition?ms={ms}");
-                    match meshmail_soak::http::post(&http, &path, Duration::from_secs(3)).await {
-                        Ok(_) => {
-                            r.record("partition", i, format!("{ms} ms"));
-                            let heal = now + Duration::from_millis(ms);
-                            r.isolated_until[i] = Some(heal);
-                            r.poll_links("partition", i, heal);
-                        }
-                        Err(e) => r.record("fault_error", i, format!("partition: {e}")),
+                    if r.post_fault(i, &path, "partition", format!("{ms} ms")).await {
+                        let heal = now + Duration::from_millis(ms);
+                        r.isolated_until[i] = Some(heal);
+                        r.poll_links("partition", i, heal);
                     }
                 }
             }

@@ -39,6 +39,23 @@ fn start(dir: &Path, name: &str, seeds: &str) -> Node {
     Node::start(dir, &args, &[("MESHMAIL_FAULT_HOOKS", "1")])
 }
 
+/// Three nodes on one store: A alone first, then B and C with A as their
+/// only seed (they learn each other from A's announcements); returns once
+/// the mesh has converged.
+fn three_nodes(dir: &Path) -> (Node, Node, Node, String) {
+    setup_account(dir, EMAIL, PASSWORD);
+    cluster(dir, &["node-a", "node-b", "node-c"]);
+    let a = start(dir, "node-a", "");
+    let seed = format!("node-a@{}", a.addr("mesh"));
+    let b = start(dir, "node-b", &seed);
+    let c = start(dir, "node-c", &seed);
+    let took = wait_for("the three nodes to converge", Duration::from_secs(60), || {
+        converged(&[&a, &b, &c])
+    });
+    eprintln!("converged in {took:?}");
+    (a, b, c, seed)
+}
+
 fn status(node: &Node) -> Value {
     let response = http_get(node.addr("http"), "/status");
     let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
@@ -173,18 +190,8 @@ fn ok(resp: &str) -> &str {
 fn three_nodes_deliver_on_one_read_and_idle_on_another() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    setup_account(dir, EMAIL, PASSWORD);
-    cluster(dir, &["node-a", "node-b", "node-c"]);
-    let a = start(dir, "node-a", "");
-    let seed = format!("node-a@{}", a.addr("mesh"));
-    let b = start(dir, "node-b", &seed);
-    let c = start(dir, "node-c", &seed);
+    let (a, b, c, _) = three_nodes(dir);
     let nodes = [&a, &b, &c];
-    // B and C know only A: they learn each other from A's announcements.
-    let took = wait_for("the three nodes to converge", Duration::from_secs(60), || {
-        converged(&nodes)
-    });
-    eprintln!("converged in {took:?}");
 
     // Roles by placement: the owner of the account's shard, a node that
     // accepts the mail, and a third that serves the reader.
@@ -288,13 +295,7 @@ fn http_post(addr: &str, path: &str) -> (u16, String) {
 fn restarted_node_has_a_higher_generation_and_a_stale_one_is_fenced() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    setup_account(dir, EMAIL, PASSWORD);
-    cluster(dir, &["node-a", "node-b", "node-c"]);
-    let a = start(dir, "node-a", "");
-    let seed = format!("node-a@{}", a.addr("mesh"));
-    let mut b = start(dir, "node-b", &seed);
-    let c = start(dir, "node-c", &seed);
-    wait_for("convergence", Duration::from_secs(60), || converged(&[&a, &b, &c]));
+    let (a, mut b, c, seed) = three_nodes(dir);
     let events = observe(&a);
 
     // SIGKILL B and start it again: a higher generation, down before up.
@@ -371,14 +372,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    setup_account(dir, EMAIL, PASSWORD);
-    cluster(dir, &["node-a", "node-b", "node-c"]);
-    let a = start(dir, "node-a", "");
-    let seed = format!("node-a@{}", a.addr("mesh"));
-    let b = start(dir, "node-b", &seed);
-    let c = start(dir, "node-c", &seed);
+    let (a, b, c, _) = three_nodes(dir);
     let nodes = [&a, &b, &c];
-    wait_for("convergence", Duration::from_secs(60), || converged(&nodes));
 
     let all_up = |n: &Node| {
         status(n)["members"]

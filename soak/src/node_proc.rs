@@ -10,18 +10,7 @@ use anyhow::{Context, bail};
 
 /// Finds the `meshmail` binary: `--meshmail`, else next to this executable.
 pub fn meshmail_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(p) = explicit {
-        return Ok(p.to_path_buf());
-    }
-    let exe = std::env::current_exe()?;
-    let candidate = exe.with_file_name("meshmail");
-    if candidate.exists() {
-        return Ok(candidate);
-    }
-    bail!(
-        "cannot find the meshmail binary next to {}: build it (cargo build --release -p meshmail-node) or pass --meshmail",
-        exe.display()
-    )
+    crate::cluster::find_meshmail(explicit)
 }
 
 pub struct NodeProc {
