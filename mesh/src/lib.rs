@@ -7,7 +7,7 @@
 //! and leases live in the store). Membership, placement and lease logic stay
 //! apart from the transport so a deterministic simulator can drive them.
 //!
-//! # Built now: the first layer
+//! # What is here
 //! - [`ca`]: the cluster CA and node certificates (rcgen). The node id is a
 //!   certificate's only DNS SAN (and its CN); keys are written 0600 and an
 //!   existing CA is never overwritten.
@@ -20,31 +20,25 @@
 //!   per id; lower is refused).
 //! - [`events`]: NodeUp/NodeDown by subscription and per-incarnation monitors,
 //!   from a registry that closes a superseded incarnation and reports it down
-//!   strictly before the newer one up; one NodeDown per link. Metrics:
-//!   `meshmail_mesh_links_up`, `meshmail_mesh_node_events_total{kind}`,
-//!   `meshmail_mesh_refused_total{reason}`.
+//!   strictly before the newer one up; one NodeDown per link.
 //! - [`transport`]: [`MeshEndpoint`] over quinn (connect, accept, keep-alive
-//!   1 s and idle timeout 4 s by default, so a dead peer is down in ~4–5 s).
-//! - [`placement`] and [`leases`]: rendezvous placement of virtual shards and
-//!   a store-backed lease manager (acquire, graceful release, bounded
-//!   takeover of a dead incarnation's shards, rebalance plans), socket-free.
-//! - [`membership`] and [`backoff`]: a clock-free failure detector per node
-//!   (suspect, then dead after a bounded delay; a higher generation
-//!   supersedes at once) with jittered per-peer redial plans, driven with the
-//!   lease manager through kills and partitions by the seeded simulation in
-//!   `tests/simulation.rs`, not yet by the transport.
+//!   1 s and idle timeout 4 s by default, so a dead peer is down in ~4–5 s),
+//!   a hook per admitted link, and fault injection (drop links, partition).
+//! - [`cluster`]: `ractor_cluster` sessions over QUIC streams of those links,
+//!   one gateway actor per node found through process groups, and per-peer
+//!   flow control.
+//! - [`placement`], [`leases`], [`membership`], [`backoff`]: rendezvous
+//!   placement, the store-backed lease manager, the failure detector and
+//!   jittered redial schedules — socket-free and clock-free, driven by the
+//!   seeded simulation in `tests/simulation.rs`.
+//! - [`runtime`]: the control loop that runs them in a node and hands lease
+//!   changes to the node through [`runtime::ShardHost`].
 //!
-//! `identity` and `events` hold no sockets: the admission rules can be driven
-//! by a simulator with any link handle.
-//!
-//! # Not built yet
-//! Generations are supplied by the caller (the store's counter is not wired
-//! in here yet). Membership ([`membership`], a pure state machine with
-//! per-peer [`backoff`]), placement and the lease manager exist and are
-//! exercised together by a seeded simulation (`tests/simulation.rs`), but
-//! nothing runs them in a node yet: `serve` still takes every lease at start,
-//! nothing dials peers by itself, and there is no migration and no
-//! `ractor_cluster` over the links. See docs/ARCHITECTURE.md.
+//! Metrics: `meshmail_mesh_links_up`, `meshmail_mesh_node_events_total{kind}`,
+//! `meshmail_mesh_refused_total{reason}`, `meshmail_mesh_member_events_total`,
+//! `meshmail_mesh_members_alive|known`, `meshmail_mesh_rpc_seconds`,
+//! `meshmail_mesh_casts_dropped_total{reason}`, `meshmail_mesh_rpc_busy_total`,
+//! `meshmail_lease_changes_total{kind}`, `meshmail_shards_owned`.
 
 pub mod backoff;
 pub mod ca;
