@@ -54,6 +54,9 @@ pub struct RunOutput {
 /// what the recovery pollers compare against.
 type View = Arc<Mutex<Vec<Option<(String, u64, String)>>>>;
 
+/// How long a node must have run before it is picked for a fault.
+const MIN_AGE: Duration = Duration::from_secs(1);
+
 struct Run {
     h: Harness,
     view: View,
@@ -118,12 +121,17 @@ impl Run {
             .count()
     }
 
-    /// A random node that is running, not paused and not partitioned.
+    /// A random node that is running, not paused and not partitioned, and
+    /// has run for at least [`MIN_AGE`]: an incarnation killed within
+    /// milliseconds of its start has no event stream anyone could observe.
     fn pick_serving(&mut self, now: Instant) -> Option<usize> {
         let ok: Vec<usize> = (0..self.h.mesh.slots.len())
             .filter(|&i| {
                 let s = &self.h.mesh.slots[i];
-                s.is_running() && !s.paused && self.isolated_until[i].is_none_or(|t| t <= now)
+                s.is_running()
+                    && !s.paused
+                    && self.isolated_until[i].is_none_or(|t| t <= now)
+                    && s.started_at.is_some_and(|t| now.saturating_duration_since(t) >= MIN_AGE)
             })
             .collect();
         (!ok.is_empty()).then(|| ok[self.rng.random_range(0..ok.len())])
