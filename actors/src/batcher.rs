@@ -265,16 +265,11 @@ async fn deliver_one(
         body_structure: req.body_structure.clone(),
         acceptance_id: req.acceptance_id,
     };
-    if req.fault == Some(Fault::ReuseUid)
-        && let Some(before) = mailboxes::get(txn, req.account, mailbox).await?
-        && before.uid_next > 1
-    {
+    if req.fault == Some(Fault::ReuseUid) {
         // Test-only: store this message under the mailbox's last used UID
         // (overwriting that message), so the chaos checker's UID-reuse
         // detection can be shown to fail.
-        let mut after = before.clone();
-        after.uid_next -= 1;
-        mailboxes::put(txn, req.account, &before, &after)?;
+        mailboxes::rewind_uid_next_for_fault_injection(txn, req.account, mailbox).await?;
     }
     let (uid, modseq) = messages::append(txn, req.account, mailbox, &new).await?;
     if let Some(qid) = req.from_quarantine {

@@ -131,7 +131,8 @@ impl Run {
                 s.is_running()
                     && !s.paused
                     && self.isolated_until[i].is_none_or(|t| t <= now)
-                    && s.started_at.is_some_and(|t| now.saturating_duration_since(t) >= MIN_AGE)
+                    && s.started_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= MIN_AGE)
             })
             .collect();
         (!ok.is_empty()).then(|| ok[self.rng.random_range(0..ok.len())])

@@ -15,5 +15,8 @@ fn shipped_scenarios_load() {
             seen += 1;
         }
     }
-    assert!(seen >= 4, "expected ci, failover, soak-30min and single-node; found {seen}");
+    assert!(
+        seen >= 4,
+        "expected ci, failover, soak-30min and single-node; found {seen}"
+    );
 }

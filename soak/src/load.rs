@@ -422,7 +422,13 @@ async fn smtp_worker(s: Arc<Shared>, tickets: Option<Arc<tokio::sync::Mutex<toki
         let account_ix = if fault.is_some() {
             0
         } else {
-            s.cfg.skew.pick(s.cfg.accounts, &mut rand::rng())
+            // A held mailbox (see `fault_scheduler`) gets nothing new.
+            let ix = s.cfg.skew.pick(s.cfg.accounts, &mut rand::rng());
+            if s.held(ix) {
+                (ix + 1) % s.cfg.accounts.max(1)
+            } else {
+                ix
+            }
         };
         let to = account(account_ix);
         let id = uuid::Uuid::new_v4().to_string();
@@ -498,7 +504,8 @@ async fn fault_scheduler(s: Arc<Shared>, run_for: Duration) {
             .lock()
             .expect("obs")
             .iter()
-            .any(|o| o.mailbox == first && !o.messages.is_empty() && o.start > held_at);
+            // Deliveries in flight when the hold began have landed by then.
+            .any(|o| o.mailbox == first && !o.messages.is_empty() && o.start > held_at + Duration::from_millis(500));
         if seen {
             break;
         }

@@ -110,6 +110,20 @@ pub fn put(txn: &Txn, account: AccountId, before: &Mailbox, after: &Mailbox) -> 
     put_record(txn, &keyspace::mailbox(account, after.id), after)
 }
 
+/// FAULT INJECTION ONLY (`X-Meshmail-Fault: reuse-uid`, behind
+/// `MESHMAIL_FAULT_HOOKS=1`): moves UIDNEXT back by one, so the next append
+/// reuses the last UID — the one thing [`put`] refuses. It exists to prove
+/// that the chaos checker detects a reused UID; nothing else may call it.
+pub async fn rewind_uid_next_for_fault_injection(txn: &Txn, account: AccountId, mailbox: MailboxId) -> Result<()> {
+    if let Some(mut mb) = get(txn, account, mailbox).await?
+        && mb.uid_next > 1
+    {
+        mb.uid_next -= 1;
+        put_record(txn, &keyspace::mailbox(account, mb.id), &mb)?;
+    }
+    Ok(())
+}
+
 /// Every mailbox of an account (bounded: an account has at most 10,000).
 pub async fn list(txn: &Txn, account: AccountId) -> Result<Vec<Mailbox>> {
     let (b, e) = keyspace::mailboxes(account);
