@@ -66,9 +66,12 @@ pub async fn drain(addr: &str, timeout_s: u64) -> anyhow::Result<()> {
     bar.set_message(addr.to_string());
     let started = Instant::now();
     loop {
-        let owned = node_status(addr).await?["shards_owned"].as_u64().unwrap_or(0);
-        bar.set_position(start_owned.saturating_sub(owned));
-        if owned == 0 {
+        let s = node_status(addr).await?;
+        let owned = s["shards_owned"].as_u64().unwrap_or(0);
+        // Not serving is not enough: every lease must be released in the store.
+        let held = s["leases_held"].as_u64().unwrap_or(0);
+        bar.set_position(start_owned.saturating_sub(owned.max(held)));
+        if owned == 0 && held == 0 {
             bar.finish();
             println!("{addr} owns no shards: safe to stop");
             return Ok(());

@@ -88,6 +88,7 @@ async fn status(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
         "backend": info.db.backend_name(),
         "uptime_s": info.started.elapsed().as_secs(),
         "shards_owned": info.ctx.owned_shards(),
+        "leases_held": info.mesh.held(),
         "shard_count": info.ctx.shard_count,
         "settled": info.mesh.settled(),
         "draining": info.mesh.draining(),

@@ -411,9 +411,12 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
         meshmail(dir).args(["node", "drain", "--node", b.addr("http"), "--timeout-s", "60"]),
         None,
     );
-    let s = status(&a);
     assert_eq!(status(&b)["shards_owned"], 0);
-    assert!(s["owners"].get("node-b").is_none(), "{}", s["owners"]);
+    assert_eq!(status(&b)["leases_held"], 0);
+    // Other nodes see it at their next lease scan (one control round).
+    wait_for("the others to see node-b own nothing", Duration::from_secs(10), || {
+        status(&a)["owners"].get("node-b").is_none()
+    });
     let (code, reply) = smtp_send(
         b.addr("smtp"),
         "x@remote.test",
