@@ -166,8 +166,8 @@ struct Inner {
     endpoint: MeshEndpoint,
     node_server: ActorRef<NodeServerMessage>,
     budgets: Mutex<HashMap<String, Arc<PeerBudget>>>,
-    /// Ready ractor sessions by peer `name#generation`.
-    ready: Mutex<HashMap<String, Instant>>,
+    /// Ready ractor sessions by peer name (for the gauge).
+    ready: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Forwards the NodeServer's synchronous callbacks to a task.
@@ -226,7 +226,7 @@ impl Cluster {
                 endpoint: endpoint.clone(),
                 node_server: node_server.clone(),
                 budgets: Mutex::new(HashMap::new()),
-                ready: Mutex::new(HashMap::new()),
+                ready: Mutex::new(std::collections::HashSet::new()),
             }),
         };
         let (tx, rx) = mpsc::unbounded_channel();
@@ -367,11 +367,11 @@ async fn tie_lifetimes(inner: std::sync::Weak<Inner>, mut rx: mpsc::UnboundedRec
         let Some(inner) = inner.upgrade() else { return };
         if ready {
             tracing::info!(peer = %peer, "mesh: ractor session ready");
-            lock(&inner.ready).insert(peer, Instant::now());
+            lock(&inner.ready).insert(peer);
             metrics::gauge!("meshmail_mesh_sessions_ready").set(lock(&inner.ready).len() as f64);
             continue;
         }
-        lock(&inner.ready).retain(|k, _| parse_ractor_name(k) != parse_ractor_name(&peer));
+        lock(&inner.ready).retain(|k| parse_ractor_name(k) != parse_ractor_name(&peer));
         metrics::gauge!("meshmail_mesh_sessions_ready").set(lock(&inner.ready).len() as f64);
         let Some((name, generation)) = parse_ractor_name(&peer) else {
             continue;

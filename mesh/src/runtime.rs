@@ -44,7 +44,7 @@ use crate::backoff::BackoffConfig;
 use crate::cluster::Cluster;
 use crate::events::NodeEvent;
 use crate::identity::NodeId;
-use crate::leases::{Incarnation, LeaseManager, LiveSet, SCAN_PAGE};
+use crate::leases::{Incarnation, LeaseManager, SCAN_PAGE};
 use crate::membership::{MemberEvent, Membership, MembershipConfig, Status};
 use crate::placement::{self, NodeKey};
 use crate::transport::MeshEndpoint;
@@ -139,7 +139,6 @@ struct View {
     settled: bool,
     /// A settled round found nothing to change.
     converged: bool,
-    rounds: u64,
 }
 
 struct Shared {
@@ -254,11 +253,6 @@ impl MeshRuntime {
     /// holds what placement gives it (or waits on a peer's hand-off).
     pub fn converged(&self) -> bool {
         self.shared.view.read().expect("view").converged
-    }
-
-    /// Rounds completed (tests wait on it).
-    pub fn rounds(&self) -> u64 {
-        self.shared.view.read().expect("view").rounds
     }
 
     /// Asks for a round now (after a remote node said "not owner").
@@ -378,7 +372,7 @@ impl MeshRuntime {
                 }
             }
             self.announce(&membership);
-            let settled = self.is_settled(&membership, started, now);
+            let settled = self.is_settled(&membership, now);
             let converged = match self.balance(&membership, settled).await {
                 Ok(changes) => settled && changes == 0,
                 Err(e) => {
@@ -395,12 +389,11 @@ impl MeshRuntime {
         }
     }
 
-    fn is_settled(&self, membership: &Membership, started: Instant, now: Instant) -> bool {
+    fn is_settled(&self, membership: &Membership, now: Instant) -> bool {
         if membership.settled(now) {
             return true;
         }
         let dir = self.shared.directory.lock().expect("directory");
-        let _ = started;
         dir.keys()
             .all(|id| matches!(membership.status(id), Some((_, Status::Up))))
     }
@@ -610,7 +603,6 @@ impl MeshRuntime {
         view.members = members;
         view.settled = settled;
         view.converged = converged;
-        view.rounds += 1;
     }
 }
 
@@ -682,12 +674,4 @@ fn seeded_rng(me: &Incarnation) -> impl FnMut() -> u64 {
         state ^= state << 17;
         state
     }
-}
-
-/// Shards of the live set's placement (for tests and status).
-pub fn placement_of(shard_count: u32, live: &LiveSet) -> BTreeMap<String, usize> {
-    placement::shards_by_node(shard_count, &live.nodes())
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.len()))
-        .collect()
 }

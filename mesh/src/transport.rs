@@ -268,12 +268,7 @@ impl MeshEndpoint {
             let hello = read_hello(&mut recv).await?;
             Ok::<_, MeshError>((send, hello))
         };
-        let (mut send, hello) = match tokio::time::timeout(shared.hello_timeout, exchange).await {
-            Ok(Ok(done)) => done,
-            Ok(Err(MeshError::Hello(why))) => return Err(refuse(&conn, CloseCode::BadHello, why)),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(refuse(&conn, CloseCode::BadHello, "no hello in time".into())),
-        };
+        let (mut send, hello) = within_hello_timeout(shared, &conn, exchange).await?;
         let link = admit(shared, &conn, cert_id, &hello)?;
         let _ = send.finish();
         shared.link_admitted(&link, LinkSide::Dialer);
@@ -337,18 +332,28 @@ async fn accept_incoming(shared: &Arc<Shared>, incoming: quinn::Incoming) -> Res
         let hello = read_hello(&mut recv).await?;
         Ok::<_, MeshError>((send, hello))
     };
-    let (mut send, hello) = match tokio::time::timeout(shared.hello_timeout, exchange).await {
-        Ok(Ok(done)) => done,
-        Ok(Err(MeshError::Hello(why))) => return Err(refuse(&conn, CloseCode::BadHello, why)),
-        Ok(Err(e)) => return Err(e),
-        Err(_) => return Err(refuse(&conn, CloseCode::BadHello, "no hello in time".into())),
-    };
+    let (mut send, hello) = within_hello_timeout(shared, &conn, exchange).await?;
     let link = admit(shared, &conn, cert_id, &hello)?;
     // If this write fails the link is already down and its watcher reports it.
     let _ = write_hello(&mut send, &shared.local, shared.generation).await;
     let _ = send.finish();
     shared.link_admitted(&link, LinkSide::Acceptor);
     Ok(link)
+}
+
+/// Runs one side's hello exchange under the hello timeout; a malformed or
+/// late hello refuses the peer with `BadHello`.
+async fn within_hello_timeout(
+    shared: &Shared,
+    conn: &Connection,
+    exchange: impl std::future::Future<Output = Result<(SendStream, Hello)>>,
+) -> Result<(SendStream, Hello)> {
+    match tokio::time::timeout(shared.hello_timeout, exchange).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(MeshError::Hello(why))) => Err(refuse(conn, CloseCode::BadHello, why)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(refuse(conn, CloseCode::BadHello, "no hello in time".into())),
+    }
 }
 
 /// Checks the peer's hello against its certificate and the generation
