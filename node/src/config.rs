@@ -37,6 +37,8 @@ pub struct Config {
     pub tls: TlsConfig,
     #[serde(default)]
     pub mesh: MeshSection,
+    #[serde(default)]
+    pub dns: DnsSection,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,
@@ -154,6 +156,32 @@ fn d_sessions_per_account() -> usize {
 pub struct TlsConfig {
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
+}
+
+/// The resolver shared by outbound delivery and inbound authentication.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsSection {
+    /// One name server "IP:PORT" (tests, private DNS); default: the
+    /// system's `/etc/resolv.conf`.
+    #[serde(default)]
+    pub resolver: Option<SocketAddr>,
+    /// Per-query timeout; a lookup that runs out is a temporary failure.
+    #[serde(default = "d_dns_timeout")]
+    pub timeout_ms: u64,
+}
+
+impl Default for DnsSection {
+    fn default() -> Self {
+        DnsSection {
+            resolver: None,
+            timeout_ms: d_dns_timeout(),
+        }
+    }
+}
+
+fn d_dns_timeout() -> u64 {
+    5000
 }
 
 /// The QUIC mesh between nodes.

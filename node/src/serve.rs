@@ -107,6 +107,9 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         tracing::warn!("--bench-sink: SMTP answers 250 WITHOUT STORING ANYTHING (benchmark mode)");
     }
 
+    let dns = meshmail_protocols::dns::Dns::new(cfg.dns.resolver, Duration::from_millis(cfg.dns.timeout_ms.max(1)))
+        .context("setting up the DNS resolver")?;
+
     let mut endpoints = Vec::new();
     if let Some(e) = mesh.endpoint() {
         endpoints.push(format!("mesh={}", e.local_addr()?));
@@ -136,6 +139,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_recipients: cfg.smtp.max_recipients,
             allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
             idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s.max(1)),
+            dns: dns.clone(),
             sink: opts.sink,
         });
         let bound = listeners::spawn_smtp(name, addr, cfg.listen.smtp_max_connections, shared).await?;

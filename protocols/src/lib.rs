@@ -3,13 +3,15 @@
 //! `address` are the pure wire layer, `session` the state machine, `accept`
 //! what happens to a message once read), [`net`] (line I/O with STARTTLS and
 //! pipelining), and [`summary`] (the one-time parse of a message into the
-//! envelope and body structure stored with it). IMAP and JMAP come next.
+//! envelope and body structure stored with it), [`imap`], and [`dns`] (the
+//! one resolver outbound delivery and inbound authentication share).
 //!
 //! Architecture invariant: a protocol session never writes to the store
 //! directly; every write to a mailbox goes through that mailbox's shard
 //! actor (`meshmail-actors`). Parsers never panic on network input and are
 //! fuzzed (`protocols/fuzz`).
 
+pub mod dns;
 pub mod imap;
 pub mod ingest;
 pub mod net;

@@ -59,6 +59,8 @@ pub struct SmtpShared {
     pub max_recipients: usize,
     pub allow_plaintext_auth_on_loopback: bool,
     pub idle_timeout: Duration,
+    /// The node's resolver (inbound authentication; outbound shares it).
+    pub dns: crate::dns::Dns,
     /// Benchmark mode: answer 250 without storing anything. Never in
     /// production: it acknowledges mail it does not keep.
     pub sink: bool,
