@@ -10,7 +10,7 @@ use meshmail_storage::open::open_kv;
 
 use crate::config::Config;
 
-fn open(cfg: &Config) -> anyhow::Result<Database> {
+pub(crate) fn open(cfg: &Config) -> anyhow::Result<Database> {
     open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))
 }
 

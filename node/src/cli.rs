@@ -57,6 +57,11 @@ pub enum Command {
         #[command(subcommand)]
         cmd: AccountCmd,
     },
+    /// Manage aliases and domain catch-alls (address routing at RCPT time).
+    Alias {
+        #[command(subcommand)]
+        cmd: AliasCmd,
+    },
     /// Check the store's invariants.
     Verify {
         #[command(subcommand)]
@@ -119,6 +124,27 @@ pub enum ClusterCmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AliasCmd {
+    /// Route an address to one or more targets, local accounts or remote
+    /// addresses (forwarding). `@example.org` is the domain's catch-all: it
+    /// receives every address of the domain that no account, alias or
+    /// subaddress matches. Adding an existing alias replaces its targets.
+    ///
+    /// Example: meshmail alias add sales@example.org alice@example.org,bob@example.org
+    Add {
+        /// `local@domain` (the domain must be local) or `@domain`.
+        address: String,
+        /// Comma-separated `local@domain` targets.
+        #[arg(value_delimiter = ',', num_args = 1..)]
+        targets: Vec<String>,
+    },
+    /// Remove an alias or catch-all.
+    Remove { address: String },
+    /// List aliases and catch-alls.
+    List,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use meshmail_protocols::smtp::inbound_auth::{InboundAuthConfig, RejectAction};
+use meshmail_protocols::smtp::routing::RoutingConfig;
 use meshmail_storage::blob::{BlobConfig, INLINE_MAX_BYTES_DEFAULT};
 use meshmail_storage::open::KvConfig;
 use serde::Deserialize;
@@ -112,6 +114,22 @@ pub struct SmtpConfig {
     /// (RFC 5321 §4.5.3.2 suggests 5 minutes).
     #[serde(default = "d_idle")]
     pub idle_timeout_s: u64,
+    /// RFC 5233 subaddressing: `user+tag@dom` delivers to `user@dom`.
+    /// One character; "" turns it off.
+    #[serde(default = "d_separator")]
+    pub subaddress_separator: String,
+    /// SPF/DKIM/ARC/DMARC checks on the MX listener, recorded in an
+    /// Authentication-Results header.
+    #[serde(default = "d_true")]
+    pub inbound_auth: bool,
+    /// A message failing DMARC whose domain says `p=reject`: "reject" (550
+    /// at DATA) or "junk" (accept into the Junk mailbox).
+    #[serde(default = "d_dmarc_reject")]
+    pub dmarc_reject: RejectAction,
+    /// Clients whose mail is not checked (trusted relays, local injection):
+    /// CIDR networks, default loopback.
+    #[serde(default = "d_auth_skip")]
+    pub inbound_auth_skip_networks: Vec<ipnet::IpNet>,
 }
 
 impl Default for SmtpConfig {
@@ -121,8 +139,53 @@ impl Default for SmtpConfig {
             max_recipients: d_max_rcpt(),
             allow_plaintext_auth_on_loopback: false,
             idle_timeout_s: d_idle(),
+            subaddress_separator: d_separator(),
+            inbound_auth: true,
+            dmarc_reject: d_dmarc_reject(),
+            inbound_auth_skip_networks: d_auth_skip(),
         }
     }
+}
+
+impl SmtpConfig {
+    pub fn inbound_auth(&self) -> Option<InboundAuthConfig> {
+        self.inbound_auth.then(|| InboundAuthConfig {
+            on_reject: self.dmarc_reject,
+            skip_networks: self.inbound_auth_skip_networks.clone(),
+        })
+    }
+
+    pub fn routing(&self) -> anyhow::Result<RoutingConfig> {
+        let mut chars = self.subaddress_separator.chars();
+        let sep = match (chars.next(), chars.next()) {
+            (None, _) => None,
+            (Some(c), None) if c.is_ascii_punctuation() && c != '@' => Some(c),
+            _ => anyhow::bail!(
+                "[smtp] subaddress_separator must be one punctuation character other than @, or \"\" (got {:?})",
+                self.subaddress_separator
+            ),
+        };
+        Ok(RoutingConfig {
+            subaddress_separator: sep,
+        })
+    }
+}
+
+fn d_auth_skip() -> Vec<ipnet::IpNet> {
+    ["127.0.0.0/8", "::1/128"]
+        .iter()
+        .map(|n| n.parse().expect("static network"))
+        .collect()
+}
+
+fn d_separator() -> String {
+    "+".into()
+}
+fn d_true() -> bool {
+    true
+}
+fn d_dmarc_reject() -> RejectAction {
+    RejectAction::Reject
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -3,6 +3,7 @@
 //! metrics endpoint and the admin commands.
 
 mod admin;
+mod admin_alias;
 mod admin_mesh;
 mod cli;
 mod cluster;
@@ -17,7 +18,7 @@ mod up;
 
 use clap::Parser;
 
-use cli::{AccountCmd, Cli, ClusterCmd, Command, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, VerifyCmd};
+use cli::{AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, VerifyCmd};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -41,6 +42,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cmd: AccountCmd::Add { email, password_stdin },
         } => admin::account_add(&cfg, &email, password_stdin).await,
         Command::Account { cmd: AccountCmd::List } => admin::account_list(&cfg).await,
+        Command::Alias { cmd } => match cmd {
+            AliasCmd::Add { address, targets } => admin_alias::add(&cfg, &address, &targets).await,
+            AliasCmd::Remove { address } => admin_alias::remove(&cfg, &address).await,
+            AliasCmd::List => admin_alias::list(&cfg).await,
+        },
         Command::Verify {
             what: VerifyCmd::Ledger { chunk },
         } => {

@@ -110,6 +110,8 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let dns = meshmail_protocols::dns::Dns::new(cfg.dns.resolver, Duration::from_millis(cfg.dns.timeout_ms.max(1)))
         .context("setting up the DNS resolver")?;
 
+    let routing = cfg.smtp.routing()?;
+
     let mut endpoints = Vec::new();
     if let Some(e) = mesh.endpoint() {
         endpoints.push(format!("mesh={}", e.local_addr()?));
@@ -140,6 +142,8 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
             idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s.max(1)),
             dns: dns.clone(),
+            routing: routing.clone(),
+            inbound_auth: cfg.smtp.inbound_auth(),
             sink: opts.sink,
         });
         let bound = listeners::spawn_smtp(name, addr, cfg.listen.smtp_max_connections, shared).await?;

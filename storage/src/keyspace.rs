@@ -33,6 +33,14 @@ pub fn account_by_id(id: AccountId) -> Vec<u8> {
     pack(&("acid", id))
 }
 
+/// An alias (`local@domain`) or a domain catch-all (`@domain`) → targets.
+pub fn alias(address: &str) -> Vec<u8> {
+    pack(&("alias", address))
+}
+pub fn aliases() -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("alias",)))
+}
+
 /// Named counters used to allocate ids (`account_id`, ...).
 pub fn sequence(name: &str) -> Vec<u8> {
     pack(&("seq", name))

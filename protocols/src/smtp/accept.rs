@@ -14,12 +14,13 @@ use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
 use meshmail_storage::keyspace::AccountId;
 use meshmail_storage::model::outbound::{self, OutboundItem};
-use meshmail_storage::model::{accounts, domains, id_to_string, new_id, now_ms};
+use meshmail_storage::model::{domains, id_to_string, new_id, now_ms};
 use meshmail_storage::{StorageError, Txn};
 
 use super::address::Mailbox;
 use super::command::ReversePath;
 use super::reply::Reply;
+use super::routing::{self, Route, RoutingConfig, Target};
 use super::session::SmtpShared;
 use crate::ingest::{Ingested, ingest};
 
@@ -43,6 +44,11 @@ pub struct Accepted {
     pub tls: bool,
     pub authenticated: Option<String>,
     pub lmtp: bool,
+    /// The `Authentication-Results` header of the MX checks, added below
+    /// the Received header.
+    pub auth_results: Option<String>,
+    /// File into Junk instead of INBOX (DMARC quarantine).
+    pub junk: bool,
 }
 
 pub async fn is_local_domain(ctx: &NodeCtx, domain: &str) -> Result<bool, StorageError> {
@@ -60,36 +66,59 @@ pub async fn is_local_domain(ctx: &NodeCtx, domain: &str) -> Result<bool, Storag
         .await
 }
 
-/// A local account, a remote address (submission), or `None` (refused).
+/// What a RCPT address comes to.
+#[derive(Debug, Clone)]
+pub enum RcptOutcome {
+    /// Deliver to these (an alias may stand for several).
+    Accept(Vec<Recipient>),
+    /// No such address in a local domain: 550 5.1.1.
+    Unknown,
+    /// A foreign domain and no right to relay: 550 5.7.1.
+    RelayDenied,
+    /// Aliases that loop or explode: 550, the operator must fix them.
+    Misconfigured(&'static str),
+}
+
+/// Routes a RCPT address (accounts, aliases, subaddresses, catch-alls;
+/// see [`routing`]); remote addresses are relayed for authenticated
+/// submission and for alias targets (forwarding), refused otherwise.
 pub async fn resolve_recipient(
     ctx: &NodeCtx,
     mailbox: &Mailbox,
     submission: bool,
-) -> Result<Option<Recipient>, StorageError> {
+    routing: &RoutingConfig,
+) -> Result<RcptOutcome, StorageError> {
     let address = mailbox.to_string();
-    let a = address.clone();
-    let account = ctx
+    let cfg = routing.clone();
+    let route = ctx
         .db
         .read("smtp_rcpt", move |txn| {
-            let a = a.clone();
-            async move {
-                match accounts::get(&txn, &a).await {
-                    Err(StorageError::Model(_)) => Ok(None),
-                    other => other,
-                }
-            }
+            let (address, cfg) = (address.clone(), cfg.clone());
+            async move { routing::route(&txn, &address, &cfg).await }
         })
         .await?;
-    if let Some(acc) = account {
-        return Ok(Some(Recipient::Local {
-            account: acc.id,
-            address: acc.email,
-        }));
-    }
-    if submission && !is_local_domain(ctx, &mailbox.domain).await? {
-        return Ok(Some(Recipient::Remote { address }));
-    }
-    Ok(None)
+    Ok(match route {
+        Route::Targets { targets, via_alias } => {
+            if via_alias {
+                metrics::counter!("meshmail_smtp_alias_expansions_total").increment(1);
+            }
+            RcptOutcome::Accept(
+                targets
+                    .into_iter()
+                    .map(|t| match t {
+                        Target::Local { account, address } => Recipient::Local { account, address },
+                        Target::Remote { address } => Recipient::Remote { address },
+                    })
+                    .collect(),
+            )
+        }
+        Route::Foreign if submission => RcptOutcome::Accept(vec![Recipient::Remote {
+            address: mailbox.to_string(),
+        }]),
+        Route::Foreign => RcptOutcome::RelayDenied,
+        Route::Unknown => RcptOutcome::Unknown,
+        Route::Misconfigured(why) => RcptOutcome::Misconfigured(why),
+    })
 }
 
 fn received_header(shared: &SmtpShared, m: &Accepted, id: &str) -> String {
@@ -125,6 +154,9 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
     }
     let ids: Vec<[u8; 16]> = m.recipients.iter().map(|_| new_id()).collect();
     let mut raw = received_header(shared, &m, &id_to_string(&ids[0])).into_bytes();
+    if let Some(h) = &m.auth_results {
+        raw.extend_from_slice(h.as_bytes());
+    }
     raw.extend_from_slice(&body);
     drop(body);
     let fault = faults::requested_fault(&raw);
@@ -156,7 +188,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
                         acceptance_id: id,
                         account: *account,
                         recipient: address.clone(),
-                        mailbox: "INBOX".into(),
+                        mailbox: if m.junk { "Junk".into() } else { "INBOX".into() },
                         body: prepared.clone(),
                         flags: Vec::new(),
                         internal_date_ms: now_ms() as i64,

@@ -13,7 +13,9 @@ pub mod address;
 mod auth;
 pub mod command;
 pub mod data;
+pub mod inbound_auth;
 pub mod reply;
+pub mod routing;
 pub mod session;
 
 /// Entry points shared by the cargo-fuzz targets (`protocols/fuzz`) and the

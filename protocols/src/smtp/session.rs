@@ -19,10 +19,11 @@ use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use super::accept::{Accepted, Recipient, accept_message};
+use super::accept::{Accepted, RcptOutcome, Recipient, accept_message};
 use super::auth::{AuthStep, sasl_auth};
 use super::command::{AUTH_LINE_MAX, COMMAND_LINE_MAX, Command, ForwardPath, Host, ReversePath, parse_command};
 use super::data::{BdatReader, DataDecoder, DataLimits};
+use super::inbound_auth::{Disposition, Peer, authenticate};
 use super::reply::Reply;
 use crate::net::{Conn, ConnError, Line, Stream};
 
@@ -61,6 +62,11 @@ pub struct SmtpShared {
     pub idle_timeout: Duration,
     /// The node's resolver (inbound authentication; outbound shares it).
     pub dns: crate::dns::Dns,
+    /// Aliases, subaddressing, catch-alls.
+    pub routing: super::routing::RoutingConfig,
+    /// SPF/DKIM/ARC/DMARC on the MX listener (an Authentication-Results
+    /// header on every message); `None` turns the checks off.
+    pub inbound_auth: Option<super::inbound_auth::InboundAuthConfig>,
     /// Benchmark mode: answer 250 without storing anything. Never in
     /// production: it acknowledges mail it does not keep.
     pub sink: bool,
@@ -124,6 +130,9 @@ struct MailTxn {
     from: ReversePath,
     smtputf8: bool,
     recipients: Vec<Recipient>,
+    /// LMTP: how many of `recipients` each accepted RCPT stands for (an
+    /// alias may stand for several), so each RCPT gets its one reply.
+    rcpt_groups: Vec<usize>,
     bdat: Option<BdatReader>,
     /// A BDAT transaction that already failed: chunks are read and dropped.
     bdat_failed: Option<Reply>,
@@ -325,6 +334,7 @@ impl State {
             from,
             smtputf8: params.smtputf8,
             recipients: Vec::new(),
+            rcpt_groups: Vec::new(),
             bdat: None,
             bdat_failed: None,
         });
@@ -349,17 +359,33 @@ impl State {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
         let submission = matches!(self.shared.mode, Mode::Submission { .. });
-        let reply = match super::accept::resolve_recipient(&self.shared.ctx, &mailbox, submission).await {
-            Ok(Some(r)) => {
-                self.txn.as_mut().expect("checked").recipients.push(r);
+        let outcome =
+            super::accept::resolve_recipient(&self.shared.ctx, &mailbox, submission, &self.shared.routing).await;
+        let reply = match outcome {
+            Ok(RcptOutcome::Accept(found)) => {
+                let lmtp = self.shared.mode == Mode::Lmtp;
+                let txn = self.txn.as_mut().expect("checked");
+                if lmtp {
+                    // One reply per RCPT after the data: keep each RCPT's own.
+                    txn.rcpt_groups.push(found.len());
+                    txn.recipients.extend(found);
+                } else {
+                    // Two addresses of one mailbox (an alias and the account,
+                    // or two aliases) deliver one copy.
+                    for r in found {
+                        if !txn.recipients.iter().any(|have| same_target(have, &r)) {
+                            txn.recipients.push(r);
+                        }
+                    }
+                }
                 Reply::recipient_ok()
             }
-            Ok(None) if submission => Reply::unknown_user(),
-            Ok(None) => match super::accept::is_local_domain(&self.shared.ctx, &mailbox.domain).await {
-                Ok(true) => Reply::unknown_user(),
-                Ok(false) => Reply::relay_denied(),
-                Err(_) => Reply::local_error(),
-            },
+            Ok(RcptOutcome::Unknown) => Reply::unknown_user(),
+            Ok(RcptOutcome::RelayDenied) => Reply::relay_denied(),
+            Ok(RcptOutcome::Misconfigured(why)) => {
+                tracing::warn!(recipient = %mailbox, why, "alias configuration error");
+                Reply::new(550, Some((5, 4, 6)), "Routing loop or alias expansion too large")
+            }
             Err(_) => Reply::local_error(),
         };
         self.reply(conn, reply);
@@ -465,7 +491,7 @@ impl State {
             Err(e) => {
                 let reply = e.reply();
                 if self.shared.mode == Mode::Lmtp {
-                    for _ in &txn.recipients {
+                    for _ in &txn.rcpt_groups {
                         self.reply(conn, reply.clone());
                     }
                 } else {
@@ -475,6 +501,33 @@ impl State {
             }
         };
         let started = Instant::now();
+        let mut auth_results = None;
+        let mut junk = false;
+        if let (Mode::Mx, Some(checks)) = (self.shared.mode, &self.shared.inbound_auth)
+            && checks.applies_to(self.peer.ip())
+        {
+            let mail_from = match &txn.from {
+                ReversePath::Null => String::new(),
+                ReversePath::Mailbox(m) => m.to_string(),
+            };
+            let peer = Peer {
+                ip: self.peer.ip(),
+                helo: self.helo.as_deref().unwrap_or(""),
+                mail_from: &mail_from,
+                hostname: &self.shared.hostname,
+            };
+            let verdict = authenticate(&self.shared.dns, &raw, &peer, checks.on_reject).await;
+            match verdict.disposition {
+                Disposition::Reject(why) => {
+                    tracing::info!(peer = %self.peer, from = %mail_from, "refused by DMARC policy");
+                    return self.reply(conn, Reply::new(550, Some((5, 7, 1)), why));
+                }
+                Disposition::Junk => junk = true,
+                Disposition::Inbox => {}
+            }
+            auth_results = Some(verdict.header);
+        }
+        let txn_groups = txn.rcpt_groups;
         let accepted = Accepted {
             from: txn.from,
             recipients: txn.recipients,
@@ -483,13 +536,17 @@ impl State {
             tls: conn.is_tls(),
             authenticated: self.account.as_ref().map(|a| a.email.clone()),
             lmtp: self.shared.mode == Mode::Lmtp,
+            auth_results,
+            junk,
         };
         let replies = accept_message(&self.shared, accepted, raw).await;
         metrics::histogram!("meshmail_smtp_accept_seconds", "listener" => self.label())
             .record(started.elapsed().as_secs_f64());
         if self.shared.mode == Mode::Lmtp {
-            for r in replies {
-                self.reply(conn, r);
+            let mut replies = replies.into_iter();
+            for n in txn_groups {
+                let group: Vec<Reply> = replies.by_ref().take(n).collect();
+                self.reply(conn, super::accept::combine(group));
             }
         } else {
             self.reply(conn, super::accept::combine(replies));
@@ -550,6 +607,14 @@ impl State {
             }
         }
         Ok(true)
+    }
+}
+
+fn same_target(a: &Recipient, b: &Recipient) -> bool {
+    match (a, b) {
+        (Recipient::Local { account: x, .. }, Recipient::Local { account: y, .. }) => x == y,
+        (Recipient::Remote { address: x }, Recipient::Remote { address: y }) => x.eq_ignore_ascii_case(y),
+        _ => false,
     }
 }
 

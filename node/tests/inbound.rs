@@ -1,0 +1,140 @@
+//! Inbound authentication (SPF, DKIM, DMARC, ARC → Authentication-Results,
+//! DMARC p=reject → 550) and address routing (aliases, catch-all, +tag,
+//! forwarding, 550 at RCPT) over real sockets: a dnslib DNS server the
+//! test starts on loopback, dkimpy-signed messages sent with smtplib, read
+//! back with imaplib.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use common::{Node, meshmail, run_ok, setup_account, write_config};
+
+const PASSWORD: &str = "inbound test password";
+
+/// A testdns.py server; it exits when its stdin (held here) closes.
+pub struct TestDns {
+    child: Child,
+    pub port: u16,
+}
+
+impl TestDns {
+    pub fn start(zone: &std::path::Path) -> TestDns {
+        std::fs::write(zone, r#"{"records": []}"#).unwrap();
+        let mut child = Command::new("python3")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/testdns.py"))
+            .arg(zone)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .strip_prefix("ready ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("testdns did not start: {line:?}"));
+        TestDns { child, port }
+    }
+}
+
+impl Drop for TestDns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether the Python packages a suite imports are installed (CI installs
+/// .ci/requirements.txt; elsewhere a missing one skips the test loudly).
+pub fn python_modules_available(modules: &[&str]) -> bool {
+    let ok = Command::new("python3")
+        .arg("-c")
+        .arg(format!("import {}", modules.join(", ")))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("MESHMAIL_REQUIRE_CLIENTS").is_none(),
+            "python modules {modules:?} are required here: pip install -r .ci/requirements.txt"
+        );
+        eprintln!("SKIPPED: python modules {modules:?} missing (pip install -r .ci/requirements.txt)");
+    }
+    ok
+}
+
+#[test]
+fn authentication_results_dmarc_reject_and_routing() {
+    if !python_modules_available(&["dnslib", "dkim"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let zone = d.join("zone.json");
+    let dns = TestDns::start(&zone);
+
+    setup_account(d, "alice@example.org", PASSWORD);
+    setup_account(d, "bob@example.org", PASSWORD);
+    run_ok(meshmail(d).args(["domain", "add", "catch.example.org"]), None);
+    for (alias, targets) in [
+        ("sales@example.org", "alice@example.org,bob@example.org"),
+        ("team@example.org", "sales@example.org"),
+        ("@catch.example.org", "bob@example.org"),
+        ("fwd@example.org", "friend@remote.test"),
+        ("loop1@example.org", "loop2@example.org"),
+        ("loop2@example.org", "loop1@example.org"),
+    ] {
+        run_ok(meshmail(d).args(["alias", "add", alias, targets]), None);
+    }
+    let listed = run_ok(meshmail(d).args(["alias", "list"]), None);
+    assert!(listed.contains("@catch.example.org\tbob@example.org"), "{listed}");
+    // An alias may not shadow an account, nor live in a foreign domain.
+    let shadow = meshmail(d)
+        .args(["alias", "add", "alice@example.org", "bob@example.org"])
+        .output()
+        .unwrap();
+    assert!(!shadow.status.success());
+    let foreign = meshmail(d)
+        .args(["alias", "add", "x@remote.test", "bob@example.org"])
+        .output()
+        .unwrap();
+    assert!(!foreign.status.success());
+
+    let cfg = write_config(
+        d,
+        &format!(
+            "[dns]\nresolver = \"127.0.0.1:{}\"\ntimeout_ms = 2000\n\n\
+             [smtp]\n# The test's client is on loopback: check it too.\ninbound_auth_skip_networks = []\n",
+            dns.port
+        ),
+    );
+    let n = Node::start(
+        d,
+        &["--config", cfg.to_str().unwrap(), "--allow-plaintext-auth-on-loopback"],
+        &[],
+    );
+    let out = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/inbound_suite.py"))
+        .arg(&zone)
+        .args([n.addr("smtp"), n.addr("imap"), PASSWORD])
+        .output()
+        .expect("python3");
+    let report = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{report}");
+    assert!(out.status.success(), "inbound suite failed");
+
+    let queue = run_ok(meshmail(d).args(["queue", "list"]), None);
+    assert!(queue.contains("friend@remote.test"), "forwarded copy queued: {queue}");
+    let verify = meshmail(d).args(["verify", "ledger"]).output().unwrap();
+    let text = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success(), "{text}");
+
+    let metrics = common::http_get(n.addr("http"), "/metrics");
+    assert!(
+        metrics.contains("meshmail_smtp_inbound_auth_results_total{method=\"dkim\",result=\"pass\"}"),
+        "per-method result counters"
+    );
+}
