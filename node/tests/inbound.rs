@@ -86,6 +86,7 @@ fn authentication_results_dmarc_reject_and_routing() {
         ("fwd@example.org", "friend@remote.test"),
         ("loop1@example.org", "loop2@example.org"),
         ("loop2@example.org", "loop1@example.org"),
+        ("alice.smith@example.org", "alice@example.org"),
     ] {
         run_ok(meshmail(d).args(["alias", "add", alias, targets]), None);
     }
@@ -107,7 +108,8 @@ fn authentication_results_dmarc_reject_and_routing() {
         d,
         &format!(
             "[dns]\nresolver = \"127.0.0.1:{}\"\ntimeout_ms = 2000\n\n\
-             [smtp]\n# The test's client is on loopback: check it too.\ninbound_auth_skip_networks = []\n",
+             [smtp]\n# The test's client is on loopback: check it too.\ninbound_auth_skip_networks = []\n\
+             allow_plaintext_auth_on_loopback = true\n",
             dns.port
         ),
     );
@@ -119,7 +121,7 @@ fn authentication_results_dmarc_reject_and_routing() {
     let out = Command::new("python3")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/inbound_suite.py"))
         .arg(&zone)
-        .args([n.addr("smtp"), n.addr("imap"), PASSWORD])
+        .args([n.addr("smtp"), n.addr("imap"), n.addr("submission"), PASSWORD])
         .output()
         .expect("python3");
     let report = String::from_utf8_lossy(&out.stderr);
@@ -127,7 +129,30 @@ fn authentication_results_dmarc_reject_and_routing() {
     assert!(out.status.success(), "inbound suite failed");
 
     let queue = run_ok(meshmail(d).args(["queue", "list"]), None);
-    assert!(queue.contains("friend@remote.test"), "forwarded copy queued: {queue}");
+    let line = queue
+        .lines()
+        .find(|l| l.contains("friend@remote.test"))
+        .unwrap_or_else(|| panic!("forwarded copy queued: {queue}"));
+    // It leaves with an SRS sender under the alias's domain (SPF at the
+    // remote end sees example.org, not the original sender's domain).
+    let srs = line
+        .split(|c: char| c.is_whitespace() || c == '<' || c == '>')
+        .find(|w| w.starts_with("SRS0="))
+        .unwrap_or_else(|| panic!("an SRS0 sender in {line:?}"));
+    assert!(srs.ends_with("=nowhere.test=x@example.org"), "{srs}");
+    // A bounce to that address is accepted (and routed to the original
+    // sender); a forged one is refused at RCPT.
+    let bounce = "From: MAILER-DAEMON@remote.test\r\nSubject: bounce\r\n\r\nundeliverable\r\n";
+    let (code, text) = common::smtp_send(n.addr("smtp"), "", srs, bounce);
+    assert_eq!(code, 250, "{text}");
+    let forged = srs.replacen("SRS0=", "SRS0=Z", 1);
+    let (code, text) = common::smtp_send(n.addr("smtp"), "", &forged, bounce);
+    assert_eq!(code, 550, "{text}");
+    let queue = run_ok(meshmail(d).args(["queue", "list"]), None);
+    assert!(
+        queue.contains("x@nowhere.test"),
+        "the bounce goes back to the original sender: {queue}"
+    );
     let verify = meshmail(d).args(["verify", "ledger"]).output().unwrap();
     let text = String::from_utf8_lossy(&verify.stdout);
     assert!(verify.status.success(), "{text}");

@@ -41,6 +41,12 @@ pub fn aliases() -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("alias",)))
 }
 
+/// Cluster-wide secrets (`srs`: the SRS hash key), created once by the
+/// first node that needs one, so every node computes the same hashes.
+pub fn secret(name: &str) -> Vec<u8> {
+    pack(&("secret", name))
+}
+
 /// Named counters used to allocate ids (`account_id`, ...).
 pub fn sequence(name: &str) -> Vec<u8> {
     pack(&("seq", name))

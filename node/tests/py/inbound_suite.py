@@ -3,7 +3,7 @@
 
 Run by node/tests/inbound.rs against a node whose `[dns] resolver` is a
 testdns.py server reading ZONE.json:
-    inbound_suite.py ZONE.json MX_ADDR IMAP_ADDR PASSWORD
+    inbound_suite.py ZONE.json MX_ADDR IMAP_ADDR SUBMISSION_ADDR PASSWORD
 Accounts alice@example.org and bob@example.org (password PASSWORD) exist;
 the Rust side created the aliases the tests below rely on:
     sales@example.org -> alice@example.org,bob@example.org
@@ -11,6 +11,7 @@ the Rust side created the aliases the tests below rely on:
     @catch.example.org -> bob@example.org            (catch-all)
     fwd@example.org   -> friend@remote.test          (forwarding)
     loop1@example.org -> loop2@example.org -> loop1@example.org
+    alice.smith@example.org -> alice@example.org     (a sender alias)
 
 Sender domains in the test DNS (written here, before any mail is sent):
     good.test: SPF ip4:127.0.0.1 -all, a DKIM key (selector s1), DMARC p=reject
@@ -31,8 +32,8 @@ import uuid
 
 import dkim
 
-ZONE, MX, IMAP, PASSWORD = sys.argv[1:5]
-del sys.argv[1:5]
+ZONE, MX, IMAP, SUBMISSION, PASSWORD = sys.argv[1:6]
+del sys.argv[1:6]
 
 
 def hostport(addr):
@@ -225,6 +226,27 @@ class Routing(unittest.TestCase):
             s.mail("x@nowhere.test")
             code, text = s.rcpt("someone@remote.test")
             self.assertEqual(code, 550, text)
+
+
+class SenderAddresses(unittest.TestCase):
+    """Submission: a user sends as their own addresses only."""
+
+    def try_sender(self, sender):
+        with smtplib.SMTP(*hostport(SUBMISSION), timeout=30) as s:
+            s.ehlo("client.test")
+            s.login("alice@example.org", PASSWORD)
+            code, text = s.mail(sender)
+            return code
+
+    def test_own_alias_and_subaddress_are_allowed(self):
+        self.assertEqual(self.try_sender("alice@example.org"), 250)
+        self.assertEqual(self.try_sender("alice.smith@example.org"), 250)
+        self.assertEqual(self.try_sender("alice+news@example.org"), 250)
+
+    def test_shared_alias_catch_all_and_others_are_refused(self):
+        self.assertEqual(self.try_sender("sales@example.org"), 553, "two targets")
+        self.assertEqual(self.try_sender("bob@example.org"), 553)
+        self.assertEqual(self.try_sender("x@catch.example.org"), 553, "catch-all")
 
 
 def dns_txt(name):

@@ -14,14 +14,15 @@ use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
 use meshmail_storage::keyspace::AccountId;
 use meshmail_storage::model::outbound::{self, OutboundItem};
-use meshmail_storage::model::{domains, id_to_string, new_id, now_ms};
+use meshmail_storage::model::{domains, id_to_string, new_id, now_ms, secrets};
 use meshmail_storage::{StorageError, Txn};
 
 use super::address::Mailbox;
 use super::command::ReversePath;
 use super::reply::Reply;
-use super::routing::{self, Route, RoutingConfig, Target};
+use super::routing::{self, Route, RoutingConfig, SRS_SECRET, Target};
 use super::session::SmtpShared;
+use super::srs;
 use crate::ingest::{Ingested, ingest};
 
 #[derive(Debug, Clone)]
@@ -30,9 +31,13 @@ pub enum Recipient {
         account: AccountId,
         address: String,
     },
-    /// Submission only: relayed through the outbound queue.
+    /// Relayed through the outbound queue: a foreign address given by an
+    /// authenticated submission client, or the target of one of our
+    /// aliases (`forwarded_by`: that alias's domain; the copy leaves with
+    /// an SRS sender under it).
     Remote {
         address: String,
+        forwarded_by: Option<String>,
     },
 }
 
@@ -98,7 +103,7 @@ pub async fn resolve_recipient(
         })
         .await?;
     Ok(match route {
-        Route::Targets { targets, via_alias } => {
+        Route::Targets { targets, via_alias, .. } => {
             if via_alias {
                 metrics::counter!("meshmail_smtp_alias_expansions_total").increment(1);
             }
@@ -107,17 +112,51 @@ pub async fn resolve_recipient(
                     .into_iter()
                     .map(|t| match t {
                         Target::Local { account, address } => Recipient::Local { account, address },
-                        Target::Remote { address } => Recipient::Remote { address },
+                        Target::Remote { address, forwarded_by } => Recipient::Remote { address, forwarded_by },
                     })
                     .collect(),
             )
         }
         Route::Foreign if submission => RcptOutcome::Accept(vec![Recipient::Remote {
             address: mailbox.to_string(),
+            forwarded_by: None,
         }]),
         Route::Foreign => RcptOutcome::RelayDenied,
         Route::Unknown => RcptOutcome::Unknown,
         Route::Misconfigured(why) => RcptOutcome::Misconfigured(why),
+    })
+}
+
+/// Whether the account may use `address` as its sender: its own address,
+/// a subaddress of it (`alice+lists@`), or an alias that delivers to it
+/// (and only to it, directly or through other aliases). JMAP Identity and
+/// EmailSubmission ask the same question.
+pub async fn sender_allowed(
+    ctx: &NodeCtx,
+    account_email: &str,
+    address: &str,
+    routing: &RoutingConfig,
+) -> Result<bool, StorageError> {
+    if address.eq_ignore_ascii_case(account_email) {
+        return Ok(true);
+    }
+    let (address, cfg) = (address.to_string(), routing.clone());
+    let route = ctx
+        .db
+        .read("smtp_sender", move |txn| {
+            let (address, cfg) = (address.clone(), cfg.clone());
+            async move { routing::route(&txn, &address, &cfg).await }
+        })
+        .await?;
+    Ok(match route {
+        // A catch-all would make every address of the domain "owned".
+        Route::Targets {
+            targets, via_catch_all, ..
+        } => {
+            !via_catch_all
+                && matches!(targets.as_slice(), [Target::Local { address, .. }] if address.eq_ignore_ascii_case(account_email))
+        }
+        _ => false,
     })
 }
 
@@ -131,7 +170,7 @@ fn received_header(shared: &SmtpShared, m: &Accepted, id: &str) -> String {
     };
     let date = mail_parser::DateTime::from_timestamp((now_ms() / 1000) as i64).to_rfc822();
     let for_clause = match m.recipients.as_slice() {
-        [Recipient::Local { address, .. }] | [Recipient::Remote { address }] => format!("\r\n\tfor <{address}>"),
+        [Recipient::Local { address, .. }] | [Recipient::Remote { address, .. }] => format!("\r\n\tfor <{address}>"),
         _ => String::new(),
     };
     format!(
@@ -199,7 +238,19 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
                     };
                     deliver(ctx, req).await.map(|_| ())
                 }
-                Recipient::Remote { address } => queue_remote(ctx, id, &sender, address, &prepared).await,
+                Recipient::Remote { address, forwarded_by } => {
+                    let sender = match forwarded_by {
+                        Some(domain) if !sender.is_empty() => match srs_sender(ctx, &sender, domain).await {
+                            Ok(s) => s,
+                            Err(e) => {
+                                outcome = Err(e);
+                                break;
+                            }
+                        },
+                        _ => sender.clone(),
+                    };
+                    queue_remote(ctx, id, &sender, address, &prepared).await
+                }
             };
             if outcome != Err(DeliveryError::BodySwept) {
                 break;
@@ -222,6 +273,20 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
         });
     }
     replies
+}
+
+/// The envelope sender of a forwarded copy (SRS0 under our domain), so the
+/// remote MX's SPF check sees a domain that allows us.
+async fn srs_sender(ctx: &NodeCtx, sender: &str, domain: &str) -> Result<String, DeliveryError> {
+    let key = ctx
+        .db
+        .run("srs_key", |txn| async move {
+            secrets::get_or_create(&txn, SRS_SECRET).await
+        })
+        .await
+        .map_err(DeliveryError::from)?;
+    metrics::counter!("meshmail_smtp_srs_rewrites_total").increment(1);
+    Ok(srs::forward(&key, sender, domain, srs::today()))
 }
 
 /// Puts the mail for one remote recipient in the outbound queue.

@@ -17,6 +17,7 @@ pub mod inbound_auth;
 pub mod reply;
 pub mod routing;
 pub mod session;
+pub mod srs;
 
 /// Entry points shared by the cargo-fuzz targets (`protocols/fuzz`) and the
 /// stable test that runs them on random inputs.

@@ -6,8 +6,10 @@
 //! 2. an alias with exactly this address (its targets are resolved in turn);
 //! 3. subaddressing (RFC 5233): `user+tag@dom` is `user@dom` (account or
 //!    alias); the separator is `[smtp] subaddress_separator`, "" turns it off;
-//! 4. the domain's catch-all alias `@dom`;
-//! 5. an address of a foreign domain is remote: relayed when it is the
+//! 4. an SRS0 address of ours (a bounce of mail we forwarded, see [`srs`]):
+//!    routed back to the original sender when its hash verifies;
+//! 5. the domain's catch-all alias `@dom`;
+//! 6. an address of a foreign domain is remote: relayed when it is the
 //!    target of an alias (forwarding) or the client is an authenticated
 //!    submission client; refused otherwise.
 //!
@@ -18,7 +20,12 @@
 //! configuration error answered with 550 5.4.6 / 5.5.3, never a stall.
 
 use meshmail_storage::keyspace::AccountId;
-use meshmail_storage::model::{accounts, aliases, domains};
+use meshmail_storage::model::{accounts, aliases, domains, secrets};
+
+use super::srs;
+
+/// The name of the SRS hash key among the store's secrets.
+pub const SRS_SECRET: &str = "srs";
 use meshmail_storage::{StorageError, Txn};
 
 /// Alias levels followed (`a` → `b` → `c` is two).
@@ -44,15 +51,28 @@ impl Default for RoutingConfig {
 /// One final recipient of an address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    Local { account: AccountId, address: String },
-    Remote { address: String },
+    Local {
+        account: AccountId,
+        address: String,
+    },
+    /// `forwarded_by`: the local domain whose alias (or SRS address) sent it
+    /// on; `None` for a foreign address given directly (submission).
+    Remote {
+        address: String,
+        forwarded_by: Option<String>,
+    },
 }
 
 /// What one RCPT address stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
-    /// Delivered to these (one or more; `via_alias` if expanded).
-    Targets { targets: Vec<Target>, via_alias: bool },
+    /// Delivered to these (one or more; `via_alias` if expanded,
+    /// `via_catch_all` if a catch-all was among the rules used).
+    Targets {
+        targets: Vec<Target>,
+        via_alias: bool,
+        via_catch_all: bool,
+    },
     /// No such address in a local domain.
     Unknown,
     /// A foreign domain, not an alias target.
@@ -63,18 +83,26 @@ pub enum Route {
 
 /// Resolves one address (already lower-cased where case is irrelevant).
 pub async fn route(txn: &Txn, address: &str, cfg: &RoutingConfig) -> Result<Route, StorageError> {
-    let mut out = Vec::new();
-    let mut via_alias = false;
-    match expand(txn, address, cfg, 0, &mut out, &mut via_alias).await? {
+    let mut walk = Walk::default();
+    match expand(txn, address, cfg, 0, &mut walk, None).await? {
         Step::Done => {}
         Step::Unknown => return Ok(Route::Unknown),
         Step::Foreign => return Ok(Route::Foreign),
         Step::Misconfigured(why) => return Ok(Route::Misconfigured(why)),
     }
     Ok(Route::Targets {
-        targets: out,
-        via_alias,
+        targets: walk.out,
+        via_alias: walk.via_alias,
+        via_catch_all: walk.via_catch_all,
     })
+}
+
+/// The state of one expansion.
+#[derive(Default)]
+struct Walk {
+    out: Vec<Target>,
+    via_alias: bool,
+    via_catch_all: bool,
 }
 
 enum Step {
@@ -90,12 +118,36 @@ fn expand<'a>(
     address: &'a str,
     cfg: &'a RoutingConfig,
     depth: usize,
-    out: &'a mut Vec<Target>,
-    via_alias: &'a mut bool,
+    walk: &'a mut Walk,
+    via: Option<&'a str>,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Step, StorageError>> + Send + 'a>> {
     Box::pin(async move {
         if depth > DEPTH_MAX {
             return Ok(Step::Misconfigured("alias loop or too deep"));
+        }
+        // SRS addresses (bounces of mail we forwarded) may exceed the 64
+        // octets `normalize` allows a local part: look at them first.
+        if let Some((local, domain)) = address.rsplit_once('@')
+            && local.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("srs0="))
+        {
+            let domain = domain.to_ascii_lowercase();
+            if !is_local_domain(txn, &domain).await? {
+                return Ok(if depth == 0 { Step::Foreign } else { Step::Unknown });
+            }
+            let key = secrets::get(txn, SRS_SECRET).await?;
+            return match key.and_then(|k| srs::reverse(&k, local, srs::today())) {
+                Some(original) => {
+                    walk.via_alias = true;
+                    push(
+                        &mut walk.out,
+                        Target::Remote {
+                            address: original,
+                            forwarded_by: Some(domain),
+                        },
+                    )
+                }
+                None => Ok(Step::Unknown),
+            };
         }
         let Ok((local, domain)) = accounts::normalize(address) else {
             return Ok(Step::Unknown);
@@ -105,11 +157,17 @@ fn expand<'a>(
             if depth == 0 {
                 return Ok(Step::Foreign);
             }
-            return push(out, Target::Remote { address });
+            return push(
+                &mut walk.out,
+                Target::Remote {
+                    address,
+                    forwarded_by: via.map(str::to_string),
+                },
+            );
         }
         if let Some(acc) = get_account(txn, &address).await? {
             return push(
-                out,
+                &mut walk.out,
                 Target::Local {
                     account: acc.id,
                     address: acc.email,
@@ -117,7 +175,7 @@ fn expand<'a>(
             );
         }
         if let Some(alias) = aliases::get(txn, &address).await? {
-            return follow(txn, &alias.targets, cfg, depth, out, via_alias).await;
+            return follow(txn, &alias.targets, cfg, depth, walk, &domain).await;
         }
         if let Some(sep) = cfg.subaddress_separator
             && let Some((base, _tag)) = local.split_once(sep)
@@ -126,7 +184,7 @@ fn expand<'a>(
             let base = format!("{base}@{domain}");
             if let Some(acc) = get_account(txn, &base).await? {
                 return push(
-                    out,
+                    &mut walk.out,
                     Target::Local {
                         account: acc.id,
                         address: acc.email,
@@ -134,28 +192,32 @@ fn expand<'a>(
                 );
             }
             if let Some(alias) = aliases::get(txn, &base).await? {
-                return follow(txn, &alias.targets, cfg, depth, out, via_alias).await;
+                return follow(txn, &alias.targets, cfg, depth, walk, &domain).await;
             }
         }
         if let Some(catch_all) = aliases::get(txn, &format!("@{domain}")).await? {
-            return follow(txn, &catch_all.targets, cfg, depth, out, via_alias).await;
+            walk.via_catch_all = true;
+            return follow(txn, &catch_all.targets, cfg, depth, walk, &domain).await;
         }
         Ok(Step::Unknown)
     })
 }
 
+/// Resolves an alias's targets; `domain` is the alias's (local) domain, the
+/// one a forwarded copy leaves under.
+#[allow(clippy::too_many_arguments)]
 async fn follow(
     txn: &Txn,
     targets: &[String],
     cfg: &RoutingConfig,
     depth: usize,
-    out: &mut Vec<Target>,
-    via_alias: &mut bool,
+    walk: &mut Walk,
+    domain: &str,
 ) -> Result<Step, StorageError> {
-    *via_alias = true;
+    walk.via_alias = true;
     let mut any = false;
     for t in targets {
-        match expand(txn, t, cfg, depth + 1, out, via_alias).await? {
+        match expand(txn, t, cfg, depth + 1, walk, Some(domain)).await? {
             Step::Done => any = true,
             // A dead target (account deleted) does not sink the others.
             Step::Unknown | Step::Foreign => {}

@@ -306,7 +306,18 @@ impl State {
             let Some(account) = &self.account else {
                 return self.reply(conn, Reply::auth_required());
             };
-            let owned = matches!(&from, ReversePath::Mailbox(m) if m.normalized().to_string().eq_ignore_ascii_case(&account.email));
+            let owned = match &from {
+                ReversePath::Null => Ok(false),
+                ReversePath::Mailbox(m) => {
+                    let address = m.normalized().to_string();
+                    super::accept::sender_allowed(&self.shared.ctx, &account.email, &address, &self.shared.routing)
+                        .await
+                }
+            };
+            let owned = match owned {
+                Ok(o) => o,
+                Err(_) => return self.reply(conn, Reply::local_error()),
+            };
             if !owned {
                 return self.reply(
                     conn,
@@ -613,7 +624,7 @@ impl State {
 fn same_target(a: &Recipient, b: &Recipient) -> bool {
     match (a, b) {
         (Recipient::Local { account: x, .. }, Recipient::Local { account: y, .. }) => x == y,
-        (Recipient::Remote { address: x }, Recipient::Remote { address: y }) => x.eq_ignore_ascii_case(y),
+        (Recipient::Remote { address: x, .. }, Recipient::Remote { address: y, .. }) => x.eq_ignore_ascii_case(y),
         _ => false,
     }
 }

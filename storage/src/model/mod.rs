@@ -12,6 +12,7 @@ pub mod messages;
 pub mod nodes;
 pub mod outbound;
 pub mod quarantine;
+pub mod secrets;
 pub mod verify;
 
 use serde::Serialize;
