@@ -5,12 +5,14 @@
 
 pub mod accounts;
 pub mod domains;
+pub mod jmap;
 pub mod ledger;
 pub mod mailboxes;
 pub mod messages;
 pub mod nodes;
 pub mod outbound;
 pub mod quarantine;
+pub mod threads;
 pub mod verify;
 
 use serde::Serialize;
