@@ -63,6 +63,25 @@ pub async fn account_add(cfg: &Config, email: &str, password_stdin: bool) -> any
     Ok(())
 }
 
+/// Creates a JMAP bearer token for an existing account and prints it.
+pub async fn token_create(cfg: &Config, user: &str) -> anyhow::Result<()> {
+    let db = open(cfg)?;
+    let token = meshmail_protocols::jmap::auth::new_token();
+    let (u, t) = (user.trim().to_ascii_lowercase(), token.clone());
+    db.run("admin_token_create", move |txn| {
+        let (u, t) = (u.clone(), t.clone());
+        async move {
+            if accounts::get(&txn, &u).await?.is_none() {
+                return Err(meshmail_storage::StorageError::NotFound(format!("account {u}")));
+            }
+            meshmail_storage::model::jmap::put_token(&txn, &t, &u)
+        }
+    })
+    .await?;
+    println!("{token}");
+    Ok(())
+}
+
 pub async fn account_list(cfg: &Config) -> anyhow::Result<()> {
     let db = open(cfg)?;
     let mut after: Option<String> = None;

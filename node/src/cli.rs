@@ -72,6 +72,11 @@ pub enum Command {
         #[command(subcommand)]
         cmd: QuarantineCmd,
     },
+    /// Bearer tokens for JMAP (`Authorization: Bearer TOKEN`).
+    Token {
+        #[command(subcommand)]
+        cmd: TokenCmd,
+    },
     /// Inspect the outbound queue (mail for remote recipients).
     Queue {
         #[command(subcommand)]
@@ -177,6 +182,12 @@ pub enum QuarantineCmd {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Create a token for USER and print it (once: only its hash is stored).
+    Create { user: String },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum QueueCmd {
     /// List queued outbound items.
     List,
@@ -245,6 +256,10 @@ pub struct ServeArgs {
     /// HTTP listener for /metrics, /health, /status and the admin API (dev default 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<ListenAddr>,
+    /// The same HTTP router (JMAP, webmail) over TLS with the node's
+    /// certificate, e.g. 127.0.0.1:8443 (dev) or 0.0.0.0:443; off by default.
+    #[arg(long)]
+    pub https: Option<ListenAddr>,
     /// The QUIC mesh listener (UDP), e.g. 127.0.0.1:7400; "off" (the
     /// default) runs the node alone. Needs <data-dir>/cluster/ca.pem and
     /// NODE.pem/NODE.key (see `meshmail cluster`).
@@ -254,7 +269,7 @@ pub struct ServeArgs {
     /// node-1@127.0.0.1:7410). Others are learned from them.
     #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<String>,
-    /// Allow SMTP AUTH and IMAP LOGIN without TLS from loopback clients (tests and local tools only).
+    /// Allow SMTP AUTH, IMAP LOGIN and JMAP credentials without TLS from loopback clients (tests and local tools only).
     #[arg(long)]
     pub allow_plaintext_auth_on_loopback: bool,
     /// Largest accepted message in bytes (default 50 MiB).

@@ -41,6 +41,8 @@ pub struct Config {
     pub mesh: MeshSection,
     #[serde(default)]
     pub dns: DnsSection,
+    #[serde(default)]
+    pub jmap: JmapSection,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,
@@ -73,6 +75,10 @@ pub struct Listen {
     pub imaps: Option<SocketAddr>,
     #[serde(default = "d_http", with = "opt_addr")]
     pub http: Option<SocketAddr>,
+    /// The HTTP router over TLS (JMAP and webmail with real credentials);
+    /// off unless set, e.g. "127.0.0.1:8443" (dev) or "0.0.0.0:443".
+    #[serde(default, with = "opt_addr")]
+    pub https: Option<SocketAddr>,
     /// Concurrent connections per SMTP-family listener.
     #[serde(default = "d_smtp_conns")]
     pub smtp_max_connections: usize,
@@ -91,6 +97,7 @@ impl Default for Listen {
             imap: d_imap(),
             imaps: d_imaps(),
             http: d_http(),
+            https: None,
             smtp_max_connections: d_smtp_conns(),
             imap_max_connections: d_imap_conns(),
         }
@@ -219,6 +226,64 @@ fn d_sessions_per_account() -> usize {
 pub struct TlsConfig {
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
+}
+
+/// JMAP and the webmail page (served on the HTTP and HTTPS listeners).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JmapSection {
+    /// Accept Basic and bearer credentials over plaintext HTTP from
+    /// loopback clients (dev and tests; never over a network).
+    #[serde(default)]
+    pub allow_plaintext_auth_on_loopback: bool,
+    /// Origins allowed to call JMAP from a browser (CORS), e.g.
+    /// "https://mail.example.org"; empty: any origin (credentials are
+    /// sent as an Authorization header, never cookies).
+    #[serde(default)]
+    pub cors_allow_origins: Vec<String>,
+    #[serde(default = "d_jmap_request")]
+    pub max_size_request_bytes: usize,
+    #[serde(default = "d_jmap_upload")]
+    pub max_size_upload_bytes: u64,
+    #[serde(default = "d_jmap_concurrent")]
+    pub max_concurrent_requests: usize,
+    #[serde(default = "d_jmap_calls")]
+    pub max_calls_in_request: usize,
+    #[serde(default = "d_jmap_objects")]
+    pub max_objects_in_get: usize,
+    #[serde(default = "d_jmap_objects")]
+    pub max_objects_in_set: usize,
+}
+
+impl Default for JmapSection {
+    fn default() -> Self {
+        JmapSection {
+            allow_plaintext_auth_on_loopback: false,
+            cors_allow_origins: Vec::new(),
+            max_size_request_bytes: d_jmap_request(),
+            max_size_upload_bytes: d_jmap_upload(),
+            max_concurrent_requests: d_jmap_concurrent(),
+            max_calls_in_request: d_jmap_calls(),
+            max_objects_in_get: d_jmap_objects(),
+            max_objects_in_set: d_jmap_objects(),
+        }
+    }
+}
+
+fn d_jmap_request() -> usize {
+    10 * 1024 * 1024
+}
+fn d_jmap_upload() -> u64 {
+    50 * 1024 * 1024
+}
+fn d_jmap_concurrent() -> usize {
+    8
+}
+fn d_jmap_calls() -> usize {
+    32
+}
+fn d_jmap_objects() -> usize {
+    500
 }
 
 /// The resolver shared by outbound delivery and inbound authentication.
@@ -434,6 +499,7 @@ impl Config {
             (&args.imap, &mut self.listen.imap),
             (&args.imaps, &mut self.listen.imaps),
             (&args.http, &mut self.listen.http),
+            (&args.https, &mut self.listen.https),
         ] {
             if let Some(v) = flag {
                 *slot = v.0;
@@ -448,6 +514,7 @@ impl Config {
         if args.allow_plaintext_auth_on_loopback {
             self.smtp.allow_plaintext_auth_on_loopback = true;
             self.imap.allow_plaintext_auth_on_loopback = true;
+            self.jmap.allow_plaintext_auth_on_loopback = true;
         }
         if let Some(m) = args.max_message_bytes {
             self.smtp.max_message_bytes = m;

@@ -9,16 +9,21 @@ mod cli;
 mod cluster;
 mod config;
 mod http;
+mod http_jmap;
 mod http_mesh;
+mod https;
 mod listeners;
 mod mesh;
 mod serve;
 mod tls;
 mod up;
+mod webmail;
 
 use clap::Parser;
 
-use cli::{AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, VerifyCmd};
+use cli::{
+    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, TokenCmd, VerifyCmd,
+};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -62,6 +67,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             QuarantineCmd::Drop { id } => admin::quarantine_drop(&cfg, &id).await,
         },
         Command::Queue { cmd: QueueCmd::List } => admin::queue_list(&cfg).await,
+        Command::Token {
+            cmd: TokenCmd::Create { user },
+        } => admin::token_create(&cfg, &user).await,
         Command::Status { node } => {
             admin::status(&cfg).await?;
             match node {

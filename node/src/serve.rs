@@ -167,6 +167,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         endpoints.push(format!("{name}={bound}"));
     }
 
+    let jmap = jmap_shared(&cfg, &ctx, &auth, &tls, &dns);
     let info = Arc::new(NodeInfo {
         name: cfg.node_name.clone(),
         generation,
@@ -186,6 +187,24 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let router = http::router(info.clone())
+        .merge(crate::http_jmap::routes(jmap))
+        .layer(cors(&cfg));
+    if let Some(addr) = cfg.listen.https {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding the HTTPS listener on {addr}"))?;
+        endpoints.push(format!("https={}", l.local_addr()?));
+        let tls_listener = crate::https::TlsListener::new(l, tls.clone())?;
+        let service = router
+            .clone()
+            .into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>();
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(tls_listener, service).await {
+                tracing::error!(error = %e, "HTTPS listener failed");
+            }
+        });
+    }
     tracing::info!(
         node = %cfg.node_name,
         generation,
@@ -204,14 +223,91 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     );
 
     match http_listener {
-        Some(l) => axum::serve(l, http::router(info))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("HTTP listener failed")?,
+        Some(l) => axum::serve(
+            l,
+            router.into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>(),
+        )
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("HTTP listener failed")?,
         None => shutdown_signal().await,
     }
     tracing::info!("meshmail node stopped");
     Ok(())
+}
+
+/// JMAP's shared state: its limits from `[jmap]`, and the submission
+/// settings EmailSubmission hands messages to the SMTP acceptance path with.
+fn jmap_shared(
+    cfg: &Config,
+    ctx: &Arc<NodeCtx>,
+    auth: &Arc<Authenticator>,
+    tls: &tokio_rustls::TlsAcceptor,
+    dns: &meshmail_protocols::dns::Dns,
+) -> Arc<meshmail_protocols::jmap::JmapShared> {
+    let smtp = Arc::new(SmtpShared {
+        ctx: ctx.clone(),
+        auth: auth.clone(),
+        tls: Some(tls.clone()),
+        hostname: cfg.hostname.clone(),
+        mode: Mode::Submission { implicit_tls: false },
+        max_message_bytes: cfg.smtp.max_message_bytes,
+        max_recipients: cfg.smtp.max_recipients,
+        allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
+        idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s.max(1)),
+        dns: dns.clone(),
+        // Validated at startup (serve fails on a bad separator first).
+        routing: cfg.smtp.routing().unwrap_or_default(),
+        inbound_auth: None,
+        sink: false,
+    });
+    let j = &cfg.jmap;
+    let limits = meshmail_protocols::jmap::Limits {
+        max_size_request: j.max_size_request_bytes,
+        max_size_upload: j.max_size_upload_bytes,
+        max_concurrent_requests: j.max_concurrent_requests.max(1),
+        max_calls_in_request: j.max_calls_in_request.max(1),
+        max_objects_in_get: j.max_objects_in_get.max(1),
+        max_objects_in_set: j.max_objects_in_set.max(1),
+        ..Default::default()
+    };
+    meshmail_protocols::jmap::JmapShared::new(
+        ctx.clone(),
+        auth.clone(),
+        smtp,
+        limits,
+        j.allow_plaintext_auth_on_loopback,
+    )
+}
+
+/// CORS for a JMAP front end served from another origin. Credentials
+/// travel in the Authorization header (never cookies), so no
+/// `Allow-Credentials`; the header must be listed, a wildcard does not
+/// cover it.
+fn cors(cfg: &Config) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, Method, header};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let origins: Vec<axum::http::HeaderValue> = cfg
+        .jmap
+        .cors_allow_origins
+        .iter()
+        .filter_map(|o| o.parse().ok())
+        .collect();
+    let allow = if origins.is_empty() {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins)
+    };
+    CorsLayer::new()
+        .allow_origin(allow)
+        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("accept"),
+        ])
+        .expose_headers([header::CONTENT_DISPOSITION])
+        .max_age(Duration::from_secs(3600))
 }
 
 async fn shutdown_signal() {

@@ -14,6 +14,7 @@
 pub mod dns;
 pub mod imap;
 pub mod ingest;
+pub mod jmap;
 pub mod net;
 pub mod smtp;
 pub mod summary;

@@ -91,6 +91,9 @@ pub struct Envelope {
     pub bcc: AddressList,
     pub in_reply_to: Option<String>,
     pub message_id: Option<String>,
+    /// The References header as written (threading; not part of IMAP's
+    /// ENVELOPE). Absent in summaries stored before it was kept.
+    pub references: Option<String>,
 }
 
 /// Content-Disposition: its value and parameters.
@@ -412,6 +415,7 @@ impl Walker<'_> {
             bcc: self.addresses(headers, &HeaderName::Bcc),
             in_reply_to: self.raw_value(headers, &HeaderName::InReplyTo),
             message_id: self.raw_value(headers, &HeaderName::MessageId),
+            references: self.raw_value(headers, &HeaderName::References),
             from,
         }
     }

@@ -178,6 +178,44 @@ pub fn cursor(name: &str) -> Vec<u8> {
     pack(&("cur", name))
 }
 
+/// A blob uploaded over JMAP by an account (the body itself is an object
+/// in the blob store, kept by the orphan sweep's grace period).
+pub fn upload(account: AccountId, hash: &str) -> Vec<u8> {
+    pack(&("upl", account, hash))
+}
+
+/// A bearer token, by the hex SHA-256 of the token (the token itself is
+/// never stored).
+pub fn token(token_hash: &str) -> Vec<u8> {
+    pack(&("tok", token_hash))
+}
+
+/// A JMAP EmailSubmission record of an account (UUIDv7 ids: time order).
+pub fn submission(account: AccountId, id: &[u8; 16]) -> Vec<u8> {
+    pack(&("jsub", account, Bytes::from(&id[..])))
+}
+pub fn submissions(account: AccountId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("jsub", account)))
+}
+
+/// An account's JMAP VacationResponse (one per account).
+pub fn vacation(account: AccountId) -> Vec<u8> {
+    pack(&("vac", account))
+}
+
+/// Thread index: a Message-ID seen in an account → the thread it belongs to.
+pub fn thread_by_message_id(account: AccountId, message_id: &str) -> Vec<u8> {
+    pack(&("thrm", account, message_id))
+}
+
+/// Thread membership: one key per message of a thread.
+pub fn thread_member(account: AccountId, thread: &str, mailbox: MailboxId, uid: Uid) -> Vec<u8> {
+    pack(&("thrx", account, thread, mailbox, uid))
+}
+pub fn thread_members(account: AccountId, thread: &str) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("thrx", account, thread)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::{self, LedgerState};
 use super::mailboxes::{self, Counts};
+use super::threads;
 use super::{decode, get_record, now_ms, put_record};
 use crate::error::{Result, StorageError};
 use crate::keyspace::{self, AccountId, MailboxId, Uid};
@@ -38,6 +39,10 @@ pub struct Message {
     /// The acceptance this message came from (None for IMAP COPY results
     /// of messages older than the ledger).
     pub acceptance_id: Option<[u8; 16]>,
+    /// The conversation this message belongs to (see [`super::threads`]);
+    /// None for rows stored before threads were computed.
+    #[serde(default)]
+    pub thread_id: Option<String>,
 }
 
 impl Message {
@@ -59,6 +64,10 @@ pub struct Change {
     pub modseq: u64,
     pub uid: Uid,
     pub kind: ChangeKind,
+    /// For an expunge: the thread the message was in (JMAP Thread/changes
+    /// cannot read it from the row, which is gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
 }
 
 /// A message to append.
@@ -89,6 +98,8 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
     mb.highest_modseq = modseq;
     mailboxes::put(txn, account, &before, &mb)?;
 
+    let thread_id = threads::assign(txn, account, &msg.envelope, &msg.acceptance_id).await?;
+    threads::add_member(txn, account, &thread_id, mailbox, uid)?;
     let row = Message {
         uid,
         modseq,
@@ -98,6 +109,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         envelope: msg.envelope.clone(),
         body_structure: msg.body_structure.clone(),
         acceptance_id: Some(msg.acceptance_id),
+        thread_id: Some(thread_id),
     };
     put_record(txn, &keyspace::message(account, mailbox, uid), &row)?;
     let unseen = if row.is_seen() { 0 } else { 1 };
@@ -111,7 +123,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
             bytes: msg.body.size as i64,
         },
     )?;
-    log_change(txn, account, mailbox, modseq, uid, ChangeKind::Added)?;
+    log_change(txn, account, mailbox, modseq, uid, ChangeKind::Added, None)?;
     ledger::record(
         txn,
         &msg.acceptance_id,
@@ -173,6 +185,12 @@ pub async fn changes_since(
     rows.iter().map(|(_, v)| decode("change", v)).collect()
 }
 
+/// The highest MODSEQ trimmed from the mailbox's change log (0: nothing
+/// trimmed): changes above it are all in [`changes_since`].
+pub async fn change_floor(txn: &Txn, account: AccountId, mailbox: MailboxId) -> Result<u64> {
+    Ok(txn.get_i64(&keyspace::change_floor(account, mailbox)).await?.max(0) as u64)
+}
+
 /// Removes a message (IMAP EXPUNGE): the row, the counters, a change-log
 /// entry. Returns the body reference the caller must release.
 pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<BodyRef>> {
@@ -186,6 +204,9 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
     mb.highest_modseq += 1;
     mailboxes::put(txn, account, &before, &mb)?;
     txn.clear(&keyspace::message(account, mailbox, uid))?;
+    if let Some(t) = &msg.thread_id {
+        threads::remove_member(txn, account, t, mailbox, uid)?;
+    }
     mailboxes::add_counts(
         txn,
         account,
@@ -196,7 +217,15 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
             bytes: -(msg.body.size as i64),
         },
     )?;
-    log_change(txn, account, mailbox, mb.highest_modseq, uid, ChangeKind::Expunged)?;
+    log_change(
+        txn,
+        account,
+        mailbox,
+        mb.highest_modseq,
+        uid,
+        ChangeKind::Expunged,
+        msg.thread_id.clone(),
+    )?;
     if let Some(aid) = msg.acceptance_id {
         ledger::record(
             txn,
@@ -286,7 +315,7 @@ pub async fn store_flags(
         )?;
     }
     put_record(txn, &keyspace::message(account, mailbox, uid), &msg)?;
-    log_change(txn, account, mailbox, msg.modseq, uid, ChangeKind::Flags)?;
+    log_change(txn, account, mailbox, msg.modseq, uid, ChangeKind::Flags, None)?;
     Ok(Some(Ok((msg.flags, msg.modseq))))
 }
 
@@ -322,6 +351,9 @@ pub async fn copy_to(
         ..msg.clone()
     };
     put_record(txn, &keyspace::message(account, to, new_uid), &row)?;
+    if let Some(t) = &row.thread_id {
+        threads::add_member(txn, account, t, to, new_uid)?;
+    }
     mailboxes::add_counts(
         txn,
         account,
@@ -332,7 +364,7 @@ pub async fn copy_to(
             bytes: row.body.size as i64,
         },
     )?;
-    log_change(txn, account, to, row.modseq, new_uid, ChangeKind::Added)?;
+    log_change(txn, account, to, row.modseq, new_uid, ChangeKind::Added, None)?;
     if moving {
         // The source row goes without an "expunged" ledger entry: the
         // acceptance now lives at its new place.
@@ -365,10 +397,16 @@ fn log_change(
     modseq: u64,
     uid: Uid,
     kind: ChangeKind,
+    thread_id: Option<String>,
 ) -> Result<()> {
     put_record(
         txn,
         &keyspace::change(account, mailbox, modseq),
-        &Change { modseq, uid, kind },
+        &Change {
+            modseq,
+            uid,
+            kind,
+            thread_id,
+        },
     )
 }

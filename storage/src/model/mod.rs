@@ -6,6 +6,7 @@
 pub mod accounts;
 pub mod aliases;
 pub mod domains;
+pub mod jmap;
 pub mod ledger;
 pub mod mailboxes;
 pub mod messages;
@@ -13,6 +14,7 @@ pub mod nodes;
 pub mod outbound;
 pub mod quarantine;
 pub mod secrets;
+pub mod threads;
 pub mod verify;
 
 use serde::Serialize;

@@ -1,0 +1,419 @@
+//! The parsed views of a message JMAP asks for (RFC 8621 §4.1): addresses,
+//! header forms, the body-part tree, textBody/htmlBody/attachments (as
+//! mail-parser's implementation of the RFC's algorithm picks them) and
+//! body values. Pure functions of the raw bytes.
+
+use mail_parser::{Address, HeaderName, HeaderValue, Message, MessageParser, MessagePart, MimeHeaders, PartType};
+use serde::Serialize;
+
+use super::ids;
+use meshmail_storage::keyspace::{MailboxId, Uid};
+
+/// Parts described per message at most (hostile MIME trees stay bounded).
+pub const PARTS_MAX: usize = 1000;
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct EmailAddress {
+    pub name: Option<String>,
+    pub email: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AddressGroup {
+    pub name: Option<String>,
+    pub addresses: Vec<EmailAddress>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct EmailHeader {
+    pub name: String,
+    pub value: String,
+}
+
+/// One header in one of the forms of RFC 8621 §4.1.2.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum HeaderForm {
+    Text(String),
+    Addresses(Vec<EmailAddress>),
+    Grouped(Vec<AddressGroup>),
+    List(Vec<String>),
+    Null(Option<()>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Raw,
+    Text,
+    Addresses,
+    GroupedAddresses,
+    MessageIds,
+    Date,
+    Urls,
+}
+
+/// `header:Name[:asForm][:all]`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderProperty {
+    pub name: String,
+    pub form: Form,
+    pub all: bool,
+}
+
+pub fn parse_header_property(p: &str) -> Option<HeaderProperty> {
+    let rest = p.strip_prefix("header:")?;
+    let mut it = rest.split(':');
+    let name = it.next().filter(|n| !n.is_empty())?.to_string();
+    let mut form = Form::Raw;
+    let mut all = false;
+    for x in it {
+        match x {
+            "all" if !all => all = true,
+            _ if all => return None,
+            "asRaw" => form = Form::Raw,
+            "asText" => form = Form::Text,
+            "asAddresses" => form = Form::Addresses,
+            "asGroupedAddresses" => form = Form::GroupedAddresses,
+            "asMessageIds" => form = Form::MessageIds,
+            "asDate" => form = Form::Date,
+            "asURLs" => form = Form::Urls,
+            _ => return None,
+        }
+    }
+    Some(HeaderProperty { name, form, all })
+}
+
+pub fn addresses(a: Option<&Address<'_>>) -> Option<Vec<EmailAddress>> {
+    let a = a?;
+    let mut out = Vec::new();
+    let mut push = |addr: &mail_parser::Addr<'_>| {
+        out.push(EmailAddress {
+            name: addr.name.as_ref().map(|n| n.to_string()).filter(|n| !n.is_empty()),
+            email: addr.address.as_deref().unwrap_or_default().to_string(),
+        })
+    };
+    match a {
+        Address::List(list) => list.iter().for_each(&mut push),
+        Address::Group(groups) => groups.iter().flat_map(|g| g.addresses.iter()).for_each(&mut push),
+    }
+    Some(out)
+}
+
+fn grouped(a: Option<&Address<'_>>) -> Vec<AddressGroup> {
+    match a {
+        None => Vec::new(),
+        Some(Address::List(_)) => vec![AddressGroup {
+            name: None,
+            addresses: addresses(a).unwrap_or_default(),
+        }],
+        Some(Address::Group(groups)) => groups
+            .iter()
+            .map(|g| AddressGroup {
+                name: g.name.as_ref().map(|n| n.to_string()),
+                addresses: addresses(Some(&Address::List(g.addresses.clone()))).unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+/// The raw value of each header `name` (case-insensitive) of a part, in order.
+fn raw_values<'a>(raw: &'a [u8], part: &MessagePart<'_>, name: &str) -> Vec<&'a str> {
+    part.headers
+        .iter()
+        .filter(|h| h.name.as_str().eq_ignore_ascii_case(name))
+        .filter_map(|h| {
+            let (s, e) = (h.offset_start as usize, h.offset_end as usize);
+            raw.get(s..e.max(s)).and_then(|b| std::str::from_utf8(b).ok())
+        })
+        .collect()
+}
+
+/// Parses one raw header value in `form`, with mail-parser set to read
+/// that header that way.
+fn parse_form(name: &str, raw: &str, form: Form) -> HeaderForm {
+    if form == Form::Raw {
+        return HeaderForm::Text(raw.to_string());
+    }
+    let text = format!("{name}:{raw}\r\n\r\n");
+    let header_name: HeaderName<'static> = HeaderName::parse(name.to_string()).unwrap_or(HeaderName::Other("".into()));
+    let parser = match form {
+        Form::Text => MessageParser::new().header_text(header_name),
+        Form::Addresses | Form::GroupedAddresses | Form::Urls => MessageParser::new().header_address(header_name),
+        Form::MessageIds => MessageParser::new().header_id(header_name),
+        Form::Date => MessageParser::new().header_date(header_name),
+        Form::Raw => unreachable!("handled above"),
+    };
+    let parsed = parser.parse_headers(text.as_bytes());
+    let value = parsed
+        .as_ref()
+        .and_then(|m| m.parts.first())
+        .and_then(|p| p.headers.first())
+        .map(|h| &h.value);
+    match (form, value) {
+        (Form::Text, Some(HeaderValue::Text(t))) => HeaderForm::Text(t.trim().to_string()),
+        (Form::Text, _) => HeaderForm::Text(raw.trim().to_string()),
+        (Form::Addresses, Some(HeaderValue::Address(a))) => {
+            HeaderForm::Addresses(addresses(Some(a)).unwrap_or_default())
+        }
+        (Form::Addresses, _) => HeaderForm::Addresses(Vec::new()),
+        (Form::GroupedAddresses, Some(HeaderValue::Address(a))) => HeaderForm::Grouped(grouped(Some(a))),
+        (Form::GroupedAddresses, _) => HeaderForm::Grouped(Vec::new()),
+        (Form::Urls, Some(HeaderValue::Address(a))) => {
+            let urls: Vec<String> = addresses(Some(a))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| a.email)
+                .filter(|u| u.contains(':'))
+                .collect();
+            if urls.is_empty() {
+                HeaderForm::Null(None)
+            } else {
+                HeaderForm::List(urls)
+            }
+        }
+        (Form::MessageIds, Some(HeaderValue::Text(t))) => HeaderForm::List(vec![t.to_string()]),
+        (Form::MessageIds, Some(HeaderValue::TextList(l))) => {
+            HeaderForm::List(l.iter().map(|t| t.to_string()).collect())
+        }
+        (Form::Date, Some(HeaderValue::DateTime(d))) if d.is_valid() => HeaderForm::Text(d.to_rfc3339()),
+        _ => HeaderForm::Null(None),
+    }
+}
+
+/// A `header:...` property of the root part (or of any part).
+pub fn header_property(raw: &[u8], part: &MessagePart<'_>, p: &HeaderProperty) -> serde_json::Value {
+    let values = raw_values(raw, part, &p.name);
+    let forms: Vec<HeaderForm> = values.iter().map(|v| parse_form(&p.name, v, p.form)).collect();
+    let v = if p.all {
+        serde_json::to_value(forms)
+    } else {
+        serde_json::to_value(forms.into_iter().last().unwrap_or(HeaderForm::Null(None)))
+    };
+    v.unwrap_or(serde_json::Value::Null)
+}
+
+pub fn headers(raw: &[u8], part: &MessagePart<'_>) -> Vec<EmailHeader> {
+    part.headers
+        .iter()
+        .map(|h| {
+            let (s, e) = (h.offset_start as usize, h.offset_end as usize);
+            EmailHeader {
+                name: h.name.as_str().to_string(),
+                value: raw
+                    .get(s..e.max(s))
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// EmailBodyPart (RFC 8621 §4.1.4).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BodyPart {
+    pub part_id: Option<String>,
+    pub blob_id: Option<String>,
+    pub size: u64,
+    pub headers: Vec<EmailHeader>,
+    pub name: Option<String>,
+    #[serde(rename = "type")]
+    pub media_type: String,
+    pub charset: Option<String>,
+    pub disposition: Option<String>,
+    pub cid: Option<String>,
+    pub language: Option<Vec<String>>,
+    pub location: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_parts: Option<Vec<BodyPart>>,
+}
+
+/// Where a message lives (for blob ids).
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    pub mailbox: MailboxId,
+    pub uid: Uid,
+}
+
+/// Describes part `index` of `msg` (and its children, for a multipart).
+pub fn body_part(raw: &[u8], msg: &Message<'_>, index: usize, origin: Option<Origin>, depth: usize) -> BodyPart {
+    let Some(part) = msg.parts.get(index) else {
+        return empty_part();
+    };
+    let ct = part.content_type();
+    let media_type = match ct {
+        Some(ct) => match &ct.c_subtype {
+            Some(s) => format!("{}/{}", ct.c_type, s).to_ascii_lowercase(),
+            None => ct.c_type.to_ascii_lowercase(),
+        },
+        None => "text/plain".to_string(),
+    };
+    let multipart = matches!(part.body, PartType::Multipart(_));
+    let charset = ct
+        .and_then(|c| c.attribute("charset"))
+        .map(|c| c.to_ascii_lowercase())
+        .or_else(|| media_type.starts_with("text/").then(|| "us-ascii".to_string()));
+    let language = match part.content_language() {
+        HeaderValue::Text(t) => Some(vec![t.to_string()]),
+        HeaderValue::TextList(l) => Some(l.iter().map(|t| t.to_string()).collect()),
+        _ => None,
+    };
+    let sub_parts = match &part.body {
+        PartType::Multipart(children) if depth < crate::summary::MAX_DEPTH => Some(
+            children
+                .iter()
+                .map(|&c| c as usize)
+                .filter(|&c| c > index && c < msg.parts.len().min(PARTS_MAX))
+                .map(|c| body_part(raw, msg, c, origin, depth + 1))
+                .collect(),
+        ),
+        PartType::Multipart(_) => Some(Vec::new()),
+        _ => None,
+    };
+    let part_id = (!multipart).then(|| index.to_string());
+    BodyPart {
+        blob_id: match (&part_id, origin) {
+            (Some(p), Some(o)) => Some(ids::part_blob_id(o.mailbox, o.uid, p)),
+            _ => None,
+        },
+        part_id,
+        size: if multipart { 0 } else { part.len() as u64 },
+        headers: headers(raw, part),
+        name: part.attachment_name().map(str::to_string),
+        media_type,
+        charset: if multipart { None } else { charset },
+        disposition: part.content_disposition().map(|d| d.c_type.to_ascii_lowercase()),
+        cid: part
+            .content_id()
+            .map(|c| c.trim().trim_start_matches('<').trim_end_matches('>').to_string()),
+        language,
+        location: part.content_location().map(str::to_string),
+        sub_parts,
+    }
+}
+
+fn empty_part() -> BodyPart {
+    BodyPart {
+        part_id: None,
+        blob_id: None,
+        size: 0,
+        headers: Vec::new(),
+        name: None,
+        media_type: "text/plain".into(),
+        charset: None,
+        disposition: None,
+        cid: None,
+        language: None,
+        location: None,
+        sub_parts: None,
+    }
+}
+
+/// A body value (RFC 8621 §4.1.4 EmailBodyValue).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BodyValue {
+    pub value: String,
+    pub is_encoding_problem: bool,
+    pub is_truncated: bool,
+}
+
+/// The decoded text of a text part, cut at `max_bytes` (0: no cut) on a
+/// character boundary.
+pub fn body_value(part: &MessagePart<'_>, max_bytes: usize) -> BodyValue {
+    let (text, problem) = match &part.body {
+        PartType::Text(t) | PartType::Html(t) => (t.to_string(), false),
+        PartType::Binary(b) | PartType::InlineBinary(b) => match std::str::from_utf8(b) {
+            Ok(s) => (s.to_string(), false),
+            Err(_) => (String::from_utf8_lossy(b).into_owned(), true),
+        },
+        PartType::Message(m) => (String::from_utf8_lossy(m.raw_message()).into_owned(), false),
+        PartType::Multipart(_) => (String::new(), false),
+    };
+    if max_bytes > 0 && text.len() > max_bytes {
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        return BodyValue {
+            value: text[..end].to_string(),
+            is_encoding_problem: problem,
+            is_truncated: true,
+        };
+    }
+    BodyValue {
+        value: text,
+        is_encoding_problem: problem,
+        is_truncated: false,
+    }
+}
+
+/// The decoded bytes of part `part_id` (a part blob), if it exists.
+pub fn part_contents(raw: &[u8], part_id: &str) -> Option<(Vec<u8>, String, Option<String>)> {
+    let msg = MessageParser::default().parse(raw)?;
+    let index: usize = part_id.parse().ok()?;
+    let part = msg.parts.get(index)?;
+    if matches!(part.body, PartType::Multipart(_)) {
+        return None;
+    }
+    let d = body_part(raw, &msg, index, None, 0);
+    Some((part.contents().to_vec(), d.media_type, d.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_properties_parse() {
+        let p = parse_header_property("header:Subject:asText").unwrap();
+        assert_eq!((p.name.as_str(), p.form, p.all), ("Subject", Form::Text, false));
+        let p = parse_header_property("header:X-A:all").unwrap();
+        assert_eq!((p.form, p.all), (Form::Raw, true));
+        assert!(parse_header_property("header::asText").is_none());
+        assert!(parse_header_property("header:X:asNope").is_none());
+    }
+
+    #[test]
+    fn header_forms() {
+        assert_eq!(
+            parse_form("From", " Ann <ann@x.org>, bob@y.org", Form::Addresses),
+            HeaderForm::Addresses(vec![
+                EmailAddress {
+                    name: Some("Ann".into()),
+                    email: "ann@x.org".into()
+                },
+                EmailAddress {
+                    name: None,
+                    email: "bob@y.org".into()
+                }
+            ])
+        );
+        assert_eq!(
+            parse_form("Subject", " =?UTF-8?Q?Caf=C3=A9?=", Form::Text),
+            HeaderForm::Text("Café".into())
+        );
+        assert_eq!(
+            parse_form("References", " <a@x> <b@y>", Form::MessageIds),
+            HeaderForm::List(vec!["a@x".into(), "b@y".into()])
+        );
+    }
+
+    #[test]
+    fn parts_and_values() {
+        let raw = b"From: a@x\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b\r\nContent-Type: application/pdf; name=x.pdf\r\nContent-Disposition: attachment; filename=x.pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nAAEC\r\n--b--\r\n";
+        let msg = MessageParser::default().parse(&raw[..]).unwrap();
+        let tree = body_part(raw, &msg, 0, Some(Origin { mailbox: 1, uid: 2 }), 0);
+        assert_eq!(tree.media_type, "multipart/mixed");
+        let subs = tree.sub_parts.unwrap();
+        assert_eq!(subs.len(), 2);
+        assert_eq!(subs[1].name.as_deref(), Some("x.pdf"));
+        assert_eq!(subs[1].size, 3);
+        assert_eq!(subs[1].blob_id.as_deref(), Some("b1_2_2"));
+        assert_eq!(msg.attachments, vec![2]);
+        assert_eq!(body_value(&msg.parts[1], 0).value, "hello");
+        assert!(body_value(&msg.parts[1], 3).is_truncated);
+        assert_eq!(part_contents(raw, "2").unwrap().0, vec![0, 1, 2]);
+    }
+}

@@ -1,0 +1,580 @@
+//! Email/query, /queryChanges, /changes and SearchSnippet/get (RFC 8621
+//! §4.4–4.5, §5). Queries walk the mailboxes' rows (bounded); changes read
+//! the change log from the MODSEQ each mailbox had in the client's state.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use meshmail_storage::StorageError;
+use meshmail_storage::keyspace::{MailboxId, Uid};
+use meshmail_storage::model::messages::{self, ChangeKind, Message};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::dispatch::{Call, ChangesArgs, ChangesResponse, Output, parse, reply};
+use super::email_get::{email_state, flag_of_keyword};
+use super::ids::{self, MailboxMark, StateVector};
+use super::mailbox::{Comparator, QueryResponse, clamp_position};
+use super::store;
+use super::wire::MethodError;
+use crate::summary::Envelope;
+
+/// Changes one /changes call reports when the client gives no maxChanges.
+pub const CHANGES_MAX: usize = 5000;
+/// Change-log entries read per mailbox per transaction.
+const CHANGES_PAGE: usize = 2000;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Filter {
+    Operator(FilterOperator),
+    Condition(Box<FilterCondition>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterOperator {
+    pub operator: String,
+    pub conditions: Vec<Filter>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FilterCondition {
+    pub in_mailbox: Option<String>,
+    pub in_mailbox_other_than: Option<Vec<String>>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub min_size: Option<u64>,
+    pub max_size: Option<u64>,
+    pub has_keyword: Option<String>,
+    pub not_keyword: Option<String>,
+    pub has_attachment: Option<bool>,
+    pub text: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub cc: Option<String>,
+    pub bcc: Option<String>,
+    pub subject: Option<String>,
+    pub body: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct QueryArgs {
+    account_id: String,
+    #[serde(default)]
+    filter: Option<Filter>,
+    #[serde(default)]
+    sort: Option<Vec<Comparator>>,
+    #[serde(default)]
+    position: Option<i64>,
+    #[serde(default)]
+    anchor: Option<String>,
+    #[serde(default)]
+    anchor_offset: Option<i64>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    calculate_total: Option<bool>,
+    #[serde(default)]
+    collapse_threads: Option<bool>,
+}
+
+/// One candidate of a query.
+struct Row {
+    mailbox: MailboxId,
+    msg: Message,
+    env: Envelope,
+}
+
+/// RFC 3339 UTC date → seconds.
+fn parse_date(s: &str) -> Option<i64> {
+    let d = mail_parser::DateTime::parse_rfc3339(s)?;
+    d.is_valid().then(|| d.to_timestamp())
+}
+
+fn contains(hay: &str, needle: &str) -> bool {
+    hay.to_lowercase().contains(&needle.to_lowercase())
+}
+
+fn addresses_text(l: &crate::summary::AddressList) -> String {
+    let mut s = l.raw.clone().unwrap_or_default();
+    for a in &l.addresses {
+        if let Some(n) = &a.name {
+            s.push(' ');
+            s.push_str(n);
+        }
+    }
+    s
+}
+
+fn matches_condition(c: &FilterCondition, r: &Row, mailbox_ids: &[(String, MailboxId)]) -> Result<bool, MethodError> {
+    let resolve = |id: &str| mailbox_ids.iter().find(|(s, _)| s == id).map(|(_, m)| *m);
+    if let Some(m) = &c.in_mailbox
+        && resolve(m) != Some(r.mailbox)
+    {
+        return Ok(false);
+    }
+    if let Some(list) = &c.in_mailbox_other_than
+        && list.iter().any(|m| resolve(m) == Some(r.mailbox))
+    {
+        return Ok(false);
+    }
+    let received_s = r.msg.internal_date_ms.div_euclid(1000);
+    if let Some(b) = &c.before {
+        let t = parse_date(b).ok_or_else(|| MethodError::InvalidArguments(format!("before: bad date {b}")))?;
+        if received_s >= t {
+            return Ok(false);
+        }
+    }
+    if let Some(a) = &c.after {
+        let t = parse_date(a).ok_or_else(|| MethodError::InvalidArguments(format!("after: bad date {a}")))?;
+        if received_s < t {
+            return Ok(false);
+        }
+    }
+    if c.min_size.is_some_and(|n| r.msg.body.size < n) || c.max_size.is_some_and(|n| r.msg.body.size >= n) {
+        return Ok(false);
+    }
+    let has = |k: &str| {
+        let flag = flag_of_keyword(k);
+        r.msg.flags.iter().any(|f| f.eq_ignore_ascii_case(&flag))
+    };
+    if c.has_keyword.as_deref().is_some_and(|k| !has(k)) || c.not_keyword.as_deref().is_some_and(has) {
+        return Ok(false);
+    }
+    if let Some(want) = c.has_attachment {
+        let structure: crate::summary::Summary =
+            serde_json::from_value(r.msg.body_structure.clone()).unwrap_or_default();
+        let attached = structure
+            .structure
+            .children
+            .iter()
+            .any(|p| p.disposition.as_ref().is_some_and(|d| d.kind == "attachment"));
+        if attached != want {
+            return Ok(false);
+        }
+    }
+    let subject = r.env.subject.as_ref().map(|s| s.decoded.as_str()).unwrap_or_default();
+    let field_checks = [
+        (&c.from, addresses_text(&r.env.from)),
+        (&c.to, addresses_text(&r.env.to)),
+        (&c.cc, addresses_text(&r.env.cc)),
+        (&c.bcc, addresses_text(&r.env.bcc)),
+        (&c.subject, subject.to_string()),
+    ];
+    for (want, have) in field_checks {
+        if let Some(w) = want
+            && !contains(&have, w)
+        {
+            return Ok(false);
+        }
+    }
+    if let Some(t) = &c.text {
+        let all = format!(
+            "{} {} {} {} {subject}",
+            addresses_text(&r.env.from),
+            addresses_text(&r.env.to),
+            addresses_text(&r.env.cc),
+            addresses_text(&r.env.bcc)
+        );
+        if !contains(&all, t) {
+            return Ok(false);
+        }
+    }
+    if c.body.is_some() {
+        return Err(MethodError::UnsupportedFilter(
+            "body (use text: it searches the addresses and the subject)".into(),
+        ));
+    }
+    Ok(true)
+}
+
+fn matches(f: &Filter, r: &Row, mailbox_ids: &[(String, MailboxId)], depth: usize) -> Result<bool, MethodError> {
+    if depth > 16 {
+        return Err(MethodError::UnsupportedFilter("filters nest at most 16 deep".into()));
+    }
+    match f {
+        Filter::Condition(c) => matches_condition(c, r, mailbox_ids),
+        Filter::Operator(op) => {
+            let mut results = Vec::with_capacity(op.conditions.len());
+            for c in &op.conditions {
+                results.push(matches(c, r, mailbox_ids, depth + 1)?);
+            }
+            match op.operator.as_str() {
+                "AND" => Ok(results.iter().all(|x| *x)),
+                "OR" => Ok(results.iter().any(|x| *x)),
+                "NOT" => Ok(!results.iter().any(|x| *x)),
+                other => Err(MethodError::UnsupportedFilter(format!("operator {other}"))),
+            }
+        }
+    }
+}
+
+/// The mailboxes a filter can only match in (an `inMailbox` at the top or
+/// under AND): lets a query read one mailbox instead of all.
+fn only_mailbox(f: &Filter) -> Option<String> {
+    match f {
+        Filter::Condition(c) => c.in_mailbox.clone(),
+        Filter::Operator(op) if op.operator == "AND" => op.conditions.iter().find_map(only_mailbox),
+        Filter::Operator(_) => None,
+    }
+}
+
+pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: QueryArgs = parse(args)?;
+    let _ = &args.account_id;
+    let ctx = call.shared.ctx.clone();
+    let account = call.caller.account;
+    let mailboxes = store::mailboxes(&ctx, account).await?;
+    let mailbox_ids: Vec<(String, MailboxId)> = mailboxes.iter().map(|m| (ids::mailbox_id(m.id), m.id)).collect();
+    let scope: Vec<MailboxId> = match args.filter.as_ref().and_then(only_mailbox) {
+        Some(id) => mailbox_ids.iter().filter(|(s, _)| *s == id).map(|(_, m)| *m).collect(),
+        None => mailboxes.iter().map(|m| m.id).collect(),
+    };
+    let mut rows = Vec::new();
+    for m in scope {
+        for msg in store::mailbox_messages(&ctx, account, m).await? {
+            let env: Envelope = serde_json::from_value(msg.envelope.clone()).unwrap_or_default();
+            let row = Row { mailbox: m, msg, env };
+            if match &args.filter {
+                Some(f) => matches(f, &row, &mailbox_ids, 0)?,
+                None => true,
+            } {
+                rows.push(row);
+            }
+        }
+    }
+    let sort = args.sort.unwrap_or_default();
+    for c in sort.iter().rev() {
+        let asc = c.is_ascending;
+        let key_cmp = |a: &Row, b: &Row| -> std::cmp::Ordering {
+            let o = match c.property.as_str() {
+                "receivedAt" => a.msg.internal_date_ms.cmp(&b.msg.internal_date_ms),
+                "sentAt" => a.env.date_timestamp.cmp(&b.env.date_timestamp),
+                "size" => a.msg.body.size.cmp(&b.msg.body.size),
+                "subject" => subject_key(&a.env).cmp(&subject_key(&b.env)),
+                "from" => addresses_text(&a.env.from)
+                    .to_lowercase()
+                    .cmp(&addresses_text(&b.env.from).to_lowercase()),
+                "to" => addresses_text(&a.env.to)
+                    .to_lowercase()
+                    .cmp(&addresses_text(&b.env.to).to_lowercase()),
+                _ => std::cmp::Ordering::Equal,
+            };
+            if asc { o } else { o.reverse() }
+        };
+        if !["receivedAt", "sentAt", "size", "subject", "from", "to"].contains(&c.property.as_str()) {
+            return Err(MethodError::UnsupportedSort(c.property.clone()));
+        }
+        rows.sort_by(key_cmp);
+    }
+    if args.collapse_threads.unwrap_or(false) {
+        let mut seen = HashSet::new();
+        rows.retain(|r| seen.insert(ids::thread_id(r.msg.thread_id.as_deref(), r.mailbox, r.msg.uid)));
+    }
+    let all_ids: Vec<String> = rows.iter().map(|r| ids::email_id(r.mailbox, r.msg.uid)).collect();
+    let total = all_ids.len();
+    let position = match &args.anchor {
+        Some(a) => {
+            let at = all_ids.iter().position(|i| i == a).ok_or(MethodError::AnchorNotFound)? as i64;
+            (at + args.anchor_offset.unwrap_or(0)).max(0) as usize
+        }
+        None => clamp_position(args.position.unwrap_or(0), total),
+    }
+    .min(total);
+    let max = call.shared.limits.query_limit_max;
+    let limit = args.limit.unwrap_or(max).min(max);
+    let ids_out: Vec<String> = all_ids.into_iter().skip(position).take(limit).collect();
+    reply(
+        "Email/query",
+        &QueryResponse {
+            account_id: call.account_id(),
+            query_state: email_state(&mailboxes),
+            can_calculate_changes: false,
+            position,
+            ids: ids_out,
+            total: args.calculate_total.unwrap_or(false).then_some(total),
+            limit: (args.limit.is_some_and(|l| l > max)).then_some(max),
+        },
+    )
+}
+
+/// Subjects sort without reply/forward prefixes.
+fn subject_key(env: &Envelope) -> String {
+    let mut s = env
+        .subject
+        .as_ref()
+        .map(|s| s.decoded.trim().to_lowercase())
+        .unwrap_or_default();
+    loop {
+        let before = s.len();
+        for p in ["re:", "fwd:", "fw:", "aw:"] {
+            if let Some(rest) = s.strip_prefix(p) {
+                s = rest.trim_start().to_string();
+            }
+        }
+        if s.len() == before {
+            return s;
+        }
+    }
+}
+
+pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    super::dispatch::query_changes_unsupported(args)
+}
+
+/// What changed since a state, per email id.
+#[derive(Debug, Default)]
+pub struct EmailChanges {
+    pub created: BTreeSet<String>,
+    pub updated: BTreeSet<String>,
+    pub destroyed: BTreeSet<String>,
+    /// The state reached (the current one unless `has_more`).
+    pub new_state: StateVector,
+    pub has_more: bool,
+    /// Emails touched, with where they live: (mailbox, uid).
+    pub touched: Vec<(MailboxId, Uid)>,
+    /// The threads of expunged emails.
+    pub expunged_threads: BTreeSet<String>,
+}
+
+/// Reads the change log from `since` (a state vector) up to `max` changes.
+pub async fn compute_changes(call: &Call<'_>, since: &str, max: usize) -> Result<EmailChanges, MethodError> {
+    let old = StateVector::decode(since).ok_or(MethodError::CannotCalculateChanges)?;
+    let ctx = call.shared.ctx.clone();
+    let account = call.caller.account;
+    let mailboxes = store::mailboxes(&ctx, account).await?;
+    let now = StateVector::of(&mailboxes, false);
+    // A mailbox gone since the state took its change log with it.
+    if old.marks.iter().any(|m| now.get(m.mailbox).is_none()) {
+        return Err(MethodError::CannotCalculateChanges);
+    }
+    let mut out = EmailChanges::default();
+    let mut reached: Vec<MailboxMark> = Vec::new();
+    let mut count = 0usize;
+    for mark in &now.marks {
+        let from = old.get(mark.mailbox).map_or(0, |m| m.modseq);
+        if from > mark.modseq {
+            return Err(MethodError::CannotCalculateChanges);
+        }
+        if count >= max {
+            if old.get(mark.mailbox).is_some() {
+                reached.push(MailboxMark { modseq: from, ..*mark });
+            }
+            if from < mark.modseq {
+                out.has_more = true;
+            }
+            continue;
+        }
+        let mailbox = mark.mailbox;
+        let mut at = from;
+        let mut done = from >= mark.modseq;
+        while !done {
+            let (floor, page) = ctx
+                .db
+                .read("jmap_changes", move |txn| async move {
+                    Ok::<_, StorageError>((
+                        messages::change_floor(&txn, account, mailbox).await?,
+                        messages::changes_since(&txn, account, mailbox, at, CHANGES_PAGE).await?,
+                    ))
+                })
+                .await?;
+            if floor > at {
+                return Err(MethodError::CannotCalculateChanges);
+            }
+            for ch in &page {
+                if ch.modseq > mark.modseq {
+                    done = true;
+                    break;
+                }
+                let id = ids::email_id(mailbox, ch.uid);
+                let new_id = !out.created.contains(&id) && !out.updated.contains(&id) && !out.destroyed.contains(&id);
+                if new_id && count >= max {
+                    out.has_more = true;
+                    done = true;
+                    break;
+                }
+                if new_id {
+                    count += 1;
+                }
+                match ch.kind {
+                    ChangeKind::Added => {
+                        out.created.insert(id);
+                        out.touched.push((mailbox, ch.uid));
+                    }
+                    ChangeKind::Flags => {
+                        if !out.created.contains(&id) {
+                            out.updated.insert(id);
+                        }
+                        out.touched.push((mailbox, ch.uid));
+                    }
+                    ChangeKind::Expunged => {
+                        out.expunged_threads
+                            .insert(ids::thread_id(ch.thread_id.as_deref(), mailbox, ch.uid));
+                        if !out.created.remove(&id) {
+                            out.updated.remove(&id);
+                            out.destroyed.insert(id);
+                        }
+                    }
+                }
+                at = ch.modseq;
+            }
+            if page.len() < CHANGES_PAGE {
+                done = true;
+            }
+        }
+        // No entry left below the mailbox's MODSEQ: it is reached (a MODSEQ
+        // raised without a log entry changes no email).
+        let reached_modseq = if out.has_more { at } else { mark.modseq };
+        reached.push(MailboxMark {
+            modseq: reached_modseq,
+            ..*mark
+        });
+    }
+    out.new_state = StateVector { marks: reached };
+    Ok(out)
+}
+
+pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: ChangesArgs = parse(args)?;
+    if args.max_changes == Some(0) {
+        return Err(MethodError::InvalidArguments("maxChanges must be positive".into()));
+    }
+    let max = args.max_changes.map_or(CHANGES_MAX, |m| (m as usize).min(CHANGES_MAX));
+    let ch = compute_changes(call, &args.since_state, max).await?;
+    reply(
+        "Email/changes",
+        &ChangesResponse {
+            account_id: call.account_id(),
+            old_state: args.since_state,
+            new_state: ch.new_state.encode(),
+            has_more_changes: ch.has_more,
+            created: ch.created.into_iter().collect(),
+            updated: ch.updated.into_iter().collect(),
+            destroyed: ch.destroyed.into_iter().collect(),
+            updated_properties: None,
+        },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SnippetArgs {
+    account_id: String,
+    #[serde(default)]
+    filter: Option<Filter>,
+    email_ids: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Snippet {
+    email_id: String,
+    subject: Option<String>,
+    preview: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SnippetResponse {
+    account_id: String,
+    list: Vec<Snippet>,
+    not_found: Vec<String>,
+}
+
+/// Search terms of a filter (text and subject conditions).
+fn terms(f: &Filter, out: &mut Vec<String>) {
+    match f {
+        Filter::Condition(c) => out.extend(c.text.iter().chain(c.subject.iter()).cloned()),
+        Filter::Operator(op) if op.operator != "NOT" => op.conditions.iter().for_each(|c| terms(c, out)),
+        Filter::Operator(_) => {}
+    }
+}
+
+/// HTML-escapes `s` and wraps each match of a term in `<mark>`.
+fn highlight(s: &str, terms: &[String]) -> Option<String> {
+    let lower = s.to_lowercase();
+    let mut marks: BTreeMap<usize, usize> = BTreeMap::new();
+    for t in terms.iter().filter(|t| !t.is_empty()) {
+        let t = t.to_lowercase();
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(&t) {
+            marks.insert(from + i, from + i + t.len());
+            from += i + t.len();
+        }
+    }
+    if marks.is_empty() || lower.len() != s.len() {
+        return None;
+    }
+    let mut out = String::new();
+    let mut at = 0;
+    for (b, e) in marks {
+        if b < at || !s.is_char_boundary(b) || !s.is_char_boundary(e) {
+            continue;
+        }
+        out.push_str(&escape(&s[at..b]));
+        out.push_str("<mark>");
+        out.push_str(&escape(&s[b..e]));
+        out.push_str("</mark>");
+        at = e;
+    }
+    out.push_str(&escape(&s[at..]));
+    Some(out)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+pub async fn snippets(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: SnippetArgs = parse(args)?;
+    let _ = &args.account_id;
+    super::dispatch::check_get_size(call, Some(&args.email_ids))?;
+    let mut t = Vec::new();
+    if let Some(f) = &args.filter {
+        terms(f, &mut t);
+    }
+    let parsed: Vec<Option<(MailboxId, Uid)>> = args.email_ids.iter().map(|i| ids::parse_email(i)).collect();
+    let rows = store::messages(
+        &call.shared.ctx,
+        call.caller.account,
+        parsed.iter().flatten().copied().collect(),
+    )
+    .await?;
+    let mut rows = rows.into_iter();
+    let mut resp = SnippetResponse {
+        account_id: call.account_id(),
+        list: Vec::new(),
+        not_found: Vec::new(),
+    };
+    for (id, p) in args.email_ids.into_iter().zip(parsed) {
+        match p.and_then(|_| rows.next().flatten()) {
+            Some(msg) => {
+                let env: Envelope = serde_json::from_value(msg.envelope.clone()).unwrap_or_default();
+                let subject = env.subject.map(|s| s.decoded).unwrap_or_default();
+                resp.list.push(Snippet {
+                    email_id: id,
+                    subject: highlight(&subject, &t),
+                    preview: None,
+                });
+            }
+            None => resp.not_found.push(id),
+        }
+    }
+    reply("SearchSnippet/get", &resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn highlighting_escapes() {
+        assert_eq!(
+            highlight("a <b> report", &["report".into()]).as_deref(),
+            Some("a &lt;b&gt; <mark>report</mark>")
+        );
+        assert_eq!(highlight("nothing", &["x".into()]), None);
+    }
+}

@@ -1,0 +1,793 @@
+//! Email/set, /copy, /import, /parse (RFC 8621 §4.6–4.9). Every change
+//! goes to the account's shard actor: keywords as STORE, a new mailbox as
+//! a MOVE (the email gets a new id, like a UID), destroy as EXPUNGE, and
+//! new messages (create, import, copy) through the delivery path, each with
+//! its own acceptance id.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use mail_builder::MessageBuilder;
+use mail_builder::headers::address::Address as BuildAddress;
+use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver};
+use meshmail_actors::mailbox_ops::{self, MailboxOp};
+use meshmail_storage::keyspace::{MailboxId, Uid};
+use meshmail_storage::model::mailboxes::Mailbox;
+use meshmail_storage::model::messages::FlagOp;
+use meshmail_storage::model::{new_id, now_ms};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::blob::read_blob;
+use super::dispatch::{Call, Output, check_set_size, parse, reply};
+use super::email_get::{self, EmailGetArgs, email_state, flag_of_keyword, valid_keyword};
+use super::ids;
+use super::mailbox::SetResponse;
+use super::store;
+use super::wire::{MethodError, SetError};
+use crate::ingest::ingest;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SetArgs {
+    account_id: String,
+    #[serde(default)]
+    if_in_state: Option<String>,
+    #[serde(default)]
+    create: Option<BTreeMap<String, EmailCreate>>,
+    #[serde(default)]
+    update: Option<BTreeMap<String, Map<String, Value>>>,
+    #[serde(default)]
+    destroy: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BodyPartIn {
+    #[serde(default)]
+    part_id: Option<String>,
+    #[serde(default)]
+    blob_id: Option<String>,
+    #[serde(default, rename = "type")]
+    media_type: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    disposition: Option<String>,
+    #[serde(default)]
+    cid: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BodyValueIn {
+    value: String,
+}
+
+/// The Email properties a client may set at creation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmailCreate {
+    mailbox_ids: BTreeMap<String, bool>,
+    #[serde(default)]
+    keywords: BTreeMap<String, bool>,
+    #[serde(default)]
+    received_at: Option<String>,
+    #[serde(default)]
+    message_id: Option<Vec<String>>,
+    #[serde(default)]
+    in_reply_to: Option<Vec<String>>,
+    #[serde(default)]
+    references: Option<Vec<String>>,
+    #[serde(default)]
+    sender: Option<Vec<EmailAddressIn>>,
+    #[serde(default)]
+    from: Option<Vec<EmailAddressIn>>,
+    #[serde(default)]
+    to: Option<Vec<EmailAddressIn>>,
+    #[serde(default)]
+    cc: Option<Vec<EmailAddressIn>>,
+    #[serde(default)]
+    bcc: Option<Vec<EmailAddressIn>>,
+    #[serde(default)]
+    reply_to: Option<Vec<EmailAddressIn>>,
+    #[serde(default)]
+    subject: Option<String>,
+    #[serde(default)]
+    sent_at: Option<String>,
+    #[serde(default)]
+    text_body: Option<Vec<BodyPartIn>>,
+    #[serde(default)]
+    html_body: Option<Vec<BodyPartIn>>,
+    #[serde(default)]
+    attachments: Option<Vec<BodyPartIn>>,
+    #[serde(default)]
+    body_values: BTreeMap<String, BodyValueIn>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct EmailAddressIn {
+    #[serde(default)]
+    name: Option<String>,
+    email: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedEmail {
+    pub id: String,
+    pub blob_id: String,
+    pub thread_id: String,
+    pub size: u64,
+}
+
+/// The one mailbox an email may be in (maxMailboxesPerEmail = 1).
+fn one_mailbox(call: &Call<'_>, map: &BTreeMap<String, bool>, mailboxes: &[Mailbox]) -> Result<Mailbox, SetError> {
+    let chosen: Vec<&String> = map.iter().filter(|(_, v)| **v).map(|(k, _)| k).collect();
+    let [only] = chosen.as_slice() else {
+        return Err(SetError::invalid_properties(
+            &["mailboxIds"],
+            "an email is in exactly one mailbox here",
+        ));
+    };
+    let id = call.resolve_id(only).unwrap_or_else(|| only.to_string());
+    ids::parse_mailbox(&id)
+        .and_then(|n| mailboxes.iter().find(|m| m.id == n).cloned())
+        .ok_or_else(|| SetError::invalid_properties(&["mailboxIds"], "no such mailbox"))
+}
+
+fn flags_of(keywords: &BTreeMap<String, bool>) -> Result<Vec<String>, SetError> {
+    let mut out = Vec::new();
+    for (k, v) in keywords {
+        if !valid_keyword(k) {
+            return Err(SetError::invalid_properties(&["keywords"], format!("bad keyword {k}")));
+        }
+        if *v {
+            out.push(flag_of_keyword(k));
+        }
+    }
+    Ok(out)
+}
+
+fn build_addresses(list: &[EmailAddressIn]) -> BuildAddress<'static> {
+    BuildAddress::new_list(
+        list.iter()
+            .map(|a| BuildAddress::new_address(a.name.clone(), a.email.clone()))
+            .collect(),
+    )
+}
+
+fn rfc3339_seconds(s: &str) -> Option<i64> {
+    let d = mail_parser::DateTime::parse_rfc3339(s)?;
+    d.is_valid().then(|| d.to_timestamp())
+}
+
+/// Writes the RFC 5322 message an Email/set create describes.
+async fn build_message(call: &Call<'_>, c: &EmailCreate) -> Result<Vec<u8>, SetError> {
+    let mut b = MessageBuilder::new();
+    if let Some(v) = &c.from {
+        b = b.from(build_addresses(v));
+    }
+    if let Some(v) = &c.sender {
+        b = b.sender(build_addresses(v));
+    }
+    if let Some(v) = &c.to {
+        b = b.to(build_addresses(v));
+    }
+    if let Some(v) = &c.cc {
+        b = b.cc(build_addresses(v));
+    }
+    if let Some(v) = &c.bcc {
+        b = b.bcc(build_addresses(v));
+    }
+    if let Some(v) = &c.reply_to {
+        b = b.reply_to(build_addresses(v));
+    }
+    if let Some(s) = &c.subject {
+        b = b.subject(s.clone());
+    }
+    let date = match &c.sent_at {
+        Some(s) => rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["sentAt"], "not RFC 3339"))?,
+        None => (now_ms() / 1000) as i64,
+    };
+    b = b.date(date);
+    let message_id = match c.message_id.as_ref().and_then(|v| v.first()) {
+        Some(id) => id.clone(),
+        None => format!("{}@{}", uuid_text(), call.shared.smtp.hostname),
+    };
+    b = b.message_id(message_id);
+    if let Some(v) = &c.in_reply_to {
+        b = b.in_reply_to(v.clone());
+    }
+    if let Some(v) = &c.references {
+        b = b.references(v.clone());
+    }
+    let value_of = |parts: &Option<Vec<BodyPartIn>>| -> Result<Option<String>, SetError> {
+        let Some(parts) = parts else { return Ok(None) };
+        let mut text = String::new();
+        for p in parts {
+            let id = p.part_id.as_deref().unwrap_or_default();
+            let v = c
+                .body_values
+                .get(id)
+                .ok_or_else(|| SetError::invalid_properties(&["bodyValues"], format!("no body value {id}")))?;
+            text.push_str(&v.value);
+        }
+        Ok(Some(text))
+    };
+    if let Some(t) = value_of(&c.text_body)? {
+        b = b.text_body(t);
+    }
+    if let Some(h) = value_of(&c.html_body)? {
+        b = b.html_body(h);
+    }
+    for a in c.attachments.iter().flatten() {
+        let blob_id = a
+            .blob_id
+            .as_deref()
+            .ok_or_else(|| SetError::invalid_properties(&["attachments"], "an attachment needs a blobId"))?;
+        let blob = read_blob(call, blob_id)
+            .await
+            .map_err(|_| SetError::new("blobNotFound", format!("no blob {blob_id}")))?;
+        let media_type = a.media_type.clone().unwrap_or(blob.media_type);
+        let name = a.name.clone().or(blob.name).unwrap_or_else(|| "attachment".into());
+        b = if a.disposition.as_deref() == Some("inline") && a.cid.is_some() {
+            b.inline(media_type, a.cid.clone().unwrap_or_default(), blob.bytes.to_vec())
+        } else {
+            b.attachment(media_type, name, blob.bytes.to_vec())
+        };
+    }
+    b.write_to_vec()
+        .map_err(|e| SetError::new("invalidProperties", e.to_string()))
+}
+
+fn uuid_text() -> String {
+    meshmail_storage::model::id_to_string(&new_id())
+}
+
+/// Delivers `raw` into `mailbox` of the caller's account through the
+/// account's shard actor.
+pub async fn store_message(
+    call: &Call<'_>,
+    mailbox: &str,
+    raw: Vec<u8>,
+    flags: Vec<String>,
+    internal_date_ms: i64,
+) -> Result<(MailboxId, Uid, u64), SetError> {
+    let ctx = &call.shared.ctx;
+    let raw = Bytes::from(raw);
+    let size = raw.len() as u64;
+    let acceptance_id = new_id();
+    // A body swept between its write and the commit is written again.
+    for _ in 0..3 {
+        let ingested = ingest(ctx, raw.clone())
+            .await
+            .map_err(|e| SetError::new("serverFail", e.to_string()))?;
+        let req = DeliveryRequest {
+            acceptance_id,
+            account: call.caller.account,
+            recipient: call.caller.email.clone(),
+            mailbox: mailbox.to_string(),
+            body: ingested.body,
+            flags: flags.clone(),
+            internal_date_ms,
+            envelope: ingested.envelope,
+            body_structure: ingested.body_structure,
+            fault: None,
+            from_quarantine: None,
+        };
+        match deliver(ctx, req).await {
+            Ok(Outcome::Delivered { mailbox, uid, .. }) => return Ok((mailbox, uid, size)),
+            Ok(Outcome::Quarantined { .. }) => return Err(SetError::new("serverFail", "the message was quarantined")),
+            Err(DeliveryError::BodySwept) => continue,
+            Err(e) => return Err(SetError::new("serverFail", e.to_string())),
+        }
+    }
+    Err(SetError::new("serverFail", "the body could not be stored"))
+}
+
+async fn created_view(call: &Call<'_>, mailbox: MailboxId, uid: Uid, size: u64) -> CreatedEmail {
+    let thread = store::message(&call.shared.ctx, call.caller.account, mailbox, uid)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|m| m.thread_id);
+    CreatedEmail {
+        id: ids::email_id(mailbox, uid),
+        blob_id: ids::message_blob_id(mailbox, uid),
+        thread_id: ids::thread_id(thread.as_deref(), mailbox, uid),
+        size,
+    }
+}
+
+pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: SetArgs = parse(args)?;
+    let _ = &args.account_id;
+    let n = args.create.as_ref().map_or(0, |c| c.len())
+        + args.update.as_ref().map_or(0, |u| u.len())
+        + args.destroy.as_ref().map_or(0, |d| d.len());
+    check_set_size(call, n)?;
+    let ctx = call.shared.ctx.clone();
+    let account = call.caller.account;
+    let mailboxes = store::mailboxes(&ctx, account).await?;
+    let old_state = email_state(&mailboxes);
+    if args.if_in_state.as_ref().is_some_and(|s| *s != old_state) {
+        return Err(MethodError::StateMismatch);
+    }
+    let mut resp: SetResponse<CreatedEmail> = SetResponse {
+        account_id: call.account_id(),
+        old_state: Some(old_state),
+        ..Default::default()
+    };
+    for (cid, c) in args.create.unwrap_or_default() {
+        let outcome = async {
+            let mb = one_mailbox(call, &c.mailbox_ids, &mailboxes)?;
+            let flags = flags_of(&c.keywords)?;
+            let raw = build_message(call, &c).await?;
+            let received = match &c.received_at {
+                Some(s) => {
+                    rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["receivedAt"], "not RFC 3339"))?
+                        * 1000
+                }
+                None => now_ms() as i64,
+            };
+            store_message(call, &mb.name, raw, flags, received).await
+        }
+        .await;
+        match outcome {
+            Ok((m, u, size)) => {
+                let view = created_view(call, m, u, size).await;
+                call.created.insert(cid.clone(), view.id.clone());
+                resp.created.insert(cid, view);
+            }
+            Err(e) => {
+                resp.not_created.insert(cid, e);
+            }
+        }
+    }
+    for (id, patch) in args.update.unwrap_or_default() {
+        let real = call.resolve_id(&id).unwrap_or_else(|| id.clone());
+        match update_one(call, &real, patch, &mailboxes).await {
+            Ok(()) => {
+                resp.updated.insert(id, None);
+            }
+            Err(e) => {
+                resp.not_updated.insert(id, e);
+            }
+        }
+    }
+    for id in args.destroy.unwrap_or_default() {
+        let real = call.resolve_id(&id).unwrap_or_else(|| id.clone());
+        let Some((mailbox, uid)) = ids::parse_email(&real) else {
+            resp.not_destroyed.insert(id, SetError::not_found());
+            continue;
+        };
+        match mailbox_ops::request(
+            &ctx,
+            account,
+            MailboxOp::Expunge {
+                mailbox,
+                uids: vec![uid],
+            },
+        )
+        .await
+        {
+            Ok(r) if r.expunged.contains(&uid) => resp.destroyed.push(id),
+            Ok(_) => {
+                resp.not_destroyed.insert(id, SetError::not_found());
+            }
+            Err(e) => {
+                resp.not_destroyed.insert(id, SetError::new("serverFail", e));
+            }
+        }
+    }
+    resp.new_state = email_state(&store::mailboxes(&ctx, account).await?);
+    reply("Email/set", &resp)
+}
+
+/// One Email/set update: keywords (whole or by patch) and mailboxIds.
+pub async fn update_one(
+    call: &Call<'_>,
+    id: &str,
+    patch: Map<String, Value>,
+    mailboxes: &[Mailbox],
+) -> Result<(), SetError> {
+    let ctx = &call.shared.ctx;
+    let account = call.caller.account;
+    let (mailbox, uid) = ids::parse_email(id).ok_or_else(SetError::not_found)?;
+    let msg = store::message(ctx, account, mailbox, uid)
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))?
+        .ok_or_else(SetError::not_found)?;
+    let mut replace: Option<Vec<String>> = None;
+    let (mut add, mut remove) = (Vec::new(), Vec::new());
+    let mut target: Option<BTreeMap<String, bool>> = None;
+    let mut target_patch: Vec<(String, bool)> = Vec::new();
+    for (key, value) in patch {
+        if key == "keywords" {
+            let map: BTreeMap<String, bool> = serde_json::from_value(value)
+                .map_err(|e| SetError::invalid_properties(&["keywords"], e.to_string()))?;
+            replace = Some(flags_of(&map)?);
+        } else if let Some(k) = key.strip_prefix("keywords/") {
+            if !valid_keyword(k) {
+                return Err(SetError::invalid_properties(&["keywords"], format!("bad keyword {k}")));
+            }
+            match value {
+                Value::Bool(true) => add.push(flag_of_keyword(k)),
+                Value::Null | Value::Bool(false) => remove.push(flag_of_keyword(k)),
+                _ => return Err(SetError::invalid_properties(&["keywords"], "true or null")),
+            }
+        } else if key == "mailboxIds" {
+            target = Some(
+                serde_json::from_value(value)
+                    .map_err(|e| SetError::invalid_properties(&["mailboxIds"], e.to_string()))?,
+            );
+        } else if let Some(m) = key.strip_prefix("mailboxIds/") {
+            target_patch.push((m.to_string(), value == Value::Bool(true)));
+        } else {
+            return Err(SetError::invalid_properties(&[key.as_str()], "cannot be changed"));
+        }
+    }
+    let op = |op, flags: Vec<String>| MailboxOp::Store {
+        mailbox,
+        uids: vec![uid],
+        op,
+        flags,
+        unchanged_since: None,
+    };
+    let fail = |e: String| SetError::new("serverFail", e);
+    if let Some(mut flags) = replace {
+        // System flags without a keyword (\Deleted) are kept.
+        flags.extend(
+            msg.flags
+                .iter()
+                .filter(|f| f.eq_ignore_ascii_case("\\Deleted"))
+                .cloned(),
+        );
+        mailbox_ops::request(ctx, account, op(FlagOp::Replace, flags))
+            .await
+            .map_err(fail)?;
+    }
+    if !add.is_empty() {
+        mailbox_ops::request(ctx, account, op(FlagOp::Add, add))
+            .await
+            .map_err(fail)?;
+    }
+    if !remove.is_empty() {
+        mailbox_ops::request(ctx, account, op(FlagOp::Remove, remove))
+            .await
+            .map_err(fail)?;
+    }
+    if target.is_some() || !target_patch.is_empty() {
+        let mut set = target.unwrap_or_else(|| BTreeMap::from([(ids::mailbox_id(mailbox), true)]));
+        for (m, on) in target_patch {
+            if on {
+                set.insert(m, true);
+            } else {
+                set.remove(&m);
+            }
+        }
+        let to = one_mailbox(call, &set, mailboxes)?;
+        if to.id != mailbox {
+            mailbox_ops::request(
+                ctx,
+                account,
+                MailboxOp::Copy {
+                    from: mailbox,
+                    uids: vec![uid],
+                    to: to.id,
+                    moving: true,
+                },
+            )
+            .await
+            .map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CopyArgs {
+    from_account_id: String,
+    #[serde(default)]
+    if_from_in_state: Option<String>,
+    account_id: String,
+    #[serde(default)]
+    if_in_state: Option<String>,
+    create: BTreeMap<String, CopyCreate>,
+    #[serde(default)]
+    on_success_destroy_original: bool,
+    #[serde(default)]
+    destroy_from_if_in_state: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CopyCreate {
+    id: String,
+    mailbox_ids: BTreeMap<String, bool>,
+    #[serde(default)]
+    keywords: Option<BTreeMap<String, bool>>,
+    #[serde(default)]
+    received_at: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CopyResponse {
+    from_account_id: String,
+    account_id: String,
+    old_state: Option<String>,
+    new_state: String,
+    created: BTreeMap<String, CreatedEmail>,
+    not_created: BTreeMap<String, SetError>,
+}
+
+/// Email/copy: only within the caller's one account, where it copies the
+/// message into another mailbox (COPY through the shard actor).
+pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: CopyArgs = parse(args)?;
+    call.check_account(&args.account_id)?;
+    call.check_account(&args.from_account_id)
+        .map_err(|_| MethodError::FromAccountNotFound)?;
+    let _ = (&args.if_from_in_state, &args.destroy_from_if_in_state);
+    check_set_size(call, args.create.len())?;
+    let ctx = call.shared.ctx.clone();
+    let account = call.caller.account;
+    let mailboxes = store::mailboxes(&ctx, account).await?;
+    let old = email_state(&mailboxes);
+    if args.if_in_state.as_ref().is_some_and(|s| *s != old) {
+        return Err(MethodError::StateMismatch);
+    }
+    let mut created = BTreeMap::new();
+    let mut not_created = BTreeMap::new();
+    let mut originals = Vec::new();
+    for (cid, c) in args.create {
+        let _ = &c.received_at;
+        let result = async {
+            let (mailbox, uid) = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
+            let to = one_mailbox(call, &c.mailbox_ids, &mailboxes)?;
+            let r = mailbox_ops::request(
+                &ctx,
+                account,
+                MailboxOp::Copy {
+                    from: mailbox,
+                    uids: vec![uid],
+                    to: to.id,
+                    moving: false,
+                },
+            )
+            .await
+            .map_err(|e| SetError::new("serverFail", e))?;
+            let (_, new_uid) = *r.copied.first().ok_or_else(SetError::not_found)?;
+            if let Some(k) = &c.keywords {
+                let flags = flags_of(k)?;
+                mailbox_ops::request(
+                    &ctx,
+                    account,
+                    MailboxOp::Store {
+                        mailbox: to.id,
+                        uids: vec![new_uid],
+                        op: FlagOp::Replace,
+                        flags,
+                        unchanged_since: None,
+                    },
+                )
+                .await
+                .map_err(|e| SetError::new("serverFail", e))?;
+            }
+            let size = store::message(&ctx, account, to.id, new_uid)
+                .await
+                .ok()
+                .flatten()
+                .map_or(0, |m| m.body.size);
+            Ok::<_, SetError>(((mailbox, uid), created_view(call, to.id, new_uid, size).await))
+        }
+        .await;
+        match result {
+            Ok((orig, view)) => {
+                originals.push(orig);
+                call.created.insert(cid.clone(), view.id.clone());
+                created.insert(cid, view);
+            }
+            Err(e) => {
+                not_created.insert(cid, e);
+            }
+        }
+    }
+    let mut out = reply(
+        "Email/copy",
+        &CopyResponse {
+            from_account_id: call.account_id(),
+            account_id: call.account_id(),
+            old_state: Some(old),
+            new_state: email_state(&store::mailboxes(&ctx, account).await?),
+            created,
+            not_created,
+        },
+    )?;
+    if args.on_success_destroy_original && !originals.is_empty() {
+        let mut destroy = Map::new();
+        destroy.insert("accountId".into(), Value::String(call.account_id()));
+        destroy.insert(
+            "destroy".into(),
+            Value::Array(
+                originals
+                    .iter()
+                    .map(|(m, u)| Value::String(ids::email_id(*m, *u)))
+                    .collect(),
+            ),
+        );
+        out.extend(set(call, destroy).await?);
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ImportArgs {
+    account_id: String,
+    #[serde(default)]
+    if_in_state: Option<String>,
+    emails: BTreeMap<String, ImportEmail>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ImportEmail {
+    blob_id: String,
+    mailbox_ids: BTreeMap<String, bool>,
+    #[serde(default)]
+    keywords: BTreeMap<String, bool>,
+    #[serde(default)]
+    received_at: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ImportResponse {
+    account_id: String,
+    old_state: Option<String>,
+    new_state: String,
+    created: BTreeMap<String, CreatedEmail>,
+    not_created: BTreeMap<String, SetError>,
+}
+
+pub async fn import(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: ImportArgs = parse(args)?;
+    let _ = &args.account_id;
+    check_set_size(call, args.emails.len())?;
+    let ctx = call.shared.ctx.clone();
+    let account = call.caller.account;
+    let mailboxes = store::mailboxes(&ctx, account).await?;
+    let old = email_state(&mailboxes);
+    if args.if_in_state.as_ref().is_some_and(|s| *s != old) {
+        return Err(MethodError::StateMismatch);
+    }
+    let mut created = BTreeMap::new();
+    let mut not_created = BTreeMap::new();
+    for (cid, e) in args.emails {
+        let result = async {
+            let mb = one_mailbox(call, &e.mailbox_ids, &mailboxes)?;
+            let flags = flags_of(&e.keywords)?;
+            let blob_id = call.resolve_id(&e.blob_id).unwrap_or(e.blob_id.clone());
+            let blob = read_blob(call, &blob_id)
+                .await
+                .map_err(|_| SetError::new("blobNotFound", format!("no blob {blob_id}")))?;
+            let received = match &e.received_at {
+                Some(s) => {
+                    rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["receivedAt"], "not RFC 3339"))?
+                        * 1000
+                }
+                None => now_ms() as i64,
+            };
+            store_message(call, &mb.name, blob.bytes.to_vec(), flags, received).await
+        }
+        .await;
+        match result {
+            Ok((m, u, size)) => {
+                let view = created_view(call, m, u, size).await;
+                call.created.insert(cid.clone(), view.id.clone());
+                created.insert(cid, view);
+            }
+            Err(e) => {
+                not_created.insert(cid, e);
+            }
+        }
+    }
+    reply(
+        "Email/import",
+        &ImportResponse {
+            account_id: call.account_id(),
+            old_state: Some(old),
+            new_state: email_state(&store::mailboxes(&ctx, account).await?),
+            created,
+            not_created,
+        },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ParseArgs {
+    account_id: String,
+    blob_ids: Vec<String>,
+    #[serde(default)]
+    properties: Option<Vec<String>>,
+    #[serde(default)]
+    body_properties: Option<Vec<String>>,
+    #[serde(default)]
+    fetch_text_body_values: bool,
+    #[serde(default, rename = "fetchHTMLBodyValues")]
+    fetch_html_body_values: bool,
+    #[serde(default)]
+    fetch_all_body_values: bool,
+    #[serde(default)]
+    max_body_value_bytes: usize,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ParseResponse {
+    account_id: String,
+    parsed: BTreeMap<String, Value>,
+    not_parsable: Vec<String>,
+    not_found: Vec<String>,
+}
+
+/// Email/parse: the Email view of blobs holding messages (not stored).
+pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: ParseArgs = parse(args)?;
+    super::dispatch::check_get_size(call, Some(&args.blob_ids))?;
+    let get_args = EmailGetArgs {
+        account_id: args.account_id.clone(),
+        ids: None,
+        properties: args.properties.clone(),
+        body_properties: args.body_properties.clone(),
+        fetch_text_body_values: args.fetch_text_body_values,
+        fetch_html_body_values: args.fetch_html_body_values,
+        fetch_all_body_values: args.fetch_all_body_values,
+        max_body_value_bytes: args.max_body_value_bytes,
+    };
+    let properties: Vec<String> = args.properties.clone().unwrap_or_else(|| {
+        email_get::DEFAULT_PROPERTIES
+            .iter()
+            .filter(|p| !["id", "mailboxIds", "keywords", "receivedAt", "threadId"].contains(p))
+            .map(|s| s.to_string())
+            .collect()
+    });
+    let mut resp = ParseResponse {
+        account_id: call.account_id(),
+        parsed: BTreeMap::new(),
+        not_parsable: Vec::new(),
+        not_found: Vec::new(),
+    };
+    for blob_id in args.blob_ids {
+        let Ok(blob) = read_blob(call, &blob_id).await else {
+            resp.not_found.push(blob_id);
+            continue;
+        };
+        if mail_parser::MessageParser::default().parse(&blob.bytes[..]).is_none() {
+            resp.not_parsable.push(blob_id);
+            continue;
+        }
+        let origin = super::email_parts::Origin { mailbox: 0, uid: 0 };
+        let limit = if args.max_body_value_bytes > 0 {
+            args.max_body_value_bytes
+        } else {
+            call.shared.limits.max_body_value_bytes
+        };
+        let mut m = email_get::body_properties(&blob.bytes, origin, &get_args, &properties, limit);
+        let summary = crate::summary::summarize(&blob.bytes);
+        let meta = email_get::envelope_properties(&summary.envelope);
+        for (k, v) in meta {
+            m.entry(k).or_insert(v);
+        }
+        m.insert("blobId".into(), Value::String(blob_id.clone()));
+        m.insert("size".into(), Value::from(blob.bytes.len()));
+        let v = super::dispatch::select_properties(Value::Object(m), Some(&properties));
+        resp.parsed.insert(blob_id, v);
+    }
+    reply("Email/parse", &resp)
+}

@@ -1,0 +1,248 @@
+//! JMAP ids and state strings over meshmail's keys.
+//!
+//! Ids (RFC 8620 §1.2: `[A-Za-z0-9_-]`, 1–255 chars):
+//! - account `a<account id>`, mailbox `m<mailbox id>`;
+//! - email `e<mailbox>_<uid>`: a message row is one (mailbox, UID), so an
+//!   email lives in exactly one mailbox and a move gives it a new id
+//!   (destroyed here, created there — what IMAP MOVE does to UIDs too);
+//! - thread `t<hex>` (assigned at delivery) or `u<mailbox>_<uid>` for a
+//!   message stored before threads existed (a thread of its own);
+//! - blob `b<mailbox>_<uid>` (a message's raw bytes), `b<mailbox>_<uid>_<part>`
+//!   (one decoded body part, part ids with `-` for `.`), `U<sha256>` (an
+//!   upload of this account).
+//!
+//! State strings come from the change log: every mailbox carries its
+//! HIGHESTMODSEQ, raised in the same transaction as every change to it and
+//! logged under `chg`. The Email (and Thread) state is the list of
+//! `(mailbox, HIGHESTMODSEQ)`; the Mailbox state adds a digest of each
+//! mailbox's name and subscription, which change without a MODSEQ. Any
+//! node, IMAP or JMAP, reading the same store computes the same string, so
+//! `*/changes` is exact across nodes and restarts.
+
+use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::model::mailboxes::Mailbox;
+
+pub fn account_id(id: AccountId) -> String {
+    format!("a{id}")
+}
+
+pub fn parse_account(s: &str) -> Option<AccountId> {
+    s.strip_prefix('a')?.parse().ok()
+}
+
+pub fn mailbox_id(id: MailboxId) -> String {
+    format!("m{id}")
+}
+
+pub fn parse_mailbox(s: &str) -> Option<MailboxId> {
+    digits(s.strip_prefix('m')?)
+}
+
+pub fn email_id(mailbox: MailboxId, uid: Uid) -> String {
+    format!("e{mailbox}_{uid}")
+}
+
+pub fn parse_email(s: &str) -> Option<(MailboxId, Uid)> {
+    let (m, u) = s.strip_prefix('e')?.split_once('_')?;
+    Some((digits(m)?, digits(u)?))
+}
+
+pub fn thread_id(stored: Option<&str>, mailbox: MailboxId, uid: Uid) -> String {
+    match stored {
+        Some(t) => format!("t{t}"),
+        None => format!("u{mailbox}_{uid}"),
+    }
+}
+
+/// A thread id: either a stored thread or one message's own thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadRef {
+    Stored(String),
+    Single(MailboxId, Uid),
+}
+
+pub fn parse_thread(s: &str) -> Option<ThreadRef> {
+    if let Some(t) = s.strip_prefix('t') {
+        return (!t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| ThreadRef::Stored(t.to_string()));
+    }
+    let (m, u) = s.strip_prefix('u')?.split_once('_')?;
+    Some(ThreadRef::Single(digits(m)?, digits(u)?))
+}
+
+/// What a blob id names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlobRef {
+    Message(MailboxId, Uid),
+    Part(MailboxId, Uid, String),
+    Upload(String),
+}
+
+pub fn message_blob_id(mailbox: MailboxId, uid: Uid) -> String {
+    format!("b{mailbox}_{uid}")
+}
+
+pub fn part_blob_id(mailbox: MailboxId, uid: Uid, part: &str) -> String {
+    format!("b{mailbox}_{uid}_{}", part.replace('.', "-"))
+}
+
+pub fn upload_blob_id(hash: &str) -> String {
+    format!("U{hash}")
+}
+
+pub fn parse_blob(s: &str) -> Option<BlobRef> {
+    if let Some(h) = s.strip_prefix('U') {
+        return (h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())).then(|| BlobRef::Upload(h.to_string()));
+    }
+    let mut it = s.strip_prefix('b')?.splitn(3, '_');
+    let m = digits(it.next()?)?;
+    let u = digits(it.next()?)?;
+    match it.next() {
+        None => Some(BlobRef::Message(m, u)),
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit() || b == b'-') => {
+            Some(BlobRef::Part(m, u, p.replace('-', ".")))
+        }
+        Some(_) => None,
+    }
+}
+
+fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// One mailbox's position in a state string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MailboxMark {
+    pub mailbox: MailboxId,
+    pub modseq: u64,
+    /// Digest of the name and subscription (Mailbox state only; 0 in the
+    /// Email state).
+    pub digest: u32,
+}
+
+/// A parsed state string: mailboxes in id order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateVector {
+    pub marks: Vec<MailboxMark>,
+}
+
+impl StateVector {
+    pub fn of(mailboxes: &[Mailbox], with_digest: bool) -> StateVector {
+        let mut marks: Vec<MailboxMark> = mailboxes
+            .iter()
+            .map(|m| MailboxMark {
+                mailbox: m.id,
+                modseq: m.highest_modseq,
+                digest: if with_digest { digest(m) } else { 0 },
+            })
+            .collect();
+        marks.sort_by_key(|m| m.mailbox);
+        StateVector { marks }
+    }
+
+    pub fn get(&self, mailbox: MailboxId) -> Option<&MailboxMark> {
+        self.marks
+            .binary_search_by_key(&mailbox, |m| m.mailbox)
+            .ok()
+            .map(|i| &self.marks[i])
+    }
+
+    /// `s<id>:<modseq>[:<digest>]` joined by `,` (`s` alone when empty).
+    pub fn encode(&self) -> String {
+        let mut out = String::from("s");
+        for (i, m) in self.marks.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!("{}:{}", m.mailbox, m.modseq));
+            if m.digest != 0 {
+                out.push_str(&format!(":{:x}", m.digest));
+            }
+        }
+        out
+    }
+
+    pub fn decode(s: &str) -> Option<StateVector> {
+        let body = s.strip_prefix('s')?;
+        let mut marks = Vec::new();
+        if !body.is_empty() {
+            for item in body.split(',') {
+                let mut it = item.split(':');
+                let mailbox = digits(it.next()?)?;
+                let modseq = digits(it.next()?)?;
+                let digest = match it.next() {
+                    Some(d) => u32::from_str_radix(d, 16).ok()?,
+                    None => 0,
+                };
+                if it.next().is_some() {
+                    return None;
+                }
+                marks.push(MailboxMark {
+                    mailbox,
+                    modseq,
+                    digest,
+                });
+            }
+        }
+        marks.sort_by_key(|m| m.mailbox);
+        marks.dedup_by_key(|m| m.mailbox);
+        Some(StateVector { marks })
+    }
+}
+
+/// FNV-1a over what changes a mailbox without a MODSEQ; never 0.
+fn digest(m: &Mailbox) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in m.name.bytes().chain([0, u8::from(m.subscribed)]) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_refuse() {
+        assert_eq!(parse_email(&email_id(3, 42)), Some((3, 42)));
+        assert_eq!(parse_email("e3"), None);
+        assert_eq!(parse_email("e3_x"), None);
+        assert_eq!(parse_mailbox("m7"), Some(7));
+        assert_eq!(parse_mailbox("m-7"), None);
+        assert_eq!(
+            parse_blob(&part_blob_id(1, 2, "1.2")),
+            Some(BlobRef::Part(1, 2, "1.2".into()))
+        );
+        assert_eq!(parse_blob(&message_blob_id(1, 2)), Some(BlobRef::Message(1, 2)));
+        assert_eq!(parse_blob("U00"), None);
+        assert_eq!(parse_thread("tabc"), Some(ThreadRef::Stored("abc".into())));
+        assert_eq!(parse_thread("u1_2"), Some(ThreadRef::Single(1, 2)));
+    }
+
+    #[test]
+    fn states_round_trip() {
+        let v = StateVector {
+            marks: vec![
+                MailboxMark {
+                    mailbox: 1,
+                    modseq: 9,
+                    digest: 0xabc,
+                },
+                MailboxMark {
+                    mailbox: 4,
+                    modseq: 2,
+                    digest: 0,
+                },
+            ],
+        };
+        assert_eq!(StateVector::decode(&v.encode()), Some(v));
+        assert_eq!(StateVector::decode("s"), Some(StateVector::default()));
+        assert_eq!(StateVector::decode("x1:2"), None);
+        assert_eq!(StateVector::decode("s1:z"), None);
+    }
+}

@@ -1,0 +1,102 @@
+//! Reads JMAP methods share: each one a short snapshot transaction (or a
+//! bounded series of them), never a write.
+
+use bytes::Bytes;
+use meshmail_actors::node::NodeCtx;
+use meshmail_storage::StorageError;
+use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::model::mailboxes::{self, Counts, Mailbox};
+use meshmail_storage::model::messages::{self, Message};
+
+use super::wire::MethodError;
+
+/// Messages read per transaction when walking a mailbox.
+const PAGE_MESSAGES: usize = 2000;
+/// Messages one walk reads at most (a query over a larger mailbox sees the
+/// first this many; bounded memory per request).
+pub const WALK_MESSAGES_MAX: usize = 200_000;
+
+pub async fn mailboxes(ctx: &NodeCtx, account: AccountId) -> Result<Vec<Mailbox>, MethodError> {
+    Ok(ctx
+        .db
+        .read("jmap_mailboxes", move |txn| async move {
+            mailboxes::list(&txn, account).await
+        })
+        .await?)
+}
+
+/// Every mailbox with its counters.
+pub async fn mailboxes_with_counts(ctx: &NodeCtx, account: AccountId) -> Result<Vec<(Mailbox, Counts)>, MethodError> {
+    Ok(ctx
+        .db
+        .read("jmap_mailbox_counts", move |txn| async move {
+            let list = mailboxes::list(&txn, account).await?;
+            let mut out = Vec::with_capacity(list.len());
+            for m in list {
+                let c = mailboxes::counts(&txn, account, m.id).await?;
+                out.push((m, c));
+            }
+            Ok::<_, StorageError>(out)
+        })
+        .await?)
+}
+
+/// The messages named, in one transaction (missing ones are None).
+pub async fn messages(
+    ctx: &NodeCtx,
+    account: AccountId,
+    wanted: Vec<(MailboxId, Uid)>,
+) -> Result<Vec<Option<Message>>, MethodError> {
+    Ok(ctx
+        .db
+        .read("jmap_messages", move |txn| {
+            let wanted = wanted.clone();
+            async move {
+                let mut out = Vec::with_capacity(wanted.len());
+                for (m, u) in wanted {
+                    out.push(messages::get(&txn, account, m, u).await?);
+                }
+                Ok::<_, StorageError>(out)
+            }
+        })
+        .await?)
+}
+
+pub async fn message(
+    ctx: &NodeCtx,
+    account: AccountId,
+    mailbox: MailboxId,
+    uid: Uid,
+) -> Result<Option<Message>, MethodError> {
+    Ok(messages(ctx, account, vec![(mailbox, uid)]).await?.pop().flatten())
+}
+
+/// Every message of a mailbox, in UID order, in bounded pages.
+pub async fn mailbox_messages(
+    ctx: &NodeCtx,
+    account: AccountId,
+    mailbox: MailboxId,
+) -> Result<Vec<Message>, MethodError> {
+    let mut out = Vec::new();
+    let mut from: Uid = 1;
+    loop {
+        let page = ctx
+            .db
+            .read("jmap_walk", move |txn| async move {
+                messages::list(&txn, account, mailbox, from, PAGE_MESSAGES).await
+            })
+            .await?;
+        let Some(last) = page.last() else { return Ok(out) };
+        from = last.uid.saturating_add(1);
+        let full = page.len() < PAGE_MESSAGES;
+        out.extend(page);
+        if full || out.len() >= WALK_MESSAGES_MAX || from == Uid::MAX {
+            return Ok(out);
+        }
+    }
+}
+
+/// A message's raw bytes, checked against its hash.
+pub async fn body(ctx: &NodeCtx, msg: &Message) -> Result<Bytes, MethodError> {
+    Ok(ctx.blobs.get(&ctx.db, &msg.body).await?)
+}

@@ -1,0 +1,891 @@
+//! Identity, EmailSubmission and VacationResponse (RFC 8621 §6–8).
+//!
+//! An account has one identity, its own address: a user sends only as
+//! themselves. EmailSubmission/set hands the message to the same SMTP
+//! acceptance path a submission client reaches (`accept_message`, as the
+//! authenticated user, with the user's own address as the envelope
+//! sender): local recipients are delivered through their shard actors and
+//! remote ones queued for outbound delivery. Its undoStatus is therefore
+//! `final` at once.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use meshmail_storage::StorageError;
+use meshmail_storage::model::jmap::{self, Submission, Vacation};
+use meshmail_storage::model::{id_from_str, id_to_string, new_id, now_ms};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_set_size, parse, reply};
+use super::email_get::utc_date;
+use super::ids;
+use super::mailbox::{Comparator, QueryResponse, SetResponse, clamp_position};
+use super::store;
+use super::wire::{MethodError, SetError};
+use crate::smtp::accept::{Accepted, RcptOutcome, Recipient, accept_message, resolve_recipient};
+use crate::smtp::{Mailbox as SmtpMailbox, ReversePath};
+
+/// The one identity of an account.
+pub const IDENTITY_ID: &str = "i0";
+const IDENTITY_STATE: &str = "1";
+/// Submissions listed at most (the record is kept for the client's view).
+const SUBMISSIONS_MAX: usize = 10_000;
+/// Recipients per submission (the SMTP listener's limit applies too).
+const RCPT_MAX: usize = 100;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Identity {
+    id: String,
+    name: String,
+    email: String,
+    reply_to: Option<Value>,
+    bcc: Option<Value>,
+    text_signature: String,
+    html_signature: String,
+    may_delete: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListResponse<T: Serialize> {
+    account_id: String,
+    state: String,
+    list: Vec<T>,
+    not_found: Vec<String>,
+}
+
+pub async fn identity_get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: GetArgs = parse(args)?;
+    let me = Identity {
+        id: IDENTITY_ID.into(),
+        name: String::new(),
+        email: call.caller.email.clone(),
+        reply_to: None,
+        bcc: None,
+        text_signature: String::new(),
+        html_signature: String::new(),
+        may_delete: false,
+    };
+    let mut resp = ListResponse {
+        account_id: call.account_id(),
+        state: IDENTITY_STATE.into(),
+        list: Vec::new(),
+        not_found: Vec::new(),
+    };
+    match args.ids {
+        None => resp.list.push(me),
+        Some(list) => {
+            let mut me = Some(me);
+            for id in list {
+                match (id == IDENTITY_ID, me.take()) {
+                    (true, Some(i)) => resp.list.push(i),
+                    (_, back) => {
+                        me = back;
+                        resp.not_found.push(id)
+                    }
+                }
+            }
+        }
+    }
+    let list: Vec<Value> = resp
+        .list
+        .into_iter()
+        .map(|i| {
+            super::dispatch::select_properties(serde_json::to_value(i).unwrap_or_default(), args.properties.as_deref())
+        })
+        .collect();
+    reply(
+        "Identity/get",
+        &ListResponse {
+            account_id: resp.account_id,
+            state: resp.state,
+            list,
+            not_found: resp.not_found,
+        },
+    )
+}
+
+pub async fn identity_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: ChangesArgs = parse(args)?;
+    if args.since_state != IDENTITY_STATE {
+        return Err(MethodError::CannotCalculateChanges);
+    }
+    reply(
+        "Identity/changes",
+        &ChangesResponse {
+            account_id: call.account_id(),
+            old_state: args.since_state,
+            new_state: IDENTITY_STATE.into(),
+            ..Default::default()
+        },
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PlainSetArgs {
+    account_id: String,
+    #[serde(default)]
+    if_in_state: Option<String>,
+    #[serde(default)]
+    create: Option<BTreeMap<String, Value>>,
+    #[serde(default)]
+    update: Option<BTreeMap<String, Value>>,
+    #[serde(default)]
+    destroy: Option<Vec<String>>,
+}
+
+/// Identities are derived from the account: none can be added, changed
+/// or removed.
+pub async fn identity_set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: PlainSetArgs = parse(args)?;
+    let _ = (&args.account_id, &args.if_in_state);
+    let forbidden = || SetError::new("forbidden", "an account has exactly one identity, its own address");
+    let mut resp: SetResponse<Value> = SetResponse {
+        account_id: call.account_id(),
+        old_state: Some(IDENTITY_STATE.into()),
+        new_state: IDENTITY_STATE.into(),
+        ..Default::default()
+    };
+    for (k, _) in args.create.unwrap_or_default() {
+        resp.not_created.insert(k, forbidden());
+    }
+    for (k, _) in args.update.unwrap_or_default() {
+        resp.not_updated.insert(k, forbidden());
+    }
+    for k in args.destroy.unwrap_or_default() {
+        resp.not_destroyed.insert(k, forbidden());
+    }
+    reply("Identity/set", &resp)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Address {
+    email: String,
+    parameters: Option<Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    mail_from: Address,
+    rcpt_to: Vec<Address>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeliveryStatus {
+    smtp_reply: String,
+    delivered: &'static str,
+    displayed: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SubmissionObject {
+    id: String,
+    identity_id: String,
+    email_id: String,
+    thread_id: String,
+    envelope: Envelope,
+    send_at: String,
+    undo_status: &'static str,
+    delivery_status: BTreeMap<String, DeliveryStatus>,
+    dsn_blob_ids: Vec<String>,
+    mdn_blob_ids: Vec<String>,
+}
+
+fn object(s: &Submission) -> SubmissionObject {
+    let delivery_status = s
+        .rcpt_to
+        .iter()
+        .zip(s.replies.iter())
+        .map(|(r, reply)| {
+            let delivered = match reply.as_bytes().first() {
+                Some(b'2') => "yes",
+                Some(b'4') => "queued",
+                _ => "no",
+            };
+            (
+                r.clone(),
+                DeliveryStatus {
+                    smtp_reply: reply.clone(),
+                    delivered,
+                    displayed: "unknown",
+                },
+            )
+        })
+        .collect();
+    SubmissionObject {
+        id: submission_id(&s.id),
+        identity_id: s.identity_id.clone(),
+        email_id: s.email_id.clone(),
+        thread_id: s.thread_id.clone(),
+        envelope: Envelope {
+            mail_from: Address {
+                email: s.mail_from.clone(),
+                parameters: None,
+            },
+            rcpt_to: s
+                .rcpt_to
+                .iter()
+                .map(|r| Address {
+                    email: r.clone(),
+                    parameters: None,
+                })
+                .collect(),
+        },
+        send_at: utc_date((s.send_at_ms / 1000) as i64),
+        undo_status: "final",
+        delivery_status,
+        dsn_blob_ids: Vec::new(),
+        mdn_blob_ids: Vec::new(),
+    }
+}
+
+/// `S` + the record's UUIDv7 in hex (ids are `[A-Za-z0-9_-]`).
+fn submission_id(id: &[u8; 16]) -> String {
+    format!("S{}", id_to_string(id).replace('-', ""))
+}
+
+fn parse_submission_id(s: &str) -> Option<[u8; 16]> {
+    let hex = s.strip_prefix('S')?;
+    if hex.len() != 32 {
+        return None;
+    }
+    let dashed = format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    );
+    id_from_str(&dashed).ok()
+}
+
+async fn submissions(call: &Call<'_>) -> Result<Vec<Submission>, MethodError> {
+    let account = call.caller.account;
+    Ok(call
+        .shared
+        .ctx
+        .db
+        .read("jmap_submissions", move |txn| async move {
+            jmap::list_submissions(&txn, account, SUBMISSIONS_MAX).await
+        })
+        .await?)
+}
+
+/// The EmailSubmission state: the newest record's id (ids grow in time).
+fn submission_state(all: &[Submission]) -> String {
+    all.last()
+        .map_or_else(|| "s0".to_string(), |s| format!("s{}", submission_id(&s.id)))
+}
+
+pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: GetArgs = parse(args)?;
+    super::dispatch::check_get_size(call, args.ids.as_ref())?;
+    let all = submissions(call).await?;
+    let mut resp = ListResponse {
+        account_id: call.account_id(),
+        state: submission_state(&all),
+        list: Vec::new(),
+        not_found: Vec::new(),
+    };
+    let render = |s: &Submission| {
+        super::dispatch::select_properties(
+            serde_json::to_value(object(s)).unwrap_or_default(),
+            args.properties.as_deref(),
+        )
+    };
+    match &args.ids {
+        None => resp.list = all.iter().map(render).collect(),
+        Some(wanted) => {
+            for id in wanted {
+                let id = call.resolve_id(id).unwrap_or_else(|| id.clone());
+                match parse_submission_id(&id).and_then(|raw| all.iter().find(|s| s.id == raw)) {
+                    Some(s) => resp.list.push(render(s)),
+                    None => resp.not_found.push(id),
+                }
+            }
+        }
+    }
+    reply("EmailSubmission/get", &resp)
+}
+
+pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: ChangesArgs = parse(args)?;
+    let all = submissions(call).await?;
+    let new_state = submission_state(&all);
+    let since = if args.since_state == "s0" {
+        None
+    } else {
+        Some(
+            args.since_state
+                .strip_prefix('s')
+                .and_then(parse_submission_id)
+                .ok_or(MethodError::CannotCalculateChanges)?,
+        )
+    };
+    let created: Vec<String> = all
+        .iter()
+        .filter(|s| since.is_none_or(|t| s.id > t))
+        .map(|s| submission_id(&s.id))
+        .collect();
+    reply(
+        "EmailSubmission/changes",
+        &ChangesResponse {
+            account_id: call.account_id(),
+            old_state: args.since_state,
+            new_state,
+            created,
+            ..Default::default()
+        },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct QueryArgs {
+    account_id: String,
+    #[serde(default)]
+    filter: Option<Map<String, Value>>,
+    #[serde(default)]
+    sort: Option<Vec<Comparator>>,
+    #[serde(default)]
+    position: Option<i64>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    calculate_total: Option<bool>,
+}
+
+pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: QueryArgs = parse(args)?;
+    let _ = (&args.account_id, &args.sort);
+    let all = submissions(call).await?;
+    let mut list: Vec<&Submission> = all.iter().collect();
+    if let Some(f) = &args.filter {
+        for (k, v) in f {
+            match (k.as_str(), v) {
+                ("emailIds", Value::Array(ids)) => list.retain(|s| ids.iter().any(|i| i.as_str() == Some(&s.email_id))),
+                ("threadIds", Value::Array(ids)) => {
+                    list.retain(|s| ids.iter().any(|i| i.as_str() == Some(&s.thread_id)))
+                }
+                ("undoStatus", Value::String(u)) => {
+                    if u != "final" {
+                        list.clear()
+                    }
+                }
+                ("identityIds", Value::Array(ids)) => {
+                    list.retain(|s| ids.iter().any(|i| i.as_str() == Some(&s.identity_id)))
+                }
+                (other, _) => return Err(MethodError::UnsupportedFilter(other.to_string())),
+            }
+        }
+    }
+    let total = list.len();
+    let position = clamp_position(args.position.unwrap_or(0), total);
+    let ids_out = list
+        .iter()
+        .skip(position)
+        .take(args.limit.unwrap_or(usize::MAX))
+        .map(|s| submission_id(&s.id))
+        .collect();
+    reply(
+        "EmailSubmission/query",
+        &QueryResponse {
+            account_id: call.account_id(),
+            query_state: submission_state(&all),
+            can_calculate_changes: false,
+            position,
+            ids: ids_out,
+            total: args.calculate_total.unwrap_or(false).then_some(total),
+            limit: None,
+        },
+    )
+}
+
+pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    super::dispatch::query_changes_unsupported(args)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SubmissionSetArgs {
+    account_id: String,
+    #[serde(default)]
+    if_in_state: Option<String>,
+    #[serde(default)]
+    create: Option<BTreeMap<String, SubmissionCreate>>,
+    #[serde(default)]
+    update: Option<BTreeMap<String, Value>>,
+    #[serde(default)]
+    destroy: Option<Vec<String>>,
+    #[serde(default)]
+    on_success_update_email: Option<BTreeMap<String, Map<String, Value>>>,
+    #[serde(default)]
+    on_success_destroy_email: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SubmissionCreate {
+    identity_id: String,
+    email_id: String,
+    #[serde(default)]
+    envelope: Option<EnvelopeIn>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EnvelopeIn {
+    mail_from: AddressIn,
+    rcpt_to: Vec<AddressIn>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AddressIn {
+    email: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CreatedSubmission {
+    id: String,
+    undo_status: &'static str,
+    send_at: String,
+}
+
+/// The message as sent: without its Bcc header (RFC 5322 §3.6.3).
+pub fn strip_bcc(raw: &[u8]) -> Vec<u8> {
+    let header_end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| p + 2)
+        .or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|p| p + 1))
+        .unwrap_or(raw.len());
+    let (head, body) = raw.split_at(header_end);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut skipping = false;
+    for line in head.split_inclusive(|&b| b == b'\n') {
+        let continuation = line.first().is_some_and(|b| *b == b' ' || *b == b'\t');
+        if !continuation {
+            skipping = line.len() >= 4 && line[..4].eq_ignore_ascii_case(b"bcc:");
+        }
+        if !skipping {
+            out.extend_from_slice(line);
+        }
+    }
+    out.extend_from_slice(body);
+    out
+}
+
+/// Every recipient address the message's To, Cc and Bcc name.
+fn header_recipients(raw: &[u8]) -> (Vec<String>, Vec<String>) {
+    let Some(msg) = mail_parser::MessageParser::default().parse(raw) else {
+        return (Vec::new(), Vec::new());
+    };
+    let emails = |a: Option<&mail_parser::Address<'_>>| -> Vec<String> {
+        super::email_parts::addresses(a)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| a.email)
+            .collect()
+    };
+    let mut rcpt = emails(msg.to());
+    rcpt.extend(emails(msg.cc()));
+    rcpt.extend(emails(msg.bcc()));
+    let mut from = emails(msg.from());
+    from.extend(emails(msg.sender()));
+    (from, rcpt)
+}
+
+async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission, SetError> {
+    if c.identity_id != IDENTITY_ID {
+        return Err(SetError::invalid_properties(&["identityId"], "no such identity"));
+    }
+    let email_id = call
+        .resolve_id(&c.email_id)
+        .ok_or_else(|| SetError::invalid_properties(&["emailId"], "unknown creation id"))?;
+    let (mailbox, uid) = ids::parse_email(&email_id).ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
+    let ctx = &call.shared.ctx;
+    let msg = store::message(ctx, call.caller.account, mailbox, uid)
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))?
+        .ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
+    let raw = store::body(ctx, &msg)
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))?;
+    let own = call.caller.email.to_ascii_lowercase();
+    let (from_headers, header_rcpts) = header_recipients(&raw);
+    // A user sends only as themselves: the From/Sender addresses and the
+    // envelope sender must all be the account's address.
+    if from_headers.iter().any(|f| f.to_ascii_lowercase() != own) {
+        return Err(SetError::new(
+            "forbiddenFrom",
+            "From and Sender must be your own address",
+        ));
+    }
+    let (mail_from, rcpts) = match &c.envelope {
+        Some(e) => (
+            e.mail_from.email.clone(),
+            e.rcpt_to.iter().map(|r| r.email.clone()).collect(),
+        ),
+        None => (own.clone(), header_rcpts),
+    };
+    if !mail_from.is_empty() && mail_from.to_ascii_lowercase() != own {
+        return Err(SetError::new(
+            "forbiddenMailFrom",
+            "the envelope sender must be your own address",
+        ));
+    }
+    if rcpts.is_empty() {
+        return Err(SetError::new("noRecipients", "the message has no recipients"));
+    }
+    if rcpts.len() > RCPT_MAX {
+        return Err(SetError::new("tooManyRecipients", format!("at most {RCPT_MAX}")));
+    }
+    let mut recipients = Vec::with_capacity(rcpts.len());
+    let mut invalid = Vec::new();
+    for r in &rcpts {
+        let resolved = match SmtpMailbox::parse(r) {
+            Ok(m) => resolve_recipient(ctx, &m.normalized(), true, &call.shared.smtp.routing)
+                .await
+                .map_err(|e| SetError::new("serverFail", e.to_string()))?,
+            Err(_) => RcptOutcome::Unknown,
+        };
+        match resolved {
+            RcptOutcome::Accept(found) => recipients.extend(found),
+            _ => invalid.push(r.clone()),
+        }
+    }
+    if !invalid.is_empty() {
+        return Err(SetError {
+            kind: "invalidRecipients",
+            description: Some(format!("not deliverable: {}", invalid.join(", "))),
+            properties: None,
+        });
+    }
+    let from = if mail_from.is_empty() {
+        ReversePath::Null
+    } else {
+        ReversePath::Mailbox(
+            SmtpMailbox::parse(&mail_from).map_err(|e| SetError::new("forbiddenMailFrom", e.to_string()))?,
+        )
+    };
+    let rcpt_names: Vec<String> = recipients
+        .iter()
+        .map(|r| match r {
+            Recipient::Local { address, .. } | Recipient::Remote { address, .. } => address.clone(),
+        })
+        .collect();
+    let accepted = Accepted {
+        from,
+        recipients,
+        helo: call.shared.smtp.hostname.clone(),
+        peer: SocketAddr::new(call.caller.ip, 0),
+        tls: call.caller.tls,
+        authenticated: Some(call.caller.email.clone()),
+        lmtp: false,
+        auth_results: None,
+        junk: false,
+    };
+    let started = std::time::Instant::now();
+    let replies = accept_message(&call.shared.smtp, accepted, strip_bcc(&raw)).await;
+    metrics::histogram!("meshmail_jmap_submission_seconds").record(started.elapsed().as_secs_f64());
+    if replies.iter().all(|r| !(200..300).contains(&r.code)) {
+        let why = replies.first().map(|r| r.to_string()).unwrap_or_default();
+        return Err(SetError::new("serverFail", format!("not accepted: {}", why.trim())));
+    }
+    let record = Submission {
+        id: new_id(),
+        identity_id: IDENTITY_ID.into(),
+        email_id: email_id.clone(),
+        thread_id: ids::thread_id(msg.thread_id.as_deref(), mailbox, uid),
+        mail_from: mail_from.clone(),
+        rcpt_to: rcpt_names,
+        send_at_ms: now_ms(),
+        replies: replies.iter().map(|r| r.to_string().trim().to_string()).collect(),
+    };
+    let (account, r) = (call.caller.account, record.clone());
+    ctx.db
+        .run("jmap_submission", move |txn| {
+            let r = r.clone();
+            async move { jmap::put_submission(&txn, account, &r) }
+        })
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))?;
+    Ok(record)
+}
+
+pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: SubmissionSetArgs = parse(args)?;
+    let _ = &args.account_id;
+    let n = args.create.as_ref().map_or(0, |c| c.len())
+        + args.update.as_ref().map_or(0, |u| u.len())
+        + args.destroy.as_ref().map_or(0, |d| d.len());
+    check_set_size(call, n)?;
+    let before = submissions(call).await?;
+    let old_state = submission_state(&before);
+    if args.if_in_state.as_ref().is_some_and(|s| *s != old_state) {
+        return Err(MethodError::StateMismatch);
+    }
+    let mut resp: SetResponse<CreatedSubmission> = SetResponse {
+        account_id: call.account_id(),
+        old_state: Some(old_state),
+        ..Default::default()
+    };
+    let mut succeeded: BTreeMap<String, String> = BTreeMap::new();
+    for (cid, c) in args.create.unwrap_or_default() {
+        match submit_one(call, &c).await {
+            Ok(s) => {
+                let id = submission_id(&s.id);
+                call.created.insert(cid.clone(), id.clone());
+                succeeded.insert(format!("#{cid}"), s.email_id.clone());
+                succeeded.insert(id.clone(), s.email_id.clone());
+                resp.created.insert(
+                    cid,
+                    CreatedSubmission {
+                        id,
+                        undo_status: "final",
+                        send_at: utc_date((s.send_at_ms / 1000) as i64),
+                    },
+                );
+            }
+            Err(e) => {
+                resp.not_created.insert(cid, e);
+            }
+        }
+    }
+    for (id, _) in args.update.unwrap_or_default() {
+        // undoStatus is final at once: nothing can be canceled.
+        resp.not_updated
+            .insert(id, SetError::new("cannotUnsend", "the message was already sent"));
+    }
+    let account = call.caller.account;
+    for id in args.destroy.unwrap_or_default() {
+        let Some(raw) = parse_submission_id(&call.resolve_id(&id).unwrap_or_else(|| id.clone())) else {
+            resp.not_destroyed.insert(id, SetError::not_found());
+            continue;
+        };
+        let done = call
+            .shared
+            .ctx
+            .db
+            .run("jmap_submission_destroy", move |txn| async move {
+                jmap::delete_submission(&txn, account, &raw)?;
+                Ok::<_, StorageError>(())
+            })
+            .await;
+        match done {
+            Ok(()) => resp.destroyed.push(id),
+            Err(e) => {
+                resp.not_destroyed
+                    .insert(id, SetError::new("serverFail", e.to_string()));
+            }
+        }
+    }
+    resp.new_state = submission_state(&submissions(call).await?);
+    let mut out = reply("EmailSubmission/set", &resp)?;
+    // RFC 8621 §7.5: the implicit Email/set after successful submissions.
+    let mut update = Map::new();
+    for (key, patch) in args.on_success_update_email.unwrap_or_default() {
+        if let Some(email) = succeeded.get(&key) {
+            update.insert(email.clone(), Value::Object(patch));
+        }
+    }
+    let destroy: Vec<Value> = args
+        .on_success_destroy_email
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|k| succeeded.get(k))
+        .map(|e| Value::String(e.clone()))
+        .collect();
+    if !update.is_empty() || !destroy.is_empty() {
+        let mut a = Map::new();
+        a.insert("accountId".into(), Value::String(call.account_id()));
+        if !update.is_empty() {
+            a.insert("update".into(), Value::Object(update));
+        }
+        if !destroy.is_empty() {
+            a.insert("destroy".into(), Value::Array(destroy));
+        }
+        out.extend(super::email_set::set(call, a).await?);
+    }
+    Ok(out)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VacationObject {
+    id: &'static str,
+    is_enabled: bool,
+    from_date: Option<String>,
+    to_date: Option<String>,
+    subject: Option<String>,
+    text_body: Option<String>,
+    html_body: Option<String>,
+}
+
+async fn vacation(call: &Call<'_>) -> Result<Vacation, MethodError> {
+    let account = call.caller.account;
+    Ok(call
+        .shared
+        .ctx
+        .db
+        .read("jmap_vacation", move |txn| async move {
+            jmap::get_vacation(&txn, account).await
+        })
+        .await?)
+}
+
+fn vacation_object(v: &Vacation) -> VacationObject {
+    VacationObject {
+        id: "singleton",
+        is_enabled: v.is_enabled,
+        from_date: v.from_date.clone(),
+        to_date: v.to_date.clone(),
+        subject: v.subject.clone(),
+        text_body: v.text_body.clone(),
+        html_body: v.html_body.clone(),
+    }
+}
+
+/// VacationResponse/get. The setting is stored; sending automatic replies
+/// is the delivery path's job and not built yet.
+pub async fn vacation_get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: GetArgs = parse(args)?;
+    let v = vacation(call).await?;
+    let mut resp = ListResponse {
+        account_id: call.account_id(),
+        state: v.version.to_string(),
+        list: Vec::new(),
+        not_found: Vec::new(),
+    };
+    let wanted = args.ids.unwrap_or_else(|| vec!["singleton".into()]);
+    for id in wanted {
+        if id == "singleton" {
+            resp.list.push(super::dispatch::select_properties(
+                serde_json::to_value(vacation_object(&v)).unwrap_or_default(),
+                args.properties.as_deref(),
+            ));
+        } else {
+            resp.not_found.push(id);
+        }
+    }
+    reply("VacationResponse/get", &resp)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct VacationPatch {
+    #[serde(default)]
+    is_enabled: Option<bool>,
+    #[serde(default, with = "nullable")]
+    from_date: Option<Option<String>>,
+    #[serde(default, with = "nullable")]
+    to_date: Option<Option<String>>,
+    #[serde(default, with = "nullable")]
+    subject: Option<Option<String>>,
+    #[serde(default, with = "nullable")]
+    text_body: Option<Option<String>>,
+    #[serde(default, with = "nullable")]
+    html_body: Option<Option<String>>,
+}
+
+mod nullable {
+    use serde::{Deserialize, Deserializer};
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+pub async fn vacation_set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
+    let args: PlainSetArgs = parse(args)?;
+    let _ = &args.account_id;
+    let mut v = vacation(call).await?;
+    let old = v.version.to_string();
+    if args.if_in_state.as_ref().is_some_and(|s| *s != old) {
+        return Err(MethodError::StateMismatch);
+    }
+    let mut resp: SetResponse<Value> = SetResponse {
+        account_id: call.account_id(),
+        old_state: Some(old),
+        ..Default::default()
+    };
+    for (k, _) in args.create.unwrap_or_default() {
+        resp.not_created
+            .insert(k, SetError::new("singleton", "VacationResponse is a singleton"));
+    }
+    for k in args.destroy.unwrap_or_default() {
+        resp.not_destroyed
+            .insert(k, SetError::new("singleton", "VacationResponse is a singleton"));
+    }
+    for (id, patch) in args.update.unwrap_or_default() {
+        if id != "singleton" {
+            resp.not_updated.insert(id, SetError::not_found());
+            continue;
+        }
+        let p: VacationPatch = match serde_json::from_value(patch) {
+            Ok(p) => p,
+            Err(e) => {
+                resp.not_updated
+                    .insert(id, SetError::new("invalidProperties", e.to_string()));
+                continue;
+            }
+        };
+        if let Some(x) = p.is_enabled {
+            v.is_enabled = x;
+        }
+        for (field, value) in [
+            (&mut v.from_date, p.from_date),
+            (&mut v.to_date, p.to_date),
+            (&mut v.subject, p.subject),
+            (&mut v.text_body, p.text_body),
+            (&mut v.html_body, p.html_body),
+        ] {
+            if let Some(x) = value {
+                *field = x;
+            }
+        }
+        v.version += 1;
+        let (account, rec) = (call.caller.account, v.clone());
+        call.shared
+            .ctx
+            .db
+            .run("jmap_vacation_set", move |txn| {
+                let rec = rec.clone();
+                async move { jmap::put_vacation(&txn, account, &rec) }
+            })
+            .await?;
+        resp.updated.insert(id, None);
+    }
+    resp.new_state = v.version.to_string();
+    reply("VacationResponse/set", &resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bcc_is_stripped_with_its_folds() {
+        let raw = b"From: a@x\r\nBcc: hidden@y,\r\n other@z\r\nTo: b@y\r\n\r\nBcc: stays in the body\r\n";
+        let out = strip_bcc(raw);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "From: a@x\r\nTo: b@y\r\n\r\nBcc: stays in the body\r\n"
+        );
+    }
+
+    #[test]
+    fn submission_ids_round_trip() {
+        let id = new_id();
+        assert_eq!(parse_submission_id(&submission_id(&id)), Some(id));
+        assert_eq!(parse_submission_id("Sxyz"), None);
+    }
+}

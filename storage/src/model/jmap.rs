@@ -1,0 +1,114 @@
+//! Account data JMAP keeps beside the mailboxes: uploaded blobs, bearer
+//! tokens, EmailSubmission records and the VacationResponse. None of it is
+//! a mailbox: mailbox writes stay with the shard actor.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{decode, get_record, now_ms, put_record};
+use crate::error::Result;
+use crate::keyspace::{self, AccountId};
+use crate::kv::{RangeOptions, Txn};
+
+/// How long an upload may be used (RFC 8620 §6.1: at least an hour; the
+/// orphan sweep keeps an unreferenced body for its grace period, 1 h).
+pub const UPLOAD_TTL_MS: u64 = 3_600_000;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Upload {
+    pub hash: String,
+    pub size: u64,
+    pub media_type: String,
+    pub created_ms: u64,
+}
+
+pub fn put_upload(txn: &Txn, account: AccountId, upload: &Upload) -> Result<()> {
+    put_record(txn, &keyspace::upload(account, &upload.hash), upload)
+}
+
+/// The account's upload of `hash`, if it has one that has not expired.
+pub async fn get_upload(txn: &Txn, account: AccountId, hash: &str) -> Result<Option<Upload>> {
+    let up: Option<Upload> = get_record(txn, &keyspace::upload(account, hash), "upload").await?;
+    Ok(up.filter(|u| now_ms().saturating_sub(u.created_ms) < UPLOAD_TTL_MS))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Token {
+    pub email: String,
+    pub created_ms: u64,
+}
+
+/// The stored form of a token: its SHA-256 (tokens are 256-bit random, so
+/// a fast hash suffices; nothing stored lets anyone log in).
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+pub fn put_token(txn: &Txn, token: &str, email: &str) -> Result<()> {
+    put_record(
+        txn,
+        &keyspace::token(&token_hash(token)),
+        &Token {
+            email: email.to_string(),
+            created_ms: now_ms(),
+        },
+    )
+}
+
+pub async fn get_token(txn: &Txn, token: &str) -> Result<Option<Token>> {
+    get_record(txn, &keyspace::token(&token_hash(token)), "token").await
+}
+
+/// What EmailSubmission/get shows of a submission: it was handed to the
+/// SMTP acceptance path at once (local recipients delivered, remote ones
+/// queued), so its undoStatus is final from the start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Submission {
+    pub id: [u8; 16],
+    pub identity_id: String,
+    pub email_id: String,
+    pub thread_id: String,
+    pub mail_from: String,
+    pub rcpt_to: Vec<String>,
+    pub send_at_ms: u64,
+    /// Per recipient: the SMTP reply the acceptance path gave.
+    pub replies: Vec<String>,
+}
+
+pub fn put_submission(txn: &Txn, account: AccountId, s: &Submission) -> Result<()> {
+    put_record(txn, &keyspace::submission(account, &s.id), s)
+}
+
+/// Up to `limit` submissions, oldest first.
+pub async fn list_submissions(txn: &Txn, account: AccountId, limit: usize) -> Result<Vec<Submission>> {
+    let (b, e) = keyspace::submissions(account);
+    let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
+    rows.iter().map(|(_, v)| decode("submission", v)).collect()
+}
+
+pub fn delete_submission(txn: &Txn, account: AccountId, id: &[u8; 16]) -> Result<()> {
+    txn.clear(&keyspace::submission(account, id))
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct Vacation {
+    pub is_enabled: bool,
+    pub from_date: Option<String>,
+    pub to_date: Option<String>,
+    pub subject: Option<String>,
+    pub text_body: Option<String>,
+    pub html_body: Option<String>,
+    /// Raised at every change: the VacationResponse state.
+    pub version: u64,
+}
+
+pub async fn get_vacation(txn: &Txn, account: AccountId) -> Result<Vacation> {
+    Ok(get_record(txn, &keyspace::vacation(account), "vacation")
+        .await?
+        .unwrap_or_default())
+}
+
+pub fn put_vacation(txn: &Txn, account: AccountId, v: &Vacation) -> Result<()> {
+    put_record(txn, &keyspace::vacation(account), v)
+}
