@@ -68,7 +68,7 @@ pub fn python_modules_available(modules: &[&str]) -> bool {
 
 #[test]
 fn authentication_results_dmarc_reject_and_routing() {
-    if !python_modules_available(&["dnslib", "dkim"]) {
+    if !python_modules_available(&["dnslib", "dkim", "authres"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

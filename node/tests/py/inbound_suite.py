@@ -53,6 +53,7 @@ def rsa_key():
 GOOD_KEY, GOOD_PUB = rsa_key()
 SOFT_KEY, SOFT_PUB = rsa_key()
 OTHER_KEY, _ = rsa_key()  # signs forgeries: DNS publishes a different key
+ARC_KEY, ARC_PUB = rsa_key()  # the forwarding intermediary's ARC key
 
 with open(ZONE, "w") as f:
     json.dump(
@@ -66,6 +67,7 @@ with open(ZONE, "w") as f:
                 ["_dmarc.soft.test.", "TXT", "v=DMARC1; p=none"],
                 ["strict.test.", "TXT", "v=spf1 ip4:192.0.2.1 -all"],
                 ["_dmarc.strict.test.", "TXT", "v=DMARC1; p=reject"],
+                ["s1._domainkey.arc.test.", "TXT", f"v=DKIM1; k=rsa; p={ARC_PUB}"],
             ]
         },
         f,
@@ -172,6 +174,28 @@ class Authentication(unittest.TestCase):
         ar = auth_results(got)
         self.assertIn("dkim=none", ar)
         self.assertIn("dmarc=none", ar)
+
+
+    def test_arc_sealed_by_an_intermediary_passes(self):
+        subj = f"arc {uuid.uuid4()}"
+        raw = signed(message("Alice <alice@good.test>", "list@arc.test", subj), "good.test", GOOD_KEY)
+        # The intermediary (a list at arc.test) recorded what it saw, then
+        # sealed the message (dkimpy's ARC implementation).
+        raw = b"Authentication-Results: arc.test; dkim=pass header.d=good.test; spf=pass\r\n" + raw
+        seal = dkim.arc_sign(raw, b"s1", b"arc.test", ARC_KEY, b"arc.test")
+        raw = b"".join(seal) + raw
+        self.assertEqual(send("list-bounces@arc.test", ["alice@example.org"], raw), {})
+        [got] = fetch_by_subject("alice@example.org", subj)
+        self.assertIn("arc=pass", auth_results(got))
+
+    def test_broken_arc_chain_fails(self):
+        subj = f"arc broken {uuid.uuid4()}"
+        raw = message("x@soft.test", "alice@example.org", subj)
+        raw = b"Authentication-Results: arc.test; spf=pass\r\n" + raw
+        seal = dkim.arc_sign(raw, b"s1", b"arc.test", OTHER_KEY, b"arc.test")
+        self.assertEqual(send("x@soft.test", ["alice@example.org"], b"".join(seal) + raw), {})
+        [got] = fetch_by_subject("alice@example.org", subj)
+        self.assertIn("arc=fail", auth_results(got))
 
 
 class Routing(unittest.TestCase):
