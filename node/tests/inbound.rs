@@ -163,3 +163,41 @@ fn authentication_results_dmarc_reject_and_routing() {
         "per-method result counters"
     );
 }
+
+/// DNS that never answers (a UDP port nobody reads): the checks end with
+/// `temperror` within their bounds and the message is accepted — a DNS
+/// outage neither stalls nor refuses mail.
+#[test]
+fn dns_outage_gives_temperror_and_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A bound socket that is never read: queries go unanswered.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    setup_account(d, "alice@example.org", PASSWORD);
+    let cfg = write_config(
+        d,
+        &format!(
+            "[dns]\nresolver = \"127.0.0.1:{port}\"\ntimeout_ms = 300\n\n\
+             [smtp]\ninbound_auth_skip_networks = []\n"
+        ),
+    );
+    let n = Node::start(d, &["--config", cfg.to_str().unwrap()], &[]);
+    let started = std::time::Instant::now();
+    let (code, text) = common::smtp_send(
+        n.addr("smtp"),
+        "someone@unreachable.test",
+        "alice@example.org",
+        "From: someone@unreachable.test\r\nSubject: dns down\r\n\r\nhello\r\n",
+    );
+    let took = started.elapsed();
+    assert_eq!(code, 250, "{text}");
+    assert!(took < std::time::Duration::from_secs(25), "bounded: {took:?}");
+    let metrics = common::http_get(n.addr("http"), "/metrics");
+    assert!(
+        metrics.contains("meshmail_smtp_inbound_auth_results_total{method=\"spf\",result=\"temperror\"}")
+            || metrics.contains("meshmail_smtp_inbound_auth_timeouts_total"),
+        "a temporary result was recorded"
+    );
+    drop(silent);
+}
