@@ -15,5 +15,6 @@ pub mod dns;
 pub mod imap;
 pub mod ingest;
 pub mod net;
+pub mod outbound;
 pub mod smtp;
 pub mod summary;

@@ -123,6 +123,8 @@ fn send(conn: &mut Conn, reply: &Reply, listener: &'static str) {
 struct MailTxn {
     from: ReversePath,
     smtputf8: bool,
+    /// What the outbound queue needs of MAIL's parameters (submission).
+    envelope: super::accept::EnvelopeParams,
     recipients: Vec<Recipient>,
     bdat: Option<BdatReader>,
     /// A BDAT transaction that already failed: chunks are read and dropped.
@@ -227,7 +229,7 @@ impl State {
                 self.reply(conn, Reply::helo(&self.shared.hostname));
             }
             Command::Mail { from, params } => self.mail(conn, from, params).await,
-            Command::Rcpt { to, .. } => self.rcpt(conn, to).await,
+            Command::Rcpt { to, params } => self.rcpt(conn, to, params).await,
             Command::Data => self.data(conn).await?,
             Command::Bdat { size, last } => self.bdat(conn, size, last).await?,
             Command::Rset => {
@@ -283,6 +285,14 @@ impl State {
         if self.auth_allowed(conn) && self.account.is_none() {
             caps.push("AUTH PLAIN LOGIN".to_string());
         }
+        if matches!(self.shared.mode, Mode::Submission { .. }) {
+            // RFC 3461 parameters are kept with each queued recipient;
+            // REQUIRETLS (RFC 8689) only means something over TLS.
+            caps.push("DSN".to_string());
+            if conn.is_tls() {
+                caps.push("REQUIRETLS".to_string());
+            }
+        }
         caps
     }
 
@@ -321,9 +331,24 @@ impl State {
         {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
+        if params.requiretls && !(conn.is_tls() && matches!(self.shared.mode, Mode::Submission { .. })) {
+            return self.reply(conn, Reply::parameter_not_implemented());
+        }
+        let envelope = super::accept::EnvelopeParams {
+            ret: params.ret,
+            envid: params.envid.clone(),
+            smtputf8: params.smtputf8,
+            eight_bit: matches!(
+                params.body,
+                Some(super::command::BodyType::EightBitMime | super::command::BodyType::BinaryMime)
+            ),
+            require_tls: params.requiretls,
+            rcpt_dsn: Vec::new(),
+        };
         self.txn = Some(MailTxn {
             from,
             smtputf8: params.smtputf8,
+            envelope,
             recipients: Vec::new(),
             bdat: None,
             bdat_failed: None,
@@ -331,9 +356,15 @@ impl State {
         self.reply(conn, Reply::sender_ok());
     }
 
-    async fn rcpt(&mut self, conn: &mut Conn, to: ForwardPath) {
+    async fn rcpt(&mut self, conn: &mut Conn, to: ForwardPath, params: Vec<super::command::Param>) {
         let Some(txn) = &self.txn else {
             return self.reply(conn, Reply::new(503, Some((5, 5, 1)), "Need MAIL before RCPT"));
+        };
+        // DSN parameters (RFC 3461) are honoured on submission, where DSN is advertised.
+        let dsn = match super::command::parse_rcpt_dsn(&params) {
+            Ok((dsn, _)) if matches!(self.shared.mode, Mode::Submission { .. }) => dsn,
+            Ok(_) => Default::default(),
+            Err(e) => return self.reply(conn, e.reply()),
         };
         if txn.recipients.len() >= self.shared.max_recipients {
             return self.reply(conn, Reply::too_many_recipients());
@@ -351,7 +382,9 @@ impl State {
         let submission = matches!(self.shared.mode, Mode::Submission { .. });
         let reply = match super::accept::resolve_recipient(&self.shared.ctx, &mailbox, submission).await {
             Ok(Some(r)) => {
-                self.txn.as_mut().expect("checked").recipients.push(r);
+                let txn = self.txn.as_mut().expect("checked");
+                txn.recipients.push(r);
+                txn.envelope.rcpt_dsn.push(dsn);
                 Reply::recipient_ok()
             }
             Ok(None) if submission => Reply::unknown_user(),
@@ -483,6 +516,7 @@ impl State {
             tls: conn.is_tls(),
             authenticated: self.account.as_ref().map(|a| a.email.clone()),
             lmtp: self.shared.mode == Mode::Lmtp,
+            envelope: txn.envelope,
         };
         let replies = accept_message(&self.shared, accepted, raw).await;
         metrics::histogram!("meshmail_smtp_accept_seconds", "listener" => self.label())

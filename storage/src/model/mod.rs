@@ -4,6 +4,7 @@
 //! integers so they can be changed with atomic adds.
 
 pub mod accounts;
+pub mod dkim;
 pub mod domains;
 pub mod ledger;
 pub mod mailboxes;
