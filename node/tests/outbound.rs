@@ -281,3 +281,95 @@ fn expiry_and_null_mx_bounce() {
     assert!(peer.next_message(Duration::from_millis(200)).is_none());
     verify_ledger(&data);
 }
+
+/// Crash safety: every item is claimed by a node whose MX never answers
+/// (attempts in flight), the node is SIGKILLed, and a new incarnation with
+/// a working MX takes the dead one's claims over at once (not after the
+/// claim timeout): every recipient gets the message, and none twice.
+#[test]
+fn a_killed_node_loses_no_queued_message() {
+    if !python_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    // An MX that accepts connections and never says a word.
+    let silent = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().map_while(Result::ok) {
+            held.push(s);
+        }
+    });
+    let data = dir.path().join("data");
+    setup_account(&data, USER, PASSWORD);
+    let config = |port: u16| {
+        format!(
+            "hostname = \"mail.local.test\"\n[smtp]\nallow_plaintext_auth_on_loopback = true\n\
+             [dns]\nresolver = \"{}\"\ntimeout_ms = 2000\n\
+             [outbound]\nmx_port = {port}\nscan_interval_ms = 200\ndelay_warning_s = 0\nretry_schedule_s = [1]\n",
+            peer.dns
+        )
+    };
+    let cfg = write_config(&data, &config(silent_port));
+    let mut first = Node::start(&data, &["--config", cfg.to_str().unwrap()], &[]);
+    let mut expected = Vec::new();
+    for m in 0..5 {
+        let rcpts: Vec<String> = (0..4).map(|r| format!("m{m}r{r}@remote.test")).collect();
+        submit(&first, &rcpts.join(","), &format!("crash {m}"));
+        expected.extend(rcpts);
+    }
+    // Wait until every item is claimed by the first node (in flight).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = queue(&data, &["list"]);
+        if list.lines().filter(|l| l.contains("\tin-flight\t")).count() == expected.len() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "items never all in flight: {list}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    first.kill();
+    let cfg = write_config(&data, &config(peer.mx_port));
+    let _second = Node::start(&data, &["--config", cfg.to_str().unwrap()], &[]);
+    let mut got: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let mut transactions = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < expected.len() && Instant::now() < deadline {
+        if let Some(msg) = peer.next_message(Duration::from_secs(1)) {
+            transactions += 1;
+            for r in msg["rcpts"].as_array().unwrap() {
+                *got.entry(r.as_str().unwrap().to_string()).or_default() += 1;
+            }
+        }
+    }
+    // Anything sent twice would arrive within moments of the first copy.
+    while let Some(msg) = peer.next_message(Duration::from_secs(2)) {
+        for r in msg["rcpts"].as_array().unwrap() {
+            *got.entry(r.as_str().unwrap().to_string()).or_default() += 1;
+        }
+    }
+    let lost: Vec<&String> = expected.iter().filter(|r| !got.contains_key(*r)).collect();
+    let duplicated: Vec<(&String, &u32)> = got.iter().filter(|(_, n)| **n > 1).collect();
+    eprintln!(
+        "crash test: {} expected, {} lost, {} duplicated",
+        expected.len(),
+        lost.len(),
+        duplicated.len()
+    );
+    assert!(lost.is_empty(), "lost after the kill: {lost:?}");
+    assert!(duplicated.is_empty(), "delivered twice: {duplicated:?}");
+    // Taken over together, each message's four recipients (one domain)
+    // went out in one SMTP transaction.
+    assert_eq!(transactions, 5, "recipients of one domain share a transaction");
+    let list = queue(&data, &["list"]);
+    assert!(list.contains("0 item(s) queued"), "{list}");
+    let ledger = verify_ledger(&data);
+    assert!(
+        ledger.contains(&format!("relayed:        {}", expected.len())),
+        "{ledger}"
+    );
+}
