@@ -117,6 +117,7 @@ pub async fn verify_ledger(cfg: &Config, chunk: usize) -> anyhow::Result<bool> {
     println!("delivered:      {}", report.delivered);
     println!("queued:         {}", report.queued);
     println!("bounced:        {}", report.bounced);
+    println!("relayed:        {}", report.relayed);
     println!("quarantined:    {}", report.quarantined);
     println!("expunged:       {}", report.expunged);
     println!("discrepancies:  {}", report.problems.len());
@@ -194,29 +195,6 @@ pub async fn quarantine_redeliver(id: &str, node: &str) -> anyhow::Result<()> {
     println!("{}", body.trim_end());
     if status != 200 {
         bail!("redelivery failed (HTTP {status})");
-    }
-    Ok(())
-}
-
-pub async fn queue_list(cfg: &Config) -> anyhow::Result<()> {
-    use meshmail_storage::model::outbound;
-    let db = open(cfg)?;
-    let items = db
-        .read(
-            "admin_queue_list",
-            |txn| async move { outbound::list(&txn, 10_000).await },
-        )
-        .await?;
-    println!("{} item(s) queued", items.len());
-    for i in items {
-        println!(
-            "{}\t{} -> {}\t{} bytes\t{} attempts",
-            meshmail_storage::model::id_to_string(&i.id),
-            i.sender,
-            i.recipient,
-            i.body.size,
-            i.attempts
-        );
     }
     Ok(())
 }

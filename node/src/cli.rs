@@ -77,10 +77,18 @@ pub enum Command {
         #[command(subcommand)]
         cmd: TokenCmd,
     },
-    /// Inspect the outbound queue (mail for remote recipients).
+    /// Inspect and act on the outbound queue (mail for remote recipients):
+    /// each item's attempts, last error and next attempt. Works on the
+    /// store, with or without a node running.
     Queue {
         #[command(subcommand)]
         cmd: QueueCmd,
+    },
+    /// DKIM signing keys of local domains (kept in the store, so every node
+    /// signs the same way).
+    Dkim {
+        #[command(subcommand)]
+        cmd: DkimCmd,
     },
     /// Show the nodes registered in the store (name, current generation) and
     /// which incarnation holds which shard leases, with their epochs. With
@@ -189,8 +197,42 @@ pub enum TokenCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum QueueCmd {
-    /// List queued outbound items.
+    /// List queued items (oldest first): id, sender -> recipient, attempts,
+    /// next attempt, last error.
     List,
+    /// Show one item in full.
+    Show { id: String },
+    /// Make it due now (the node owning it tries at its next scan).
+    Retry { id: String },
+    /// Remove it without delivering it and without a DSN; its acceptance
+    /// is recorded as bounced.
+    Drop { id: String },
+    /// Bounce it: the node owning it sends the sender a DSN at its next
+    /// scan and removes it.
+    Bounce {
+        id: String,
+        /// The reason given in the DSN.
+        #[arg(long, default_value = "cancelled by the postmaster")]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DkimCmd {
+    /// Make a signing key for DOMAIN, store it (replacing any earlier one:
+    /// rotation) and print the DNS TXT record to publish.
+    Generate {
+        domain: String,
+        /// The selector: the record goes at SELECTOR._domainkey.DOMAIN.
+        #[arg(long, default_value = "meshmail")]
+        selector: String,
+        /// ed25519 (RFC 8463; small, but not every verifier knows it) or
+        /// rsa (2048 bits, understood everywhere).
+        #[arg(long, default_value = "rsa", value_parser = ["ed25519", "rsa"])]
+        algorithm: String,
+    },
+    /// Print DOMAIN's selector, algorithm and DNS TXT record.
+    Show { domain: String },
 }
 
 #[derive(Debug, Args)]

@@ -43,6 +43,8 @@ pub struct Config {
     pub dns: DnsSection,
     #[serde(default)]
     pub jmap: JmapSection,
+    #[serde(default)]
+    pub outbound: OutboundSection,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,
@@ -312,6 +314,159 @@ fn d_dns_timeout() -> u64 {
     5000
 }
 
+/// Outbound delivery (`[outbound]`): the queue runner and its SMTP client.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSection {
+    /// Seconds before retry 1, 2, ...; the last one repeats. Up to 10%
+    /// jitter is added so retries of many messages spread out.
+    #[serde(default = "d_retry_schedule")]
+    pub retry_schedule_s: Vec<u64>,
+    /// A message not delivered this long after it was queued is bounced.
+    #[serde(default = "d_max_lifetime")]
+    pub max_lifetime_s: u64,
+    /// A delay DSN goes to the sender once a message waited this long;
+    /// 0 turns delay warnings off.
+    #[serde(default = "d_delay_warning")]
+    pub delay_warning_s: u64,
+    /// A smarthost "host:port" every message is relayed through instead of
+    /// the recipients' MX hosts.
+    #[serde(default)]
+    pub relay: Option<String>,
+    /// AUTH PLAIN to the relay (sent only over TLS, or to a loopback relay).
+    #[serde(default)]
+    pub relay_username: Option<String>,
+    #[serde(default)]
+    pub relay_password: Option<String>,
+    /// Port of the remote MX hosts (25; tests point it at a local server).
+    #[serde(default = "d_mx_port")]
+    pub mx_port: u16,
+    /// Concurrent connections per destination domain.
+    #[serde(default = "d_per_destination")]
+    pub per_destination_max: usize,
+    #[serde(default = "d_connect_timeout")]
+    pub connect_timeout_s: u64,
+    /// The greeting and the EHLO answer.
+    #[serde(default = "d_greeting_timeout")]
+    pub greeting_timeout_s: u64,
+    /// MAIL, RCPT, DATA, STARTTLS, AUTH and each body write.
+    #[serde(default = "d_command_timeout")]
+    pub command_timeout_s: u64,
+    /// The reply to the end of data.
+    #[serde(default = "d_data_timeout")]
+    pub data_timeout_s: u64,
+    /// How often each node looks for due items of the shards it owns.
+    #[serde(default = "d_scan_interval")]
+    pub scan_interval_ms: u64,
+    /// Items in flight per node at most.
+    #[serde(default = "d_in_flight")]
+    pub in_flight_max: usize,
+    /// Extra trusted CA certificates (PEM) for the SMTP client's TLS, on
+    /// top of the system's roots (a private CA; tests).
+    #[serde(default)]
+    pub tls_ca_file: Option<PathBuf>,
+    /// Sign mail from local domains that have a DKIM key (`meshmail dkim generate`).
+    #[serde(default = "d_true")]
+    pub dkim_sign: bool,
+    /// Run the queue runner on this node. Off: mail for remote recipients
+    /// is accepted and stays queued until a node that runs it owns it.
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+}
+
+impl Default for OutboundSection {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+fn d_retry_schedule() -> Vec<u64> {
+    vec![60, 300, 900, 1800, 3600, 7200, 14400]
+}
+fn d_max_lifetime() -> u64 {
+    5 * 24 * 3600
+}
+fn d_delay_warning() -> u64 {
+    4 * 3600
+}
+fn d_mx_port() -> u16 {
+    25
+}
+fn d_per_destination() -> usize {
+    20
+}
+fn d_connect_timeout() -> u64 {
+    30
+}
+fn d_greeting_timeout() -> u64 {
+    300
+}
+fn d_command_timeout() -> u64 {
+    300
+}
+fn d_data_timeout() -> u64 {
+    600
+}
+fn d_scan_interval() -> u64 {
+    1000
+}
+fn d_in_flight() -> usize {
+    1000
+}
+
+impl OutboundSection {
+    /// The runtime settings; fails on a relay that is not host:port.
+    pub fn runtime(&self, hostname: &str) -> anyhow::Result<meshmail_protocols::outbound::OutboundConfig> {
+        use std::time::Duration;
+
+        use meshmail_protocols::outbound::client::Timeouts;
+        use meshmail_protocols::outbound::{OutboundConfig, Relay};
+        if self.retry_schedule_s.is_empty() {
+            anyhow::bail!("[outbound] retry_schedule_s needs at least one delay");
+        }
+        let relay = match &self.relay {
+            None => None,
+            Some(r) => {
+                let (host, port) = r
+                    .rsplit_once(':')
+                    .and_then(|(h, p)| Some((h.trim_start_matches('[').trim_end_matches(']'), p.parse::<u16>().ok()?)))
+                    .filter(|(h, _)| !h.is_empty())
+                    .with_context(|| format!("[outbound] relay = {r:?} is not \"host:port\""))?;
+                let auth = match (&self.relay_username, &self.relay_password) {
+                    (Some(u), Some(p)) => Some((u.clone(), p.clone())),
+                    (None, None) => None,
+                    _ => anyhow::bail!("[outbound] relay_username and relay_password go together"),
+                };
+                Some(Relay {
+                    host: host.to_string(),
+                    port,
+                    auth,
+                })
+            }
+        };
+        let s = |n: u64| Duration::from_secs(n.max(1));
+        Ok(OutboundConfig {
+            hostname: hostname.to_string(),
+            retry_schedule: self.retry_schedule_s.iter().map(|&n| s(n)).collect(),
+            max_lifetime: s(self.max_lifetime_s),
+            delay_warning: (self.delay_warning_s > 0).then(|| s(self.delay_warning_s)),
+            relay,
+            mx_port: self.mx_port,
+            per_destination_max: self.per_destination_max.max(1),
+            timeouts: Timeouts {
+                connect: s(self.connect_timeout_s),
+                greeting: s(self.greeting_timeout_s),
+                command: s(self.command_timeout_s),
+                data_end: s(self.data_timeout_s),
+            },
+            scan_interval: Duration::from_millis(self.scan_interval_ms.max(50)),
+            in_flight_max: self.in_flight_max.max(1),
+            dkim_sign: self.dkim_sign,
+            ..OutboundConfig::default()
+        })
+    }
+}
+
 /// The QUIC mesh between nodes.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -553,6 +708,30 @@ mod tests {
         assert_eq!(prod.listen.smtp.unwrap().port(), 25);
         assert_eq!(prod.listen.imaps.unwrap().port(), 993);
         assert!(matches!(prod.store, Some(KvConfig::Fdb { .. })));
+    }
+
+    #[test]
+    fn outbound_defaults_and_keys() {
+        let cfg: Config = toml::from_str("").unwrap();
+        assert_eq!(
+            cfg.outbound.retry_schedule_s,
+            vec![60, 300, 900, 1800, 3600, 7200, 14400]
+        );
+        assert_eq!(cfg.outbound.max_lifetime_s, 5 * 24 * 3600);
+        let cfg: Config = toml::from_str(
+            "[outbound]\nretry_schedule_s = [1, 2]\nmax_lifetime_s = 5\nrelay = \"127.0.0.1:2526\"\nmx_port = 2599\n",
+        )
+        .unwrap();
+        let rt = cfg.outbound.runtime("mx.local.test").unwrap();
+        assert_eq!(rt.retry_delay(1).as_secs(), 1);
+        assert_eq!(rt.retry_delay(9).as_secs(), 2, "the last delay repeats");
+        assert_eq!(rt.relay.unwrap().port, 2526);
+        assert!(
+            toml::from_str::<Config>("[outbound]\nretry = 1\n").is_err(),
+            "unknown keys are refused"
+        );
+        let bad: Config = toml::from_str("[outbound]\nrelay = \"nohost\"\n").unwrap();
+        assert!(bad.outbound.runtime("x").is_err());
     }
 
     #[test]

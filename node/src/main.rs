@@ -5,6 +5,7 @@
 mod admin;
 mod admin_alias;
 mod admin_mesh;
+mod admin_queue;
 mod cli;
 mod cluster;
 mod config;
@@ -22,7 +23,8 @@ mod webmail;
 use clap::Parser;
 
 use cli::{
-    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, TokenCmd, VerifyCmd,
+    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, TokenCmd,
+    VerifyCmd,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -66,10 +68,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             QuarantineCmd::Redeliver { id, node } => admin::quarantine_redeliver(&id, &node).await,
             QuarantineCmd::Drop { id } => admin::quarantine_drop(&cfg, &id).await,
         },
-        Command::Queue { cmd: QueueCmd::List } => admin::queue_list(&cfg).await,
         Command::Token {
             cmd: TokenCmd::Create { user },
         } => admin::token_create(&cfg, &user).await,
+        Command::Queue { cmd } => match cmd {
+            QueueCmd::List => admin_queue::list(&cfg).await,
+            QueueCmd::Show { id } => admin_queue::show(&cfg, &id).await,
+            QueueCmd::Retry { id } => admin_queue::retry(&cfg, &id).await,
+            QueueCmd::Drop { id } => admin_queue::drop(&cfg, &id).await,
+            QueueCmd::Bounce { id, reason } => admin_queue::bounce(&cfg, &id, &reason).await,
+        },
+        Command::Dkim { cmd } => match cmd {
+            DkimCmd::Generate {
+                domain,
+                selector,
+                algorithm,
+            } => admin_queue::dkim_generate(&cfg, &domain, &selector, &algorithm).await,
+            DkimCmd::Show { domain } => admin_queue::dkim_show(&cfg, &domain).await,
+        },
         Command::Status { node } => {
             admin::status(&cfg).await?;
             match node {

@@ -37,6 +37,11 @@ const BYTE_BUCKETS: &[f64] = &[
     10_000_000.0,
 ];
 
+/// Queue-to-remote latency: 100 ms to a day (retries stretch it to hours).
+const QUEUE_LATENCY_BUCKETS_S: &[f64] = &[
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0,
+];
+
 pub struct ServeOptions {
     pub sink: bool,
 }
@@ -69,6 +74,11 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .set_buckets_for_metric(Matcher::Full("meshmail_batch_deliveries".into()), COUNT_BUCKETS)
         .context("metrics buckets")?
         .set_buckets_for_metric(Matcher::Suffix("_bytes".into()), BYTE_BUCKETS)
+        .context("metrics buckets")?
+        .set_buckets_for_metric(
+            Matcher::Full("meshmail_outbound_delivery_seconds".into()),
+            QUEUE_LATENCY_BUCKETS_S,
+        )
         .context("metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
@@ -111,6 +121,29 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .context("setting up the DNS resolver")?;
 
     let routing = cfg.smtp.routing()?;
+    // Outbound delivery: the queue runner runs the queue items of the
+    // shards whose lease this node holds (granted by the mesh above).
+    let _outbound = if cfg.outbound.enabled {
+        let tls_ca = match &cfg.outbound.tls_ca_file {
+            Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
+            None => None,
+        };
+        let roots = meshmail_protocols::outbound::client::TlsRoots::load(tls_ca.as_deref())
+            .map_err(|e| anyhow::anyhow!("outbound TLS roots: {e}"))?;
+        let o = meshmail_protocols::outbound::Outbound::new(
+            ctx.clone(),
+            dns.clone(),
+            cfg.outbound.runtime(&cfg.hostname)?,
+            Some(roots),
+        );
+        Some(
+            meshmail_protocols::outbound::runner::start(o)
+                .await
+                .map_err(|e| anyhow::anyhow!("starting the outbound queue runner: {e}"))?,
+        )
+    } else {
+        None
+    };
 
     let mut endpoints = Vec::new();
     if let Some(e) = mesh.endpoint() {

@@ -12,7 +12,13 @@ const PASSWORD: &str = "correct horse battery staple";
 
 fn node(dir: &std::path::Path) -> Node {
     setup_account(dir, USER, PASSWORD);
-    let cfg = write_config(dir, "[smtp]\nidle_timeout_s = 2\nmax_message_bytes = 200000\n");
+    // The submission test queues mail for friend@remote.example: the queue
+    // runner's DNS goes to a closed loopback port (never off the machine),
+    // so the item stays queued with a temporary error.
+    let cfg = write_config(
+        dir,
+        "[smtp]\nidle_timeout_s = 2\nmax_message_bytes = 200000\n[dns]\nresolver = \"127.0.0.1:9\"\ntimeout_ms = 200\n",
+    );
     Node::start(dir, &["--config", cfg.to_str().unwrap()], &[])
 }
 

@@ -16,5 +16,6 @@ pub mod imap;
 pub mod ingest;
 pub mod jmap;
 pub mod net;
+pub mod outbound;
 pub mod smtp;
 pub mod summary;

@@ -132,6 +132,59 @@ pub fn outbound_all() -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("outq",)))
 }
 
+/// The due index of the outbound queue: one entry per item, at the time
+/// its next attempt is due, per owning shard.
+pub fn outbound_due(shard: u32, due_ms: u64, id: &[u8; 16]) -> Vec<u8> {
+    pack(&("outd", shard, due_ms, Bytes::from(&id[..])))
+}
+/// Every due entry of one shard.
+pub fn outbound_due_shard(shard: u32) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("outd", shard)))
+}
+/// The first due key of `shard` at or after `due_ms` (the end of a scan).
+pub fn outbound_due_before(shard: u32, due_ms: u64) -> Vec<u8> {
+    pack(&("outd", shard, due_ms))
+}
+/// The item id of a due-index key.
+pub fn outbound_due_id(key: &[u8]) -> crate::error::Result<[u8; 16]> {
+    let (_, _, _, id): (String, u32, u64, Bytes) = foundationdb_tuple::unpack(key).map_err(|e| bad_key(key, e))?;
+    id_of(&id.0, key)
+}
+/// Present while an attempt of the item is in flight.
+pub fn outbound_claim(shard: u32, id: &[u8; 16]) -> Vec<u8> {
+    pack(&("outc", shard, Bytes::from(&id[..])))
+}
+pub fn outbound_claims(shard: u32) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("outc", shard)))
+}
+pub fn outbound_claim_id(key: &[u8]) -> crate::error::Result<[u8; 16]> {
+    let (_, _, id): (String, u32, Bytes) = foundationdb_tuple::unpack(key).map_err(|e| bad_key(key, e))?;
+    id_of(&id.0, key)
+}
+/// How many items are queued (i64 LE, atomic adds).
+pub fn outbound_count() -> Vec<u8> {
+    pack(&("outn",))
+}
+
+fn bad_key(key: &[u8], e: impl std::fmt::Display) -> crate::error::StorageError {
+    crate::error::StorageError::Corrupt {
+        what: format!("key {key:?}"),
+        detail: e.to_string(),
+    }
+}
+
+fn id_of(bytes: &[u8], key: &[u8]) -> crate::error::Result<[u8; 16]> {
+    bytes.try_into().map_err(|_| bad_key(key, "id is not 16 bytes"))
+}
+
+/// The DKIM signing key of a local domain.
+pub fn dkim_key(domain: &str) -> Vec<u8> {
+    pack(&("dkim", domain))
+}
+pub fn dkim_keys() -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("dkim",)))
+}
+
 /// The generation counter of a node name (grows at every start).
 pub fn node_generation(name: &str) -> Vec<u8> {
     pack(&("ngen", name))
@@ -229,6 +282,21 @@ mod tests {
         let (lo, hi) = messages(1, 2);
         assert!(lo <= a && c < hi);
         assert!(message(1, 3, 0) >= hi);
+    }
+
+    #[test]
+    fn outbound_due_keys_sort_by_time_within_a_shard() {
+        let (a, b) = ([1u8; 16], [0u8; 16]);
+        let early = outbound_due(7, 999, &a);
+        let late = outbound_due(7, 1_000_000, &b);
+        assert!(early < late);
+        let (lo, hi) = outbound_due_shard(7);
+        assert!(lo <= early && late < hi);
+        assert!(late < outbound_due_before(7, 1_000_001));
+        assert!(late >= outbound_due_before(7, 1_000_000));
+        assert_eq!(outbound_due_id(&late).unwrap(), b);
+        assert_eq!(outbound_claim_id(&outbound_claim(7, &a)).unwrap(), a);
+        assert!(outbound_due(8, 0, &a) >= hi);
     }
 
     #[test]

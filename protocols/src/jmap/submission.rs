@@ -593,6 +593,7 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         lmtp: false,
         auth_results: None,
         junk: false,
+        envelope: Default::default(),
     };
     let started = std::time::Instant::now();
     let replies = accept_message(&call.shared.smtp, accepted, strip_bcc(&raw)).await;

@@ -13,12 +13,12 @@ use meshmail_actors::faults;
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
 use meshmail_storage::keyspace::AccountId;
-use meshmail_storage::model::outbound::{self, OutboundItem};
+use meshmail_storage::model::outbound::{self, DsnParams, OutboundItem};
 use meshmail_storage::model::{domains, id_to_string, new_id, now_ms, secrets};
 use meshmail_storage::{StorageError, Txn};
 
 use super::address::Mailbox;
-use super::command::ReversePath;
+use super::command::{DsnRet, RcptDsn, ReversePath};
 use super::reply::Reply;
 use super::routing::{self, Route, RoutingConfig, SRS_SECRET, Target};
 use super::session::SmtpShared;
@@ -54,6 +54,24 @@ pub struct Accepted {
     pub auth_results: Option<String>,
     /// File into Junk instead of INBOX (DMARC quarantine).
     pub junk: bool,
+    /// MAIL's and RCPT's parameters that outbound delivery honours
+    /// (`Default` when there are none: JMAP submission, tests).
+    pub envelope: EnvelopeParams,
+}
+
+/// What the outbound queue keeps of the SMTP envelope besides the addresses:
+/// DSN parameters (RFC 3461), SMTPUTF8 and 8BITMIME (what the next hop must
+/// offer) and REQUIRETLS (RFC 8689).
+#[derive(Debug, Clone, Default)]
+pub struct EnvelopeParams {
+    pub ret: Option<DsnRet>,
+    pub envid: Option<String>,
+    pub smtputf8: bool,
+    pub eight_bit: bool,
+    pub require_tls: bool,
+    /// One per recipient, in the order of `Accepted::recipients` (missing
+    /// entries mean no parameters).
+    pub rcpt_dsn: Vec<RcptDsn>,
 }
 
 pub async fn is_local_domain(ctx: &NodeCtx, domain: &str) -> Result<bool, StorageError> {
@@ -217,7 +235,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
         ReversePath::Mailbox(mb) => mb.to_string(),
     };
     let mut replies = Vec::with_capacity(m.recipients.len());
-    for (rcpt, id) in m.recipients.iter().zip(ids) {
+    for (i, (rcpt, id)) in m.recipients.iter().zip(ids).enumerate() {
         let mut outcome = Err(DeliveryError::BodySwept);
         // A body swept between prepare and commit is written again (rare).
         for _ in 0..3 {
@@ -249,7 +267,8 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
                         },
                         _ => sender.clone(),
                     };
-                    queue_remote(ctx, id, &sender, address, &prepared).await
+                    let rcpt_dsn = m.envelope.rcpt_dsn.get(i).cloned().unwrap_or_default();
+                    queue_remote(ctx, id, &sender, address, &prepared, &m.envelope, rcpt_dsn).await
                 }
             };
             if outcome != Err(DeliveryError::BodySwept) {
@@ -289,13 +308,16 @@ async fn srs_sender(ctx: &NodeCtx, sender: &str, domain: &str) -> Result<String,
     Ok(srs::forward(&key, sender, domain, srs::today()))
 }
 
-/// Puts the mail for one remote recipient in the outbound queue.
-async fn queue_remote(
+/// Puts the mail for one remote recipient in the outbound queue. Public
+/// for the queue runner, which queues DSNs to remote senders this way.
+pub async fn queue_remote(
     ctx: &NodeCtx,
     id: [u8; 16],
     sender: &str,
     to: &str,
     body: &PreparedBody,
+    envelope: &EnvelopeParams,
+    rcpt_dsn: RcptDsn,
 ) -> Result<(), DeliveryError> {
     let item = OutboundItem {
         id: new_id(),
@@ -306,6 +328,22 @@ async fn queue_remote(
         queued_ms: now_ms(),
         attempts: 0,
         last_error: None,
+        shard: outbound::outbound_shard(sender, &body.body.hash, ctx.shard_count),
+        next_attempt_ms: 0,
+        last_attempt_ms: None,
+        dsn: DsnParams {
+            ret: envelope.ret,
+            envid: envelope.envid.clone(),
+            notify: rcpt_dsn.notify,
+            orcpt: rcpt_dsn.orcpt,
+        },
+        smtputf8: envelope.smtputf8,
+        eight_bit: envelope.eight_bit,
+        require_tls: envelope.require_tls,
+        delay_warned: false,
+        claim: None,
+        bounce_requested: None,
+        dsn_id: None,
     };
     let body = body.clone();
     ctx.db

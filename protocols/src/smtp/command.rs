@@ -8,6 +8,7 @@
 
 use super::address::{self, AddressError, AddressLiteral, Mailbox, PATH_MAX};
 use super::reply::Reply;
+pub use meshmail_storage::model::outbound::{DsnNotify, DsnRet};
 
 /// RFC 5321 §4.5.3.1.4: a command line is at most 512 octets including
 /// CRLF. The caller enforces its read limit; [`parse_command`] refuses a
@@ -64,9 +65,9 @@ pub struct Param {
     pub value: Option<String>,
 }
 
-/// MAIL FROM parameters. The ones a server acts upon are decoded; every
-/// other (RET, ENVID, unknown) lands in `other` and the session answers 555
-/// for those it did not advertise.
+/// MAIL FROM parameters. The ones a server acts upon are decoded (RET and
+/// ENVID of DSN, RFC 3461; REQUIRETLS, RFC 8689); every other lands in
+/// `other` and the session answers 555 for those it did not advertise.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MailParams {
     /// SIZE=n; a value too large for u64 saturates (it is too big anyway).
@@ -74,7 +75,67 @@ pub struct MailParams {
     pub body: Option<BodyType>,
     pub smtputf8: bool,
     pub auth: Option<MailAuth>,
+    pub ret: Option<DsnRet>,
+    /// ENVID, xtext-decoded (at most 100 octets, RFC 3461 §4.4).
+    pub envid: Option<String>,
+    pub requiretls: bool,
     pub other: Vec<Param>,
+}
+
+/// The DSN parameters of one RCPT (RFC 3461 §4.1, §4.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RcptDsn {
+    pub notify: Option<DsnNotify>,
+    /// ORCPT: `addr-type;address`, the address xtext-decoded.
+    pub orcpt: Option<String>,
+}
+
+/// Decodes NOTIFY and ORCPT from RCPT's parameters; everything else is
+/// left to the caller (`unknown` lists the keywords it did not decode).
+pub fn parse_rcpt_dsn(params: &[Param]) -> Result<(RcptDsn, Vec<String>), SyntaxError> {
+    let mut out = RcptDsn::default();
+    let mut unknown = Vec::new();
+    for p in params {
+        match (p.keyword.as_str(), p.value.as_deref()) {
+            ("NOTIFY", Some(v)) => {
+                if out.notify.is_some() {
+                    return Err(SyntaxError::Parameters("duplicate parameter"));
+                }
+                let mut n = DsnNotify::default();
+                for word in v.split(',') {
+                    match word.to_ascii_uppercase().as_str() {
+                        "NEVER" => n.never = true,
+                        "SUCCESS" => n.success = true,
+                        "FAILURE" => n.failure = true,
+                        "DELAY" => n.delay = true,
+                        _ => return Err(SyntaxError::Parameters("NOTIFY takes NEVER or SUCCESS,FAILURE,DELAY")),
+                    }
+                }
+                // §4.1: NEVER stands alone.
+                if n.never && (n.success || n.failure || n.delay) {
+                    return Err(SyntaxError::Parameters("NOTIFY=NEVER takes no other value"));
+                }
+                out.notify = Some(n);
+            }
+            ("ORCPT", Some(v)) => {
+                if out.orcpt.is_some() {
+                    return Err(SyntaxError::Parameters("duplicate parameter"));
+                }
+                let (kind, addr) = v
+                    .split_once(';')
+                    .filter(|(k, a)| !k.is_empty() && !a.is_empty())
+                    .ok_or(SyntaxError::Parameters("ORCPT needs addr-type;address"))?;
+                let addr = decode_xtext(addr).ok_or(SyntaxError::Parameters("ORCPT is not xtext"))?;
+                if addr.len() > 500 {
+                    return Err(SyntaxError::Parameters("ORCPT is too long"));
+                }
+                out.orcpt = Some(format!("{kind};{addr}"));
+            }
+            ("NOTIFY" | "ORCPT", None) => return Err(SyntaxError::Parameters("parameter needs a value")),
+            (k, _) => unknown.push(k.to_string()),
+        }
+    }
+    Ok((out, unknown))
 }
 
 /// One parsed command.
@@ -421,7 +482,36 @@ fn parse_mail_params(s: &str) -> Result<MailParams, SyntaxError> {
                     MailAuth::Identity(decode_xtext(&v).ok_or(SyntaxError::Parameters("AUTH= is not xtext"))?)
                 });
             }
-            ("SIZE" | "BODY" | "AUTH", None) => return Err(SyntaxError::Parameters("parameter needs a value")),
+            ("RET", Some(v)) => {
+                if out.ret.is_some() {
+                    return Err(dup);
+                }
+                out.ret = Some(match v.to_ascii_uppercase().as_str() {
+                    "FULL" => DsnRet::Full,
+                    "HDRS" => DsnRet::Hdrs,
+                    _ => return Err(SyntaxError::Parameters("RET must be FULL or HDRS")),
+                });
+            }
+            ("ENVID", Some(v)) => {
+                if out.envid.is_some() {
+                    return Err(dup);
+                }
+                let id = decode_xtext(&v).ok_or(SyntaxError::Parameters("ENVID is not xtext"))?;
+                if id.len() > 100 {
+                    return Err(SyntaxError::Parameters("ENVID is longer than 100 characters"));
+                }
+                out.envid = Some(id);
+            }
+            ("REQUIRETLS", None) => {
+                if out.requiretls {
+                    return Err(dup);
+                }
+                out.requiretls = true;
+            }
+            ("REQUIRETLS", Some(_)) => return Err(SyntaxError::Parameters("REQUIRETLS takes no value")),
+            ("SIZE" | "BODY" | "AUTH" | "RET" | "ENVID", None) => {
+                return Err(SyntaxError::Parameters("parameter needs a value"));
+            }
             ("SMTPUTF8", Some(_)) => return Err(SyntaxError::Parameters("SMTPUTF8 takes no value")),
             (_, value) => out.other.push(Param {
                 keyword: p.keyword,

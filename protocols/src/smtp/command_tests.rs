@@ -84,19 +84,18 @@ fn mail_from() {
     assert_eq!(params.body, Some(BodyType::EightBitMime));
     assert!(params.smtputf8);
     assert_eq!(params.auth, Some(MailAuth::Unknown));
-    assert_eq!(
-        params.other,
-        vec![
-            Param {
-                keyword: "RET".into(),
-                value: Some("HDRS".into())
-            },
-            Param {
-                keyword: "ENVID".into(),
-                value: Some("QQ314159".into())
-            },
-        ]
-    );
+    assert_eq!(params.ret, Some(DsnRet::Hdrs));
+    assert_eq!(params.envid.as_deref(), Some("QQ314159"));
+    assert!(params.other.is_empty());
+    let Command::Mail { params, .. } = ok("MAIL FROM:<a@b.org> ENVID=a+2Bb REQUIRETLS X-FOO=1") else {
+        panic!()
+    };
+    assert_eq!(params.envid.as_deref(), Some("a+b"));
+    assert!(params.requiretls);
+    assert_eq!(params.other.len(), 1);
+    assert!(parse_command(b"MAIL FROM:<a@b.org> RET=SOME").is_err());
+    assert!(parse_command(b"MAIL FROM:<a@b.org> RET=FULL RET=HDRS").is_err());
+    assert!(parse_command(format!("MAIL FROM:<a@b.org> ENVID={}", "x".repeat(101)).as_bytes()).is_err());
     let Command::Mail { params, .. } =
         ok("MAIL FROM:<a@b.org> AUTH=e+3Dmc2@example.com BODY=BINARYMIME SIZE=99999999999999999999999")
     else {
@@ -137,6 +136,30 @@ fn paths() {
         panic!()
     };
     assert!(m.is_address_literal());
+}
+
+#[test]
+fn rcpt_dsn_parameters() {
+    let Command::Rcpt { params, .. } = ok("RCPT TO:<a@b.org> NOTIFY=success,FAILURE ORCPT=rfc822;a+2Bb@b.org X=1")
+    else {
+        panic!()
+    };
+    let (dsn, unknown) = parse_rcpt_dsn(&params).unwrap();
+    let n = dsn.notify.unwrap();
+    assert!(n.success && n.failure && !n.delay && !n.never);
+    assert_eq!(dsn.orcpt.as_deref(), Some("rfc822;a+b@b.org"));
+    assert_eq!(unknown, vec!["X".to_string()]);
+    for bad in [
+        "RCPT TO:<a@b.org> NOTIFY=NEVER,FAILURE",
+        "RCPT TO:<a@b.org> NOTIFY=SOMETIMES",
+        "RCPT TO:<a@b.org> ORCPT=noaddrtype",
+        "RCPT TO:<a@b.org> NOTIFY=NEVER NOTIFY=NEVER",
+    ] {
+        let Command::Rcpt { params, .. } = ok(bad) else {
+            panic!()
+        };
+        assert!(parse_rcpt_dsn(&params).is_err(), "{bad}");
+    }
 }
 
 #[test]

@@ -29,8 +29,8 @@ pub mod reference;
 
 pub use address::{AddressError, AddressLiteral, Mailbox};
 pub use command::{
-    AUTH_LINE_MAX, BodyType, COMMAND_LINE_MAX, Command, ForwardPath, Host, MailAuth, MailParams, Param, ReversePath,
-    SyntaxError, parse_command,
+    AUTH_LINE_MAX, BodyType, COMMAND_LINE_MAX, Command, ForwardPath, Host, MailAuth, MailParams, Param, RcptDsn,
+    ReversePath, SyntaxError, parse_command, parse_rcpt_dsn,
 };
 pub use data::{BdatError, BdatReader, DATA_LINE_MAX, DataDecoder, DataError, DataLimits, Feed};
 pub use reply::{Enhanced, Reply};

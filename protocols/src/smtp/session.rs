@@ -129,6 +129,8 @@ fn send(conn: &mut Conn, reply: &Reply, listener: &'static str) {
 struct MailTxn {
     from: ReversePath,
     smtputf8: bool,
+    /// What the outbound queue needs of MAIL's parameters (submission).
+    envelope: super::accept::EnvelopeParams,
     recipients: Vec<Recipient>,
     /// LMTP: how many of `recipients` each accepted RCPT stands for (an
     /// alias may stand for several), so each RCPT gets its one reply.
@@ -236,7 +238,7 @@ impl State {
                 self.reply(conn, Reply::helo(&self.shared.hostname));
             }
             Command::Mail { from, params } => self.mail(conn, from, params).await,
-            Command::Rcpt { to, .. } => self.rcpt(conn, to).await,
+            Command::Rcpt { to, params } => self.rcpt(conn, to, params).await,
             Command::Data => self.data(conn).await?,
             Command::Bdat { size, last } => self.bdat(conn, size, last).await?,
             Command::Rset => {
@@ -292,6 +294,14 @@ impl State {
         if self.auth_allowed(conn) && self.account.is_none() {
             caps.push("AUTH PLAIN LOGIN".to_string());
         }
+        if matches!(self.shared.mode, Mode::Submission { .. }) {
+            // RFC 3461 parameters are kept with each queued recipient;
+            // REQUIRETLS (RFC 8689) only means something over TLS.
+            caps.push("DSN".to_string());
+            if conn.is_tls() {
+                caps.push("REQUIRETLS".to_string());
+            }
+        }
         caps
     }
 
@@ -341,9 +351,24 @@ impl State {
         {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
+        if params.requiretls && !(conn.is_tls() && matches!(self.shared.mode, Mode::Submission { .. })) {
+            return self.reply(conn, Reply::parameter_not_implemented());
+        }
+        let envelope = super::accept::EnvelopeParams {
+            ret: params.ret,
+            envid: params.envid.clone(),
+            smtputf8: params.smtputf8,
+            eight_bit: matches!(
+                params.body,
+                Some(super::command::BodyType::EightBitMime | super::command::BodyType::BinaryMime)
+            ),
+            require_tls: params.requiretls,
+            rcpt_dsn: Vec::new(),
+        };
         self.txn = Some(MailTxn {
             from,
             smtputf8: params.smtputf8,
+            envelope,
             recipients: Vec::new(),
             rcpt_groups: Vec::new(),
             bdat: None,
@@ -352,9 +377,15 @@ impl State {
         self.reply(conn, Reply::sender_ok());
     }
 
-    async fn rcpt(&mut self, conn: &mut Conn, to: ForwardPath) {
+    async fn rcpt(&mut self, conn: &mut Conn, to: ForwardPath, params: Vec<super::command::Param>) {
         let Some(txn) = &self.txn else {
             return self.reply(conn, Reply::new(503, Some((5, 5, 1)), "Need MAIL before RCPT"));
+        };
+        // DSN parameters (RFC 3461) are honoured on submission, where DSN is advertised.
+        let dsn = match super::command::parse_rcpt_dsn(&params) {
+            Ok((dsn, _)) if matches!(self.shared.mode, Mode::Submission { .. }) => dsn,
+            Ok(_) => Default::default(),
+            Err(e) => return self.reply(conn, e.reply()),
         };
         if txn.recipients.len() >= self.shared.max_recipients {
             return self.reply(conn, Reply::too_many_recipients());
@@ -379,13 +410,17 @@ impl State {
                 if lmtp {
                     // One reply per RCPT after the data: keep each RCPT's own.
                     txn.rcpt_groups.push(found.len());
-                    txn.recipients.extend(found);
+                    for r in found {
+                        txn.recipients.push(r);
+                        txn.envelope.rcpt_dsn.push(dsn.clone());
+                    }
                 } else {
                     // Two addresses of one mailbox (an alias and the account,
                     // or two aliases) deliver one copy.
                     for r in found {
                         if !txn.recipients.iter().any(|have| same_target(have, &r)) {
                             txn.recipients.push(r);
+                            txn.envelope.rcpt_dsn.push(dsn.clone());
                         }
                     }
                 }
@@ -549,6 +584,7 @@ impl State {
             lmtp: self.shared.mode == Mode::Lmtp,
             auth_results,
             junk,
+            envelope: txn.envelope,
         };
         let replies = accept_message(&self.shared, accepted, raw).await;
         metrics::histogram!("meshmail_smtp_accept_seconds", "listener" => self.label())

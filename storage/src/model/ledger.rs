@@ -20,6 +20,13 @@ pub enum LedgerState {
     Queued {
         outbound_id: [u8; 16],
     },
+    /// Handed to a remote MX (or the relay) for a remote recipient, which
+    /// answered 250: the end of an outbound item.
+    Relayed {
+        outbound_id: [u8; 16],
+        host: String,
+        tls: bool,
+    },
     Bounced {
         reason: String,
     },

@@ -1,7 +1,7 @@
 //! The accept-ledger verifier: every acceptance must have reached exactly
 //! one final state, and that state must be backed by what it names — a
-//! stored message with this acceptance id, a queued outbound item, or a
-//! quarantine record. It walks the ledger in bounded chunks, each checked in
+//! stored message with this acceptance id, a queued outbound item (or, once
+//! relayed to a remote MX, its absence), or a quarantine record. It walks the ledger in bounded chunks, each checked in
 //! its own short snapshot transaction, so it never holds one long
 //! transaction and can run on a live system.
 
@@ -24,6 +24,8 @@ pub struct LedgerReport {
     pub delivered: u64,
     pub queued: u64,
     pub bounced: u64,
+    /// Handed to a remote MX.
+    pub relayed: u64,
     pub quarantined: u64,
     /// Delivered, then deleted by the mailbox owner.
     pub expunged: u64,
@@ -76,6 +78,7 @@ pub async fn verify_ledger(db: &Database, chunk: usize, mut progress: impl FnMut
                 LedgerState::Delivered { .. } => report.delivered += 1,
                 LedgerState::Queued { .. } => report.queued += 1,
                 LedgerState::Bounced { .. } => report.bounced += 1,
+                LedgerState::Relayed { .. } => report.relayed += 1,
                 LedgerState::Quarantined { .. } => report.quarantined += 1,
                 LedgerState::Expunged { .. } => report.expunged += 1,
             }
@@ -121,6 +124,12 @@ async fn check(txn: &crate::Txn, entry: &LedgerEntry) -> Result<Option<String>> 
             )),
         },
         LedgerState::Bounced { .. } => None,
+        LedgerState::Relayed { outbound_id, .. } => txn.get(&keyspace::outbound(outbound_id)).await?.map(|_| {
+            format!(
+                "recorded as relayed but outbound item {} is still queued",
+                id_to_string(outbound_id)
+            )
+        }),
         LedgerState::Expunged {
             account, mailbox, uid, ..
         } => match messages::get(txn, *account, *mailbox, *uid).await? {

@@ -1,0 +1,375 @@
+//! Outbound delivery over real sockets: a DNS server (dnslib) and a remote
+//! MX (aiosmtpd) started on loopback by `py/outbound_peer.py`, a node whose
+//! `[dns] resolver` and `[outbound] mx_port` point at them, mail submitted
+//! with AUTH by smtplib, and independent verifiers (dkimpy, Python's email
+//! parser, flufl.bounce) in `py/outbound_check.py`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use common::{Node, meshmail, run_ok, setup_account, write_config};
+
+const USER: &str = "alice@local.test";
+const PASSWORD: &str = "outbound test password";
+const PY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py");
+
+/// Whether the Python oracles are installed (CI installs them and sets
+/// MESHMAIL_REQUIRE_CLIENTS=1, which turns a missing one into a failure).
+fn python_available() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import aiosmtpd, dnslib, dkim, flufl.bounce"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("MESHMAIL_REQUIRE_CLIENTS").is_none(),
+            "python3 with aiosmtpd, dnslib, dkimpy and flufl.bounce is required (.ci/requirements.txt)"
+        );
+        eprintln!(
+            "SKIPPED: python3 with aiosmtpd/dnslib/dkimpy/flufl.bounce missing (pip install -r .ci/requirements.txt)"
+        );
+    }
+    ok
+}
+
+/// The DNS server and remote MX, and the JSON lines they print.
+struct Peer {
+    child: Child,
+    events: Receiver<serde_json::Value>,
+    dns: String,
+    mx_port: u16,
+}
+
+impl Peer {
+    fn start(out: &Path) -> Peer {
+        let mut child = Command::new("python3")
+            .arg(format!("{PY}/outbound_peer.py"))
+            .arg(out)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, events) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        let ready = events.recv_timeout(Duration::from_secs(30)).expect("peer ready line");
+        assert_eq!(ready["event"], "ready", "{ready}");
+        let mx = ready["mx"].as_str().unwrap();
+        Peer {
+            dns: ready["dns"].as_str().unwrap().to_string(),
+            mx_port: mx.rsplit_once(':').unwrap().1.parse().unwrap(),
+            events,
+            child,
+        }
+    }
+
+    /// The next message the MX accepted, within `timeout`.
+    fn next_message(&self, timeout: Duration) -> Option<serde_json::Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(v) if v["event"] == "message" => return Some(v),
+                Ok(_) => continue,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        // Closing stdin ends it; kill in case it hangs.
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_node(dir: &Path, peer: &Peer, outbound_extra: &str) -> Node {
+    setup_account(dir, USER, PASSWORD);
+    let cfg = write_config(
+        dir,
+        &format!(
+            "hostname = \"mail.local.test\"\n\
+             [smtp]\nallow_plaintext_auth_on_loopback = true\n\
+             [imap]\nallow_plaintext_auth_on_loopback = true\n\
+             [dns]\nresolver = \"{}\"\ntimeout_ms = 2000\n\
+             [outbound]\nmx_port = {}\nscan_interval_ms = 200\ndelay_warning_s = 0\n{outbound_extra}",
+            peer.dns, peer.mx_port
+        ),
+    );
+    Node::start(dir, &["--config", cfg.to_str().unwrap()], &[])
+}
+
+fn check(args: &[&str]) -> (bool, String) {
+    let out = Command::new("python3")
+        .arg(format!("{PY}/outbound_check.py"))
+        .args(args)
+        .output()
+        .expect("python3");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn submit(node: &Node, rcpts: &str, subject: &str) {
+    let (ok, text) = check(&["submit", node.addr("submission"), USER, PASSWORD, USER, rcpts, subject]);
+    assert!(ok, "submission failed: {text}");
+}
+
+fn queue(dir: &Path, args: &[&str]) -> String {
+    let mut cmd = meshmail(dir);
+    cmd.arg("queue").args(args);
+    run_ok(&mut cmd, None)
+}
+
+fn verify_ledger(dir: &Path) -> String {
+    let out = meshmail(dir).args(["verify", "ledger"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("discrepancies:  0"), "{text}");
+    text
+}
+
+/// (a) DKIM: a message submitted with AUTH reaches the remote MX signed,
+/// and dkimpy verifies the signature against the record `dkim generate`
+/// printed. (b) Retries: 451 twice, then 250: delivered once, the attempts
+/// visible in `meshmail queue show` meanwhile. (c) A 550 puts a DSN in the
+/// sender's INBOX that the email parser and flufl.bounce recognise.
+#[test]
+fn dkim_retries_and_bounce() {
+    if !python_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    let data = dir.path().join("data");
+    let _ = meshmail(&data).args(["domain", "add", "local.test"]).output();
+    let zone_line = run_ok(
+        meshmail(&data).args(["dkim", "generate", "local.test", "--selector", "s1"]),
+        None,
+    );
+    let zone_line = zone_line.trim().to_string();
+    assert!(
+        zone_line.starts_with("s1._domainkey.local.test. IN TXT \"v=DKIM1; k=rsa; p="),
+        "{zone_line}"
+    );
+    let shown = run_ok(meshmail(&data).args(["dkim", "show", "local.test"]), None);
+    assert!(shown.contains(&zone_line), "{shown}");
+    let node = start_node(&data, &peer, "retry_schedule_s = [1, 1]\n");
+
+    // (a) Signed, and verified by an independent implementation.
+    submit(&node, "bob@remote.test", "signed");
+    let msg = peer
+        .next_message(Duration::from_secs(30))
+        .expect("delivered to the remote MX");
+    assert_eq!(msg["rcpts"], serde_json::json!(["bob@remote.test"]));
+    assert_eq!(msg["mail_from"], USER);
+    let file = msg["file"].as_str().unwrap();
+    let raw = std::fs::read_to_string(file).unwrap();
+    assert!(
+        raw.contains("X-Meshmail-Outbound: tls=none; mx=mx.remote.test"),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("\r\n.leading dot stays\r\n"),
+        "dot-stuffing undone by the peer: {raw}"
+    );
+    let (ok, text) = check(&["dkim", file, &zone_line]);
+    assert!(ok, "dkimpy did not verify the signature: {text}\n{raw}");
+
+    // (b) Greylisted twice, then accepted: delivered exactly once.
+    submit(&node, "tempfail2@remote.test", "greylisted");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let shown = loop {
+        let list = queue(&data, &["list"]);
+        if let Some(line) = list
+            .lines()
+            .find(|l| l.contains("tempfail2@remote.test") && l.contains("451"))
+        {
+            let id = line.split('\t').next().unwrap().to_string();
+            match meshmail(&data).args(["queue", "show", &id]).output() {
+                Ok(o) if o.status.success() => break String::from_utf8_lossy(&o.stdout).into_owned(),
+                _ => {} // delivered between list and show: look again
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the retried item never showed in the queue: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(shown.contains("recipient:     tempfail2@remote.test"), "{shown}");
+    assert!(shown.contains("last error:") && shown.contains("451"), "{shown}");
+    let attempts: u32 = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("attempts:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(attempts >= 1, "{shown}");
+    let msg = peer
+        .next_message(Duration::from_secs(30))
+        .expect("delivered after the retries");
+    assert_eq!(msg["rcpts"], serde_json::json!(["tempfail2@remote.test"]));
+    assert_eq!(msg["attempts"]["tempfail2@remote.test"], 3, "two 451s, then 250: {msg}");
+
+    // (c) 550 at RCPT: bounced, with a DSN to the sender's INBOX.
+    submit(&node, "reject@remote.test", "rejected");
+    let (ok, text) = check(&["dsn", node.addr("imap"), USER, PASSWORD, "5.1.1", "reject@remote.test"]);
+    assert!(ok, "no DSN recognised for the 550: {text}");
+
+    // Nothing delivered twice, nothing left, every acceptance accounted for.
+    assert!(
+        peer.next_message(Duration::from_secs(2)).is_none(),
+        "a message reached the MX twice"
+    );
+    let list = queue(&data, &["list"]);
+    assert!(list.contains("0 item(s) queued"), "{list}");
+    let ledger = verify_ledger(&data);
+    assert!(ledger.contains("relayed:        2"), "{ledger}");
+    assert!(ledger.contains("bounced:        1"), "{ledger}");
+}
+
+/// (c) An expiry: a recipient that only ever answers 451, a lifetime of
+/// seconds: bounced with status 4.4.7 and a DSN in the sender's INBOX.
+/// A null MX (RFC 7505) bounces at once with 5.1.10.
+#[test]
+fn expiry_and_null_mx_bounce() {
+    if !python_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    let data = dir.path().join("data");
+    let node = start_node(&data, &peer, "retry_schedule_s = [1]\nmax_lifetime_s = 3\n");
+    submit(&node, "always451@remote.test", "expires");
+    let (ok, text) = check(&[
+        "dsn",
+        node.addr("imap"),
+        USER,
+        PASSWORD,
+        "4.4.7",
+        "always451@remote.test",
+    ]);
+    assert!(ok, "no DSN recognised for the expiry: {text}");
+    submit(&node, "user@nullmx.test", "null mx");
+    let (ok, text) = check(&["dsn", node.addr("imap"), USER, PASSWORD, "5.1.10", "user@nullmx.test"]);
+    assert!(ok, "no DSN recognised for the null MX: {text}");
+    let list = queue(&data, &["list"]);
+    assert!(list.contains("0 item(s) queued"), "{list}");
+    assert!(peer.next_message(Duration::from_millis(200)).is_none());
+    verify_ledger(&data);
+}
+
+/// Crash safety: every item is claimed by a node whose MX never answers
+/// (attempts in flight), the node is SIGKILLed, and a new incarnation with
+/// a working MX takes the dead one's claims over at once (not after the
+/// claim timeout): every recipient gets the message, and none twice.
+#[test]
+fn a_killed_node_loses_no_queued_message() {
+    if !python_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    // An MX that accepts connections and never says a word.
+    let silent = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().map_while(Result::ok) {
+            held.push(s);
+        }
+    });
+    let data = dir.path().join("data");
+    setup_account(&data, USER, PASSWORD);
+    let config = |port: u16| {
+        format!(
+            "hostname = \"mail.local.test\"\n[smtp]\nallow_plaintext_auth_on_loopback = true\n\
+             [dns]\nresolver = \"{}\"\ntimeout_ms = 2000\n\
+             [outbound]\nmx_port = {port}\nscan_interval_ms = 200\ndelay_warning_s = 0\nretry_schedule_s = [1]\n",
+            peer.dns
+        )
+    };
+    let cfg = write_config(&data, &config(silent_port));
+    let mut first = Node::start(&data, &["--config", cfg.to_str().unwrap()], &[]);
+    let mut expected = Vec::new();
+    for m in 0..5 {
+        let rcpts: Vec<String> = (0..4).map(|r| format!("m{m}r{r}@remote.test")).collect();
+        submit(&first, &rcpts.join(","), &format!("crash {m}"));
+        expected.extend(rcpts);
+    }
+    // Wait until every item is claimed by the first node (in flight).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = queue(&data, &["list"]);
+        if list.lines().filter(|l| l.contains("\tin-flight\t")).count() == expected.len() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "items never all in flight: {list}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    first.kill();
+    let cfg = write_config(&data, &config(peer.mx_port));
+    let _second = Node::start(&data, &["--config", cfg.to_str().unwrap()], &[]);
+    let mut got: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let mut transactions = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < expected.len() && Instant::now() < deadline {
+        if let Some(msg) = peer.next_message(Duration::from_secs(1)) {
+            transactions += 1;
+            for r in msg["rcpts"].as_array().unwrap() {
+                *got.entry(r.as_str().unwrap().to_string()).or_default() += 1;
+            }
+        }
+    }
+    // Anything sent twice would arrive within moments of the first copy.
+    while let Some(msg) = peer.next_message(Duration::from_secs(2)) {
+        for r in msg["rcpts"].as_array().unwrap() {
+            *got.entry(r.as_str().unwrap().to_string()).or_default() += 1;
+        }
+    }
+    let lost: Vec<&String> = expected.iter().filter(|r| !got.contains_key(*r)).collect();
+    let duplicated: Vec<(&String, &u32)> = got.iter().filter(|(_, n)| **n > 1).collect();
+    eprintln!(
+        "crash test: {} expected, {} lost, {} duplicated",
+        expected.len(),
+        lost.len(),
+        duplicated.len()
+    );
+    assert!(lost.is_empty(), "lost after the kill: {lost:?}");
+    assert!(duplicated.is_empty(), "delivered twice: {duplicated:?}");
+    // Taken over together, each message's four recipients (one domain)
+    // went out in one SMTP transaction.
+    assert_eq!(transactions, 5, "recipients of one domain share a transaction");
+    let list = queue(&data, &["list"]);
+    assert!(list.contains("0 item(s) queued"), "{list}");
+    let ledger = verify_ledger(&data);
+    assert!(
+        ledger.contains(&format!("relayed:        {}", expected.len())),
+        "{ledger}"
+    );
+}

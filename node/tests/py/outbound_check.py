@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Independent checks of what meshmail's outbound delivery produced, for
+node/tests/outbound.rs.
+
+    outbound_check.py dkim FILE ZONE_LINE
+        FILE (as the remote MX received it) carries a DKIM-Signature that
+        dkimpy verifies against the TXT record in ZONE_LINE (the line
+        `meshmail dkim generate` printed). Exit 0 when it verifies.
+
+    outbound_check.py submit SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] SUBJECT
+        Submits one message with AUTH PLAIN over smtplib.
+
+    outbound_check.py dsn IMAP_ADDR USER PASSWORD STATUS RECIPIENT [TIMEOUT_S]
+        Waits (up to TIMEOUT_S, default 60) for a delivery status
+        notification in USER's INBOX, then checks with Python's email
+        parser that its message/delivery-status part names RECIPIENT with
+        STATUS, and with flufl.bounce that it is recognised as a permanent
+        failure for RECIPIENT. Prints what it found as JSON.
+"""
+import email
+import email.policy
+import imaplib
+import json
+import re
+import sys
+import time
+
+import dkim
+from flufl.bounce import all_failures
+
+
+def check_dkim(path, zone_line):
+    raw = open(path, "rb").read()
+    name = zone_line.split()[0].rstrip(".")
+    txt = "".join(re.findall(r'"([^"]*)"', zone_line)).encode()
+
+    def dnsfunc(qname, timeout=5):
+        q = qname.decode() if isinstance(qname, bytes) else qname
+        return txt if q.rstrip(".") == name else b""
+
+    ok = dkim.verify(raw, dnsfunc=dnsfunc)
+    print(json.dumps({"dkim": bool(ok), "record": name}))
+    return 0 if ok else 1
+
+
+def delivery_status(msg):
+    """(final recipient, status, action) of each recipient block."""
+    out = []
+    for part in msg.walk():
+        if part.get_content_type() != "message/delivery-status":
+            continue
+        # Python's email parses the blocks into sub-messages.
+        payload = part.get_payload()
+        blocks = payload if isinstance(payload, list) else []
+        for block in blocks[1:]:
+            rcpt = (block.get("Final-Recipient") or "").split(";", 1)[-1].strip()
+            out.append({"recipient": rcpt, "status": block.get("Status"), "action": block.get("Action")})
+    return out
+
+
+def check_dsn(addr, user, password, status, recipient, timeout_s=60.0):
+    host, port = addr.rsplit(":", 1)
+    deadline = time.monotonic() + timeout_s
+    seen = []
+    while True:
+        imap = imaplib.IMAP4(host, int(port))
+        imap.login(user, password)
+        imap.select("INBOX", readonly=True)
+        _, data = imap.uid("SEARCH", None, "ALL")
+        reports = []
+        for uid in data[0].split():
+            _, fetched = imap.uid("FETCH", uid, "(BODY.PEEK[])")
+            msg = email.message_from_bytes(fetched[0][1], policy=email.policy.compat32)
+            if msg.get_content_type() == "multipart/report":
+                reports.append(msg)
+        imap.logout()
+        seen = []
+        for msg in reports:
+            blocks = delivery_status(msg)
+            _temporary, permanent = all_failures(msg)
+            permanent = sorted(a.decode() if isinstance(a, bytes) else a for a in permanent)
+            result = {"dsn": msg.get("Subject"), "from": msg.get("From"), "blocks": blocks,
+                      "flufl_permanent": permanent}
+            seen.append(result)
+            if any(b["recipient"] == recipient and b["status"] == status for b in blocks) \
+                    and recipient in permanent:
+                print(json.dumps(result))
+                return 0
+        if time.monotonic() >= deadline:
+            print(json.dumps({"matching_dsn": None, "seen": seen}))
+            return 1
+        time.sleep(0.5)
+
+
+def submit(addr, user, password, sender, rcpts, subject):
+    """Submits one message with AUTH (smtplib) and prints the reply."""
+    import smtplib
+    import uuid
+    host, port = addr.rsplit(":", 1)
+    body = (
+        f"From: Alice <{sender}>\r\nTo: {rcpts}\r\nSubject: {subject}\r\n"
+        f"Date: Tue, 01 Dec 2026 08:00:00 +0000\r\nMessage-ID: <{uuid.uuid4()}@local.test>\r\n"
+        f"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+        f"Hello from meshmail.\r\n.leading dot stays\r\n"
+    )
+    with smtplib.SMTP(host, int(port)) as s:
+        s.ehlo("client.local.test")
+        s.login(user, password)
+        refused = s.sendmail(sender, rcpts.split(","), body)
+    print(json.dumps({"refused": {k: v[0] for k, v in refused.items()}}))
+    return 0 if not refused else 1
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "submit":
+        return submit(*sys.argv[2:8])
+    if cmd == "dkim":
+        return check_dkim(sys.argv[2], sys.argv[3])
+    if cmd == "dsn":
+        timeout = float(sys.argv[7]) if len(sys.argv) > 7 else 60.0
+        return check_dsn(*sys.argv[2:7], timeout_s=timeout)
+    print(f"unknown check {cmd}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

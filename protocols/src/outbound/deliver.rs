@@ -1,0 +1,493 @@
+//! One delivery job: the claimed items of one destination domain, grouped
+//! into messages (one SMTP transaction each, over one reused connection).
+//! Every item ends its attempt with exactly one fenced `finish`: relayed,
+//! retry later, or bounced (after its DSN went out, so a crash between the
+//! two repeats the DSN under the same acceptance id rather than losing it).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use meshmail_storage::model::now_ms;
+use meshmail_storage::model::outbound::{self, Fence, Finish, OutboundItem};
+use rand::Rng;
+
+use super::client::{ClientError, Envelope, RcptSpec, SmtpClient, SmtpReply, TlsState};
+use super::dsn::{Action, Report, status_of};
+use super::mx::{self, Hop, RouteError};
+use super::notify::send_dsn;
+use super::{InFlight, Outbound};
+
+/// The recipients of one domain that share a message (sender, body, options).
+pub struct Message {
+    pub items: Vec<(Fence, OutboundItem, InFlight)>,
+}
+
+pub struct Job {
+    pub domain: String,
+    pub messages: Vec<Message>,
+}
+
+/// How one recipient's attempt ended.
+#[derive(Debug, Clone)]
+enum Verdict {
+    Relayed {
+        host: String,
+        tls: TlsState,
+    },
+    Temporary {
+        error: String,
+        remote: Option<String>,
+    },
+    Permanent {
+        status: String,
+        diagnostic: String,
+        remote: Option<String>,
+    },
+}
+
+fn temporary(error: impl std::fmt::Display) -> Verdict {
+    Verdict::Temporary {
+        error: error.to_string(),
+        remote: None,
+    }
+}
+
+fn permanent(status: &str, diagnostic: impl std::fmt::Display) -> Verdict {
+    Verdict::Permanent {
+        status: status.to_string(),
+        diagnostic: diagnostic.to_string(),
+        remote: None,
+    }
+}
+
+pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
+    let mut pending: Vec<Message> = Vec::new();
+    // Operator bounces first: no connection needed.
+    for mut m in job.messages {
+        let (bounce, keep): (Vec<_>, Vec<_>) = m.items.drain(..).partition(|(_, i, _)| i.bounce_requested.is_some());
+        for (fence, item, guard) in bounce {
+            let why = item.bounce_requested.clone().unwrap_or_default();
+            let v = permanent("5.0.0", format!("x-meshmail; bounced by the operator: {why}"));
+            settle(o, &fence, &item, v, None).await;
+            drop(guard);
+        }
+        if !keep.is_empty() {
+            pending.push(Message { items: keep });
+        }
+    }
+    if pending.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let hops = route(o, &job.domain).await;
+    metrics::histogram!("meshmail_outbound_stage_seconds", "stage" => "route").record(started.elapsed().as_secs_f64());
+    let hops = match hops {
+        Ok(h) => h,
+        Err(v) => {
+            for m in pending {
+                settle_all(o, m, &v, None).await;
+            }
+            return;
+        }
+    };
+    let mut client: Option<SmtpClient> = None;
+    let mut last_connect_error = String::new();
+    for m in pending {
+        if client.is_none() {
+            match connect(o, &hops).await {
+                Ok(c) => client = Some(c),
+                Err(e) => last_connect_error = e,
+            }
+        }
+        let Some(c) = client.as_mut() else {
+            let v = temporary(format!(
+                "no MX of {} could be reached: {last_connect_error}",
+                job.domain
+            ));
+            settle_all(o, m, &v, None).await;
+            continue;
+        };
+        let keep = transact(o, c, m).await;
+        if !keep && let Some(c) = client.take() {
+            c.quit().await;
+        }
+    }
+    if let Some(c) = client {
+        c.quit().await;
+    }
+}
+
+/// The hops for a domain (or the relay), as a verdict on failure.
+async fn route(o: &Arc<Outbound>, domain: &str) -> Result<Vec<Hop>, Verdict> {
+    if let Some(relay) = &o.config.relay {
+        return match mx::host_addrs(&o.dns, &relay.host, relay.port).await {
+            Ok(addrs) if !addrs.is_empty() => Ok(vec![Hop {
+                host: relay.host.clone(),
+                addrs,
+            }]),
+            Ok(_) => Err(temporary(format!("relay {} has no address", relay.host))),
+            Err(e) => Err(temporary(format!("relay {}: {e}", relay.host))),
+        };
+    }
+    match mx::route(&o.dns, domain, o.config.mx_port).await {
+        Ok(h) => Ok(h),
+        Err(RouteError::NullMx) => Err(permanent(
+            "5.1.10",
+            format!("x-meshmail; {domain} publishes a null MX (RFC 7505): it accepts no mail"),
+        )),
+        Err(RouteError::NoSuchDomain(why)) => Err(permanent(
+            "5.1.2",
+            format!("x-meshmail; no mail host for {domain}: {why}"),
+        )),
+        Err(RouteError::Temporary(why)) => Err(temporary(why)),
+    }
+}
+
+/// Tries every address of every hop in order until one session is up.
+async fn connect(o: &Arc<Outbound>, hops: &[Hop]) -> Result<SmtpClient, String> {
+    let mut errors = Vec::new();
+    let started = Instant::now();
+    for hop in hops {
+        for addr in &hop.addrs {
+            match SmtpClient::connect(*addr, &hop.host, &o.config.hostname, o.config.timeouts, o.tls.as_ref()).await {
+                Ok(mut c) => {
+                    metrics::counter!("meshmail_outbound_connections_total", "tls" => c.tls.label()).increment(1);
+                    metrics::histogram!("meshmail_outbound_stage_seconds", "stage" => "connect")
+                        .record(started.elapsed().as_secs_f64());
+                    if let Some(relay) = &o.config.relay
+                        && let Some((user, password)) = &relay.auth
+                    {
+                        // Credentials never cross a network in the clear.
+                        if c.tls == TlsState::None && !addr.ip().is_loopback() {
+                            errors.push(format!("{}: relay offers no TLS for AUTH", hop.host));
+                            continue;
+                        }
+                        if let Err(e) = c.auth_plain(user, password).await {
+                            errors.push(format!("{}: {e}", hop.host));
+                            continue;
+                        }
+                    }
+                    return Ok(c);
+                }
+                Err(e) => {
+                    metrics::counter!("meshmail_outbound_connect_failures_total").increment(1);
+                    errors.push(format!("{} ({addr}): {e}", hop.host));
+                }
+            }
+        }
+    }
+    Err(errors.join("; "))
+}
+
+/// Whether a message needs SMTPUTF8 of the peer (RFC 6531 §3.2).
+fn needs_smtputf8(items: &[(Fence, OutboundItem, InFlight)]) -> bool {
+    items
+        .iter()
+        .any(|(_, i, _)| i.smtputf8 || !i.sender.is_ascii() || !i.recipient.is_ascii())
+}
+
+/// One message over `c`; returns whether the connection can be reused.
+async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
+    let first = &m.items[0].1;
+    let host = c.host.clone();
+    let remote = Some(host.clone());
+    // Policy checks that fail the whole message on this peer.
+    if first.require_tls && (c.tls != TlsState::Verified || !c.caps.requiretls) {
+        let v = permanent(
+            "5.7.30",
+            format!("x-meshmail; REQUIRETLS: {host} does not offer REQUIRETLS over verified TLS"),
+        );
+        settle_all(o, m, &v, None).await;
+        return true;
+    }
+    if needs_smtputf8(&m.items) && !c.caps.smtputf8 {
+        let v = permanent(
+            "5.6.7",
+            format!("x-meshmail; the message needs SMTPUTF8, which {host} does not offer"),
+        );
+        settle_all(o, m, &v, None).await;
+        return true;
+    }
+    let body = match o.ctx.blobs.get(&o.ctx.db, &first.body).await {
+        Ok(b) => b,
+        Err(e) => {
+            settle_all(o, m, &temporary(format!("reading the body: {e}")), None).await;
+            return true;
+        }
+    };
+    let eight_bit = first.eight_bit || body.iter().any(|b| *b >= 0x80);
+    if eight_bit && !c.caps.eight_bit_mime {
+        let v = permanent(
+            "5.6.3",
+            format!("x-meshmail; the message has 8-bit content and {host} does not offer 8BITMIME"),
+        );
+        settle_all(o, m, &v, Some(body)).await;
+        return true;
+    }
+    if let Some(max) = c.caps.size
+        && max > 0
+        && body.len() as u64 > max
+    {
+        let v = permanent(
+            "5.3.4",
+            format!(
+                "x-meshmail; the message ({} bytes) is larger than {host} accepts ({max})",
+                body.len()
+            ),
+        );
+        settle_all(o, m, &v, Some(body)).await;
+        return true;
+    }
+    let wire = prepare_body(o, first, &body, c).await;
+    let env = Envelope {
+        from: first.sender.clone(),
+        rcpts: m
+            .items
+            .iter()
+            .map(|(_, i, _)| RcptSpec {
+                address: i.recipient.clone(),
+                notify: i.dsn.notify,
+                orcpt: i.dsn.orcpt.clone(),
+            })
+            .collect(),
+        size: wire.len() as u64,
+        eight_bit,
+        smtputf8: needs_smtputf8(&m.items),
+        require_tls: first.require_tls,
+        ret: first.dsn.ret,
+        envid: first.dsn.envid.clone(),
+    };
+    let started = Instant::now();
+    let result = c.send_mail(&env, &wire).await;
+    metrics::histogram!("meshmail_outbound_stage_seconds", "stage" => "transaction")
+        .record(started.elapsed().as_secs_f64());
+    let (verdicts, keep): (Vec<Verdict>, bool) = match result {
+        Ok(outcome) => (
+            outcome.rcpts.iter().map(|r| reply_verdict(r, &host, c.tls)).collect(),
+            true,
+        ),
+        Err(e @ ClientError::Rejected { .. }) => {
+            let ClientError::Rejected { reply, stage } = &e else {
+                unreachable!()
+            };
+            let v = if reply.is_permanent() {
+                Verdict::Permanent {
+                    status: status_of(reply.code, reply.enhanced().as_deref()),
+                    diagnostic: format!("smtp; {reply} (at {stage})"),
+                    remote: remote.clone(),
+                }
+            } else {
+                Verdict::Temporary {
+                    error: format!("{host}: {e}"),
+                    remote: remote.clone(),
+                }
+            };
+            (m.items.iter().map(|_| v.clone()).collect(), true)
+        }
+        Err(e) => {
+            let v = Verdict::Temporary {
+                error: format!("{host}: {e}"),
+                remote: remote.clone(),
+            };
+            (m.items.iter().map(|_| v.clone()).collect(), false)
+        }
+    };
+    for ((fence, item, guard), v) in m.items.into_iter().zip(verdicts) {
+        settle(o, &fence, &item, v, Some(&body)).await;
+        drop(guard);
+    }
+    keep
+}
+
+fn reply_verdict(r: &SmtpReply, host: &str, tls: TlsState) -> Verdict {
+    if r.is_positive() {
+        Verdict::Relayed {
+            host: host.to_string(),
+            tls,
+        }
+    } else if r.is_permanent() {
+        Verdict::Permanent {
+            status: status_of(r.code, r.enhanced().as_deref()),
+            diagnostic: format!("smtp; {r}"),
+            remote: Some(host.to_string()),
+        }
+    } else {
+        Verdict::Temporary {
+            error: format!("{host}: {r}"),
+            remote: Some(host.to_string()),
+        }
+    }
+}
+
+/// The bytes that go on the wire: a trace header saying how this hop was
+/// protected (the receiving side sees it), the DKIM signature of the
+/// sender's domain when the store has a key for it, then the message.
+async fn prepare_body(o: &Arc<Outbound>, item: &OutboundItem, body: &Bytes, c: &SmtpClient) -> Vec<u8> {
+    let mut head = format!(
+        "X-Meshmail-Outbound: tls={}; mx={}; by={}\r\n",
+        c.tls.label(),
+        c.host,
+        o.config.hostname
+    );
+    if o.config.dkim_sign
+        && let Some((_, domain)) = item.sender.rsplit_once('@')
+    {
+        match o.keys.key(&o.ctx.db, domain).await {
+            Ok(Some(key)) => match super::dkim::sign(&key, body) {
+                Ok(sig) => {
+                    metrics::counter!("meshmail_outbound_dkim_signed_total").increment(1);
+                    head.push_str(&sig);
+                }
+                Err(e) => tracing::warn!(domain, error = %e, "DKIM signing failed; sending unsigned"),
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(domain, error = %e, "DKIM key lookup failed; sending unsigned"),
+        }
+    }
+    let mut wire = head.into_bytes();
+    wire.extend_from_slice(body);
+    wire
+}
+
+async fn settle_all(o: &Arc<Outbound>, m: Message, v: &Verdict, body: Option<Bytes>) {
+    for (fence, item, guard) in m.items {
+        settle(o, &fence, &item, v.clone(), body.as_ref()).await;
+        drop(guard);
+    }
+}
+
+/// Commits how one item's attempt ended, sending the DSN it calls for.
+async fn settle(o: &Arc<Outbound>, fence: &Fence, item: &OutboundItem, v: Verdict, body: Option<&Bytes>) {
+    let now = now_ms();
+    let cfg = &o.config;
+    let expires_ms = item.queued_ms + cfg.max_lifetime.as_millis() as u64;
+    let v = match v {
+        Verdict::Temporary { error, remote } if now >= expires_ms => Verdict::Permanent {
+            status: "4.4.7".into(),
+            diagnostic: format!(
+                "x-meshmail; gave up after {} attempts over {} s: {error}",
+                item.attempts,
+                (now - item.queued_ms) / 1000
+            ),
+            remote,
+        },
+        other => other,
+    };
+    let (how, outcome) = match v {
+        Verdict::Relayed { host, tls } => {
+            if item.dsn.wants_success() && !item.sender.is_empty() {
+                // The peer may not report delivery itself (we do not know
+                // whether it passed NOTIFY on), so say it was relayed.
+                let report = Report {
+                    action: Action::Relayed,
+                    status: "2.0.0".into(),
+                    remote_mta: Some(host.clone()),
+                    diagnostic: "smtp; 250 accepted".into(),
+                    last_attempt_ms: now,
+                    retry_until_ms: None,
+                };
+                if let Err(e) = send_dsn(o, item, &report, meshmail_storage::model::new_id(), body).await {
+                    tracing::warn!(error = %e, "could not send a success DSN");
+                }
+            }
+            metrics::histogram!("meshmail_outbound_delivery_seconds")
+                .record(now.saturating_sub(item.queued_ms) as f64 / 1000.0);
+            (
+                Finish::Relayed {
+                    host,
+                    tls: tls != TlsState::None,
+                },
+                "relayed",
+            )
+        }
+        Verdict::Temporary { error, remote } => {
+            let delay = cfg.retry_delay(item.attempts);
+            let jitter_ms = rand::rng().random_range(0..=delay.as_millis() as u64 / 10);
+            let next_ms = (now + delay.as_millis() as u64 + jitter_ms).min(expires_ms.max(now + 1000));
+            let mut delay_warned = false;
+            if let Some(warn_after) = cfg.delay_warning
+                && !item.delay_warned
+                && !item.sender.is_empty()
+                && item.dsn.wants_delay()
+                && now.saturating_sub(item.queued_ms) >= warn_after.as_millis() as u64
+            {
+                let report = Report {
+                    action: Action::Delayed,
+                    status: "4.4.7".into(),
+                    remote_mta: remote.clone(),
+                    diagnostic: format!("x-meshmail; {error}"),
+                    last_attempt_ms: now,
+                    retry_until_ms: Some(expires_ms),
+                };
+                match send_dsn(o, item, &report, meshmail_storage::model::new_id(), body).await {
+                    Ok(()) => delay_warned = true,
+                    Err(e) => tracing::warn!(error = %e, "could not send a delay DSN"),
+                }
+            }
+            (
+                Finish::Retry {
+                    next_ms,
+                    error,
+                    delay_warned,
+                },
+                "retry",
+            )
+        }
+        Verdict::Permanent {
+            status,
+            diagnostic,
+            remote,
+        } => {
+            if item.dsn.wants_failure() && !item.sender.is_empty() {
+                let report = Report {
+                    action: Action::Failed,
+                    status,
+                    remote_mta: remote,
+                    diagnostic: diagnostic.clone(),
+                    last_attempt_ms: now,
+                    retry_until_ms: None,
+                };
+                let dsn_id = item.dsn_id.unwrap_or_else(meshmail_storage::model::new_id);
+                if let Err(e) = send_dsn(o, item, &report, dsn_id, body).await {
+                    // Not bounced without its DSN: the attempt is retried
+                    // (and fails the same way) a minute from now.
+                    tracing::warn!(error = %e, "could not send a failure DSN; retrying the item");
+                    let how = Finish::Retry {
+                        next_ms: now + 60_000,
+                        error: format!("bounce pending, DSN not delivered yet: {e}"),
+                        delay_warned: false,
+                    };
+                    commit(o, fence, item, how, "retry").await;
+                    return;
+                }
+            }
+            (Finish::Bounced { reason: diagnostic }, "bounced")
+        }
+    };
+    commit(o, fence, item, how, outcome).await;
+}
+
+async fn commit(o: &Arc<Outbound>, fence: &Fence, item: &OutboundItem, how: Finish, outcome: &'static str) {
+    metrics::counter!("meshmail_outbound_attempts_total", "outcome" => outcome).increment(1);
+    let (f, id, h) = (fence.clone(), item.id, how.clone());
+    let done = o
+        .ctx
+        .db
+        .run("outbound_finish", move |txn| {
+            let (f, h) = (f.clone(), h.clone());
+            async move { outbound::finish(&txn, &id, &f, &h).await }
+        })
+        .await;
+    match done {
+        Ok(_) => {
+            tracing::debug!(id = %meshmail_storage::model::id_to_string(&item.id), outcome, "outbound attempt ended")
+        }
+        // Fenced or claim lost: the new owner (or the operator) decides;
+        // the item stays queued, so at worst it goes out twice.
+        Err(e) => {
+            metrics::counter!("meshmail_outbound_finish_refused_total").increment(1);
+            tracing::warn!(error = %e, ?how, "outbound attempt could not be recorded");
+        }
+    }
+}

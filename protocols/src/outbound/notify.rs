@@ -1,0 +1,117 @@
+//! Sending a DSN: built by [`super::dsn`], then delivered like any accepted
+//! message: to the sender's INBOX through the shard actor when the sender
+//! is a local account (`meshmail_actors::delivery::deliver`), else into the
+//! outbound queue from the null reverse path (so it is never answered by
+//! another DSN). `dsn_id` is the DSN's acceptance id: a retry with the
+//! same id after a crash is recognised by the ledger and not delivered
+//! twice.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, deliver};
+use meshmail_storage::StorageError;
+use meshmail_storage::model::outbound::OutboundItem;
+use meshmail_storage::model::{accounts, now_ms};
+
+use super::Outbound;
+use super::dsn::{self, Report};
+use crate::ingest::ingest;
+use crate::smtp::accept::{EnvelopeParams, is_local_domain, queue_remote};
+
+pub async fn send_dsn(
+    o: &Arc<Outbound>,
+    item: &OutboundItem,
+    report: &Report,
+    dsn_id: [u8; 16],
+    body: Option<&Bytes>,
+) -> Result<(), String> {
+    if item.sender.is_empty() {
+        // Never a DSN to the null reverse path.
+        return Ok(());
+    }
+    let ctx = &o.ctx;
+    let original = match body {
+        Some(b) => b.clone(),
+        None => ctx
+            .blobs
+            .get(&ctx.db, &item.body)
+            .await
+            .unwrap_or_else(|_| Bytes::from_static(b"")),
+    };
+    let raw = Bytes::from(dsn::build(&o.config.hostname, item, report, &original, now_ms()));
+    let domain = item.sender.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();
+    let local = is_local_domain(ctx, &domain).await.map_err(|e| e.to_string())?;
+    let account = if local {
+        let s = item.sender.clone();
+        let acc = ctx
+            .db
+            .read("dsn_account", move |txn| {
+                let s = s.clone();
+                async move {
+                    match accounts::get(&txn, &s).await {
+                        Err(StorageError::Model(_)) => Ok(None),
+                        other => other,
+                    }
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        match acc {
+            Some(a) => Some(a),
+            None => {
+                // A local sender without an account (an alias, a deleted
+                // account): nobody to tell.
+                tracing::warn!(sender = %item.sender, "DSN for a local sender with no account dropped");
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    // A body swept between prepare and commit is written again (rare).
+    let mut last = String::new();
+    for _ in 0..3 {
+        let ingested = ingest(ctx, raw.clone()).await.map_err(|e| e.to_string())?;
+        let outcome = match &account {
+            Some(acc) => {
+                let req = DeliveryRequest {
+                    acceptance_id: dsn_id,
+                    account: acc.id,
+                    recipient: acc.email.clone(),
+                    mailbox: "INBOX".into(),
+                    body: ingested.body,
+                    flags: Vec::new(),
+                    internal_date_ms: now_ms() as i64,
+                    envelope: ingested.envelope,
+                    body_structure: ingested.body_structure,
+                    fault: None,
+                    from_quarantine: None,
+                };
+                deliver(ctx, req).await.map(|_| ())
+            }
+            None => {
+                queue_remote(
+                    ctx,
+                    dsn_id,
+                    "",
+                    &item.sender,
+                    &ingested.body,
+                    &EnvelopeParams::default(),
+                    Default::default(),
+                )
+                .await
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                metrics::counter!("meshmail_outbound_dsn_total", "action" => format!("{:?}", report.action).to_lowercase())
+                    .increment(1);
+                return Ok(());
+            }
+            Err(DeliveryError::BodySwept) => last = "body swept".into(),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(last)
+}

@@ -1,0 +1,314 @@
+//! The queue runner: an [`OutboundSupervisor`] keeps one [`QueueRunner`]
+//! alive (restarts within a [`RestartBudget`]); the runner scans, every
+//! `scan_interval`, the due index of each shard this node holds the lease
+//! of, claims due items (a transaction per shard that checks the lease, so
+//! two nodes never both claim an item under valid leases), groups them by
+//! destination and message, and starts one delivery task per destination
+//! chunk (at most `per_destination_max` at once per domain).
+//!
+//! Bounded everywhere: at most `in_flight_max` items in flight per node,
+//! `due_per_shard_max` read per shard per scan, 256 shards per read
+//! transaction.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use meshmail_actors::live::LiveGuard;
+use meshmail_actors::restart::RestartBudget;
+use meshmail_storage::StorageError;
+use meshmail_storage::model::now_ms;
+use meshmail_storage::model::outbound::{self, Fence, OutboundItem};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use super::deliver::{Job, Message, deliver_job};
+use super::{InFlight, Outbound};
+
+/// Shards read per scan transaction (each a short range read).
+const SHARDS_PER_SCAN_TXN: usize = 256;
+/// Claims of a taken-over shard looked at per scan.
+const CLAIMS_PER_SHARD_MAX: usize = 1000;
+
+#[derive(ractor_cluster_derive::RactorMessage)]
+pub enum RunnerMsg {
+    Tick,
+}
+
+pub struct QueueRunner;
+
+pub struct RunnerState {
+    o: Arc<Outbound>,
+    _live: LiveGuard,
+}
+
+impl Actor for QueueRunner {
+    type Msg = RunnerMsg;
+    type State = RunnerState;
+    type Arguments = Arc<Outbound>;
+
+    async fn pre_start(&self, me: ActorRef<RunnerMsg>, o: Arc<Outbound>) -> Result<RunnerState, ActorProcessingErr> {
+        me.send_after(o.config.scan_interval, || RunnerMsg::Tick);
+        Ok(RunnerState {
+            o,
+            _live: LiveGuard::new("outbound_runner"),
+        })
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<RunnerMsg>,
+        msg: RunnerMsg,
+        st: &mut RunnerState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RunnerMsg::Tick => {
+                let started = std::time::Instant::now();
+                match scan(&st.o).await {
+                    Ok(n) if n > 0 => tracing::debug!(claimed = n, "outbound scan"),
+                    Ok(_) => {}
+                    // Retried at the next tick; claims already taken stand.
+                    Err(e) => tracing::warn!(error = %e, "outbound scan failed"),
+                }
+                metrics::histogram!("meshmail_outbound_scan_seconds").record(started.elapsed().as_secs_f64());
+                me.send_after(st.o.config.scan_interval, || RunnerMsg::Tick);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One scan: returns how many items it claimed and started.
+pub async fn scan(o: &Arc<Outbound>) -> Result<usize, StorageError> {
+    let ctx = &o.ctx;
+    update_depth_gauges(o).await;
+    let budget = o.config.in_flight_max.saturating_sub(o.in_flight());
+    if budget == 0 {
+        return Ok(0);
+    }
+    let now = now_ms();
+    let owned: Vec<(u32, u64)> = (0..ctx.shard_count)
+        .filter(|s| ctx.serves(*s))
+        .filter_map(|s| ctx.lease_epoch(s).map(|e| (s, e)))
+        .collect();
+    let mut candidates: BTreeMap<u32, (u64, Vec<[u8; 16]>)> = BTreeMap::new();
+    let mut found = 0usize;
+    let per_shard = o.config.due_per_shard_max.max(1);
+    for chunk in owned.chunks(SHARDS_PER_SCAN_TXN) {
+        let rescan: Vec<(u32, u64, bool)> = {
+            let seen = o.seen_epochs.lock().expect("seen_epochs");
+            chunk.iter().map(|&(s, e)| (s, e, seen.get(&s) != Some(&e))).collect()
+        };
+        let r = rescan.clone();
+        let rows: Vec<(u32, u64, Vec<[u8; 16]>)> = ctx
+            .db
+            .read("outbound_scan", move |txn| {
+                let r = r.clone();
+                async move {
+                    let mut out = Vec::new();
+                    for (shard, epoch, claims_too) in r {
+                        let mut ids = outbound::due(&txn, shard, now, per_shard).await?;
+                        if claims_too {
+                            ids.extend(outbound::claimed(&txn, shard, CLAIMS_PER_SHARD_MAX).await?);
+                        }
+                        if !ids.is_empty() {
+                            out.push((shard, epoch, ids));
+                        }
+                    }
+                    Ok::<_, StorageError>(out)
+                }
+            })
+            .await?;
+        {
+            let mut seen = o.seen_epochs.lock().expect("seen_epochs");
+            for (s, e, _) in &rescan {
+                seen.insert(*s, *e);
+            }
+        }
+        for (shard, epoch, mut ids) in rows {
+            ids.sort();
+            ids.dedup();
+            ids.retain(|id| !o.is_in_flight(id));
+            ids.truncate(budget - found);
+            found += ids.len();
+            if !ids.is_empty() {
+                candidates.insert(shard, (epoch, ids));
+            }
+            if found >= budget {
+                break;
+            }
+        }
+        if found >= budget {
+            break;
+        }
+    }
+    metrics::gauge!("meshmail_outbound_items", "state" => "due").set(found as f64);
+    let mut claimed: Vec<(Fence, OutboundItem, InFlight)> = Vec::new();
+    let until = now + o.config.claim_timeout.as_millis() as u64;
+    for (shard, (epoch, ids)) in candidates {
+        let fence = Fence {
+            node: ctx.identity.name.clone(),
+            generation: ctx.identity.generation,
+            epoch,
+        };
+        // Registered before the claim commits, so a concurrent scan of
+        // this node cannot start the same item twice.
+        let guards: Vec<InFlight> = ids.iter().filter_map(|id| o.enter(*id)).collect();
+        let (f, ids2) = (fence.clone(), ids.clone());
+        let got = ctx
+            .db
+            .run("outbound_claim", move |txn| {
+                let (f, ids2) = (f.clone(), ids2.clone());
+                async move {
+                    let mut got = Vec::new();
+                    for id in ids2 {
+                        if let Some(item) = outbound::claim(&txn, &id, &f, now, until).await? {
+                            got.push(item);
+                        }
+                    }
+                    Ok::<_, StorageError>(got)
+                }
+            })
+            .await;
+        match got {
+            Ok(items) => {
+                let mut guards: HashMap<[u8; 16], InFlight> = guards.into_iter().map(|g| (g.id, g)).collect();
+                for item in items {
+                    if let Some(g) = guards.remove(&item.id) {
+                        claimed.push((fence.clone(), item, g));
+                    }
+                }
+            }
+            // Fenced (the lease moved) or the store failed: the items stay
+            // due for whoever owns the shard now.
+            Err(e) => tracing::debug!(shard, error = %e, "outbound claim refused"),
+        }
+        let _ = shard;
+    }
+    let n = claimed.len();
+    dispatch(o, claimed);
+    Ok(n)
+}
+
+/// Groups claimed items by destination domain and, within it, by message
+/// (same sender, body and envelope options: one SMTP transaction), then
+/// spreads each domain's messages over at most `per_destination_max`
+/// tasks, each reusing one connection for its share.
+fn dispatch(o: &Arc<Outbound>, claimed: Vec<(Fence, OutboundItem, InFlight)>) {
+    type MsgKey = (String, String, bool, bool, bool, String);
+    let mut by_domain: BTreeMap<String, BTreeMap<MsgKey, Message>> = BTreeMap::new();
+    for (fence, item, guard) in claimed {
+        let domain = item.recipient_domain().to_ascii_lowercase();
+        let key: MsgKey = (
+            item.sender.clone(),
+            item.body.hash.clone(),
+            item.smtputf8,
+            item.eight_bit,
+            item.require_tls,
+            format!("{:?}{:?}", item.dsn.ret, item.dsn.envid),
+        );
+        by_domain
+            .entry(domain)
+            .or_default()
+            .entry(key)
+            .or_insert_with(|| Message { items: Vec::new() })
+            .items
+            .push((fence, item, guard));
+    }
+    for (domain, messages) in by_domain {
+        let messages: Vec<Message> = messages.into_values().collect();
+        let tasks = messages.len().min(o.config.per_destination_max.max(1));
+        let mut chunks: Vec<Vec<Message>> = (0..tasks).map(|_| Vec::new()).collect();
+        for (i, m) in messages.into_iter().enumerate() {
+            chunks[i % tasks].push(m);
+        }
+        for messages in chunks {
+            let job = Job {
+                domain: domain.clone(),
+                messages,
+            };
+            let o = o.clone();
+            let sem = o.destination(&domain);
+            tokio::spawn(async move {
+                // The per-destination cap: waits here, claim held.
+                let Ok(_permit) = sem.acquire_owned().await else { return };
+                deliver_job(&o, job).await;
+            });
+        }
+    }
+}
+
+async fn update_depth_gauges(o: &Arc<Outbound>) {
+    metrics::gauge!("meshmail_outbound_items", "state" => "in_flight").set(o.in_flight() as f64);
+    // The store-wide count is reported by one node only (the owner of
+    // shard 0), so a sum over nodes stays right.
+    if o.ctx.serves(0)
+        && let Ok(n) = o
+            .ctx
+            .db
+            .read("outbound_count", |txn| async move { outbound::count(&txn).await })
+            .await
+    {
+        metrics::gauge!("meshmail_outbound_items", "state" => "queued").set(n as f64);
+    }
+}
+
+/// Keeps one [`QueueRunner`] running.
+pub struct OutboundSupervisor;
+
+#[derive(ractor_cluster_derive::RactorMessage)]
+pub enum SupervisorMsg {}
+
+pub struct SupervisorState {
+    o: Arc<Outbound>,
+    budget: RestartBudget,
+    _live: LiveGuard,
+}
+
+impl Actor for OutboundSupervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = Arc<Outbound>;
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        o: Arc<Outbound>,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        Actor::spawn_linked(None, QueueRunner, o.clone(), me.get_cell()).await?;
+        Ok(SupervisorState {
+            o,
+            budget: RestartBudget::default(),
+            _live: LiveGuard::new("outbound_supervisor"),
+        })
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        evt: SupervisionEvent,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match evt {
+            SupervisionEvent::ActorFailed(_, why) => {
+                tracing::error!(error = %why, "outbound runner failed; restarting");
+            }
+            SupervisionEvent::ActorTerminated(_, _, reason) => {
+                tracing::warn!(?reason, "outbound runner stopped; restarting");
+            }
+            // Started, process-group changes: nothing to do (and, unlike
+            // ractor's default, never a reason to stop).
+            _ => return Ok(()),
+        }
+        metrics::counter!("meshmail_actor_restarts_total", "kind" => "outbound_runner").increment(1);
+        if !st.budget.allow() {
+            return Err("outbound runner keeps failing: restart budget spent".into());
+        }
+        Actor::spawn_linked(None, QueueRunner, st.o.clone(), me.get_cell()).await?;
+        Ok(())
+    }
+}
+
+/// Starts the supervisor (and so the runner) for this node.
+pub async fn start(o: Arc<Outbound>) -> Result<ActorRef<SupervisorMsg>, ActorProcessingErr> {
+    let (sup, _) = Actor::spawn(None, OutboundSupervisor, o).await?;
+    Ok(sup)
+}
