@@ -12,7 +12,6 @@ use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, deliver};
 use meshmail_actors::faults;
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
-use meshmail_storage::keyspace::AccountId;
 use meshmail_storage::model::outbound::{self, DsnParams, OutboundItem};
 use meshmail_storage::model::{domains, id_to_string, new_id, now_ms, secrets};
 use meshmail_storage::{StorageError, Txn};
@@ -25,21 +24,10 @@ use super::session::SmtpShared;
 use super::srs;
 use crate::ingest::{Ingested, ingest};
 
-#[derive(Debug, Clone)]
-pub enum Recipient {
-    Local {
-        account: AccountId,
-        address: String,
-    },
-    /// Relayed through the outbound queue: a foreign address given by an
-    /// authenticated submission client, or the target of one of our
-    /// aliases (`forwarded_by`: that alias's domain; the copy leaves with
-    /// an SRS sender under it).
-    Remote {
-        address: String,
-        forwarded_by: Option<String>,
-    },
-}
+/// One final recipient of a message: the router's targets are exactly what
+/// acceptance delivers (local) or queues (remote, `forwarded_by` the alias's
+/// domain whose SRS sender the copy gets).
+pub use super::routing::Target as Recipient;
 
 pub struct Accepted {
     pub from: ReversePath,
@@ -125,15 +113,7 @@ pub async fn resolve_recipient(
             if via_alias {
                 metrics::counter!("meshmail_smtp_alias_expansions_total").increment(1);
             }
-            RcptOutcome::Accept(
-                targets
-                    .into_iter()
-                    .map(|t| match t {
-                        Target::Local { account, address } => Recipient::Local { account, address },
-                        Target::Remote { address, forwarded_by } => Recipient::Remote { address, forwarded_by },
-                    })
-                    .collect(),
-            )
+            RcptOutcome::Accept(targets)
         }
         Route::Foreign if submission => RcptOutcome::Accept(vec![Recipient::Remote {
             address: mailbox.to_string(),

@@ -165,35 +165,15 @@ fn expand<'a>(
                 },
             );
         }
-        if let Some(acc) = get_account(txn, &address).await? {
-            return push(
-                &mut walk.out,
-                Target::Local {
-                    account: acc.id,
-                    address: acc.email,
-                },
-            );
-        }
-        if let Some(alias) = aliases::get(txn, &address).await? {
-            return follow(txn, &alias.targets, cfg, depth, walk, &domain).await;
+        if let Some(step) = exact(txn, &address, &domain, cfg, depth, walk).await? {
+            return Ok(step);
         }
         if let Some(sep) = cfg.subaddress_separator
             && let Some((base, _tag)) = local.split_once(sep)
             && !base.is_empty()
+            && let Some(step) = exact(txn, &format!("{base}@{domain}"), &domain, cfg, depth, walk).await?
         {
-            let base = format!("{base}@{domain}");
-            if let Some(acc) = get_account(txn, &base).await? {
-                return push(
-                    &mut walk.out,
-                    Target::Local {
-                        account: acc.id,
-                        address: acc.email,
-                    },
-                );
-            }
-            if let Some(alias) = aliases::get(txn, &base).await? {
-                return follow(txn, &alias.targets, cfg, depth, walk, &domain).await;
-            }
+            return Ok(step);
         }
         if let Some(catch_all) = aliases::get(txn, &format!("@{domain}")).await? {
             walk.via_catch_all = true;
@@ -201,6 +181,28 @@ fn expand<'a>(
         }
         Ok(Step::Unknown)
     })
+}
+
+/// An account or an alias with exactly this address (in a local `domain`).
+async fn exact(
+    txn: &Txn,
+    address: &str,
+    domain: &str,
+    cfg: &RoutingConfig,
+    depth: usize,
+    walk: &mut Walk,
+) -> Result<Option<Step>, StorageError> {
+    if let Some(acc) = get_account(txn, address).await? {
+        let local = Target::Local {
+            account: acc.id,
+            address: acc.email,
+        };
+        return push(&mut walk.out, local).map(Some);
+    }
+    match aliases::get(txn, address).await? {
+        Some(alias) => follow(txn, &alias.targets, cfg, depth, walk, domain).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Resolves an alias's targets; `domain` is the alias's (local) domain, the
