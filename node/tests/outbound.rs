@@ -106,7 +106,7 @@ fn start_node(dir: &Path, peer: &Peer, outbound_extra: &str) -> Node {
              [smtp]\nallow_plaintext_auth_on_loopback = true\n\
              [imap]\nallow_plaintext_auth_on_loopback = true\n\
              [dns]\nresolver = \"{}\"\ntimeout_ms = 2000\n\
-             [outbound]\nmx_port = {}\nscan_interval_ms = 200\ndelay_warning_s = 0\n{outbound_extra}",
+             [outbound]\nmx_port = {}\nscan_interval_ms = 200\n{outbound_extra}",
             peer.dns, peer.mx_port
         ),
     );
@@ -173,7 +173,7 @@ fn dkim_retries_and_bounce() {
     );
     let shown = run_ok(meshmail(&data).args(["dkim", "show", "local.test"]), None);
     assert!(shown.contains(&zone_line), "{shown}");
-    let node = start_node(&data, &peer, "retry_schedule_s = [1, 1]\n");
+    let node = start_node(&data, &peer, "retry_schedule_s = [1, 1]\ndelay_warning_s = 0\n");
 
     // (a) Signed, and verified by an independent implementation.
     submit(&node, "bob@remote.test", "signed");
@@ -250,7 +250,8 @@ fn dkim_retries_and_bounce() {
 }
 
 /// (c) An expiry: a recipient that only ever answers 451, a lifetime of
-/// seconds: bounced with status 4.4.7 and a DSN in the sender's INBOX.
+/// seconds: first a delay DSN (`delay_warning_s`), then a bounce with
+/// status 4.4.7, both in the sender's INBOX.
 /// A null MX (RFC 7505) bounces at once with 5.1.10.
 #[test]
 fn expiry_and_null_mx_bounce() {
@@ -262,8 +263,16 @@ fn expiry_and_null_mx_bounce() {
     std::fs::create_dir_all(&out).unwrap();
     let peer = Peer::start(&out);
     let data = dir.path().join("data");
-    let node = start_node(&data, &peer, "retry_schedule_s = [1]\nmax_lifetime_s = 3\n");
+    let node = start_node(
+        &data,
+        &peer,
+        "retry_schedule_s = [1]\nmax_lifetime_s = 4\ndelay_warning_s = 1\n",
+    );
     submit(&node, "always451@remote.test", "expires");
+    // First a delay warning (still retrying)...
+    let (ok, text) = check(&["dsn-delay", node.addr("imap"), USER, PASSWORD, "always451@remote.test"]);
+    assert!(ok, "no delay DSN recognised: {text}");
+    // ... then the bounce at expiry.
     let (ok, text) = check(&[
         "dsn",
         node.addr("imap"),

@@ -10,6 +10,7 @@
 
 pub mod bench_imap;
 pub mod bench_kv;
+pub mod bench_outbound;
 pub mod bench_smtp;
 pub mod budget;
 pub mod checks;

@@ -51,6 +51,10 @@ enum Bench {
     /// IMAP: FETCH/SEARCH/STORE throughput with N sessions, and RSS per
     /// idle authenticated session with many IDLE sessions on one node.
     Imap(meshmail_soak::bench_imap::ImapArgs),
+    /// Outbound delivery: N messages submitted with AUTH over C connections
+    /// to one node relaying to a local sink MX; msg/s and queue-to-remote
+    /// latency p50/p99.
+    Outbound(meshmail_soak::bench_outbound::OutboundArgs),
     /// Internal: one worker process of `bench kv`.
     #[command(hide = true)]
     KvWorker(bench_kv::WorkerArgs),
@@ -66,6 +70,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Imap(args),
         } => meshmail_soak::bench_imap::run(args),
+        Command::Bench {
+            what: Bench::Outbound(args),
+        } => meshmail_soak::bench_outbound::run(args),
         Command::Bench {
             what: Bench::KvWorker(args),
         } => bench_kv::worker(args),

@@ -20,6 +20,17 @@ pub struct NodeProc {
 
 impl NodeProc {
     pub fn start(bin: &Path, data_dir: &Path, extra: &[&str]) -> anyhow::Result<NodeProc> {
+        Self::start_with_submission(bin, data_dir, "off", extra)
+    }
+
+    /// Like [`NodeProc::start`], with the submission listener at `submission`
+    /// (`"127.0.0.1:0"` for outbound benchmarks).
+    pub fn start_with_submission(
+        bin: &Path,
+        data_dir: &Path,
+        submission: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<NodeProc> {
         let mut child = Command::new(bin)
             .arg("--data-dir")
             .arg(data_dir)
@@ -28,7 +39,7 @@ impl NodeProc {
                 "--smtp",
                 "127.0.0.1:0",
                 "--submission",
-                "off",
+                submission,
                 "--submissions",
                 "off",
             ])

@@ -10,6 +10,10 @@ node/tests/outbound.rs.
     outbound_check.py submit SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] SUBJECT
         Submits one message with AUTH PLAIN over smtplib.
 
+    outbound_check.py dsn-delay IMAP_ADDR USER PASSWORD RECIPIENT
+        Like dsn, for a delay warning: Action "delayed", and flufl.bounce
+        counts RECIPIENT as a temporary failure.
+
     outbound_check.py dsn IMAP_ADDR USER PASSWORD STATUS RECIPIENT [TIMEOUT_S]
         Waits (up to TIMEOUT_S, default 60) for a delivery status
         notification in USER's INBOX, then checks with Python's email
@@ -58,7 +62,7 @@ def delivery_status(msg):
     return out
 
 
-def check_dsn(addr, user, password, status, recipient, timeout_s=60.0):
+def check_dsn(addr, user, password, status, recipient, timeout_s=60.0, delayed=False):
     host, port = addr.rsplit(":", 1)
     deadline = time.monotonic() + timeout_s
     seen = []
@@ -77,13 +81,17 @@ def check_dsn(addr, user, password, status, recipient, timeout_s=60.0):
         seen = []
         for msg in reports:
             blocks = delivery_status(msg)
-            _temporary, permanent = all_failures(msg)
+            temporary, permanent = all_failures(msg)
             permanent = sorted(a.decode() if isinstance(a, bytes) else a for a in permanent)
+            temporary = sorted(a.decode() if isinstance(a, bytes) else a for a in temporary)
             result = {"dsn": msg.get("Subject"), "from": msg.get("From"), "blocks": blocks,
-                      "flufl_permanent": permanent}
+                      "flufl_permanent": permanent, "flufl_temporary": temporary}
             seen.append(result)
-            if any(b["recipient"] == recipient and b["status"] == status for b in blocks) \
-                    and recipient in permanent:
+            want_action = "delayed" if delayed else "failed"
+            flufl_set = temporary if delayed else permanent
+            if any(b["recipient"] == recipient and b["action"] == want_action
+                   and (status is None or b["status"] == status) for b in blocks) \
+                    and recipient in flufl_set:
                 print(json.dumps(result))
                 return 0
         if time.monotonic() >= deadline:
@@ -117,6 +125,9 @@ def main():
         return submit(*sys.argv[2:8])
     if cmd == "dkim":
         return check_dkim(sys.argv[2], sys.argv[3])
+    if cmd == "dsn-delay":
+        addr, user, password, recipient = sys.argv[2:6]
+        return check_dsn(addr, user, password, None, recipient, delayed=True)
     if cmd == "dsn":
         timeout = float(sys.argv[7]) if len(sys.argv) > 7 else 60.0
         return check_dsn(*sys.argv[2:7], timeout_s=timeout)

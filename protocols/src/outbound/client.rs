@@ -743,46 +743,5 @@ pub fn xtext(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replies_and_caps() {
-        assert_eq!(
-            parse_reply_line("250-PIPELINING").unwrap(),
-            (250, true, "PIPELINING".into())
-        );
-        assert_eq!(parse_reply_line("250").unwrap(), (250, false, String::new()));
-        assert!(parse_reply_line("hello").is_err());
-        assert!(parse_reply_line("999 x").is_err());
-        let r = SmtpReply {
-            code: 250,
-            lines: [
-                "mx hello",
-                "PIPELINING",
-                "SIZE 1000",
-                "8BITMIME",
-                "dsn",
-                "STARTTLS",
-                "AUTH PLAIN login",
-            ]
-            .map(String::from)
-            .to_vec(),
-        };
-        let c = Caps::parse(&r);
-        assert!(c.pipelining && c.eight_bit_mime && c.dsn && c.starttls && !c.smtputf8);
-        assert_eq!(c.size, Some(1000));
-        assert_eq!(c.auth, vec!["PLAIN".to_string(), "LOGIN".to_string()]);
-        let r = SmtpReply {
-            code: 550,
-            lines: vec!["5.1.1 no such user".into()],
-        };
-        assert_eq!(r.enhanced().as_deref(), Some("5.1.1"));
-        assert!(r.is_permanent());
-    }
-
-    #[test]
-    fn xtext_encodes_plus_and_equals() {
-        assert_eq!(xtext("a+b=c d"), "a+2Bb+3Dc+20d");
-    }
-}
+#[path = "client_tests.rs"]
+mod tests;

@@ -181,7 +181,6 @@ pub async fn scan(o: &Arc<Outbound>) -> Result<usize, StorageError> {
             // due for whoever owns the shard now.
             Err(e) => tracing::debug!(shard, error = %e, "outbound claim refused"),
         }
-        let _ = shard;
     }
     let n = claimed.len();
     dispatch(o, claimed);
