@@ -51,6 +51,10 @@ enum Bench {
     /// IMAP: FETCH/SEARCH/STORE throughput with N sessions, and RSS per
     /// idle authenticated session with many IDLE sessions on one node.
     Imap(meshmail_soak::bench_imap::ImapArgs),
+    /// The webmail path over JMAP: login + inbox load in bursts of 5,
+    /// Email/query + Email/get of 50, sends through EmailSubmission/set;
+    /// paired runs A/B/A with the node's CPU seconds and peak RSS.
+    Jmap(meshmail_soak::bench_jmap::JmapArgs),
     /// Internal: one worker process of `bench kv`.
     #[command(hide = true)]
     KvWorker(bench_kv::WorkerArgs),
@@ -66,6 +70,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Imap(args),
         } => meshmail_soak::bench_imap::run(args),
+        Command::Bench {
+            what: Bench::Jmap(args),
+        } => meshmail_soak::bench_jmap::run(args),
         Command::Bench {
             what: Bench::KvWorker(args),
         } => bench_kv::worker(args),
