@@ -405,9 +405,11 @@ async fn feed_event_source(
             Duration::from_secs(p),
         )
     });
-    // An opening comment flushes the headers so the client sees the
-    // stream open before the first event.
-    if tx.send(Ok(Bytes::from_static(b": meshmail push\n\n"))).await.is_err() {
+    // An opening ping shows the client the stream is open before the first
+    // change (a ping rather than an SSE comment: some clients, jmap-client
+    // 0.4 among them, read a comment's blank line as an empty state event).
+    let hello = format!("event: ping\ndata: {{\"interval\":{}}}\n\n", ping.unwrap_or(0));
+    if tx.send(Ok(Bytes::from(hello))).await.is_err() {
         return;
     }
     loop {

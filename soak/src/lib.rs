@@ -9,6 +9,7 @@
 //! in count and in time and stops by itself; traffic goes to loopback only.
 
 pub mod bench_imap;
+pub mod bench_jmap;
 pub mod bench_kv;
 pub mod bench_outbound;
 pub mod bench_smtp;

@@ -55,6 +55,10 @@ enum Bench {
     /// to one node relaying to a local sink MX; msg/s and queue-to-remote
     /// latency p50/p99.
     Outbound(meshmail_soak::bench_outbound::OutboundArgs),
+    /// The webmail path over JMAP: login + inbox load in bursts of 5,
+    /// Email/query + Email/get of 50, sends through EmailSubmission/set;
+    /// paired runs A/B/A with the node's CPU seconds and peak RSS.
+    Jmap(meshmail_soak::bench_jmap::JmapArgs),
     /// Internal: one worker process of `bench kv`.
     #[command(hide = true)]
     KvWorker(bench_kv::WorkerArgs),
@@ -73,6 +77,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Outbound(args),
         } => meshmail_soak::bench_outbound::run(args),
+        Command::Bench {
+            what: Bench::Jmap(args),
+        } => meshmail_soak::bench_jmap::run(args),
         Command::Bench {
             what: Bench::KvWorker(args),
         } => bench_kv::worker(args),

@@ -85,6 +85,30 @@ impl NodeProc {
             .context("no VmRSS in /proc status")
     }
 
+    /// Peak resident set size of the node process so far, KiB (VmHWM).
+    pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .context("no VmHWM in /proc status")
+    }
+
+    /// User + system CPU seconds the node process has used so far.
+    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
+        // Fields after the parenthesised command name; utime and stime are
+        // the 14th and 15th fields of the line.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+            + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // SAFETY: sysconf with a valid name has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        Ok(ticks / hz)
+    }
+
     /// The Prometheus text of its /metrics.
     pub fn metrics(&self) -> anyhow::Result<String> {
         use std::io::Read;

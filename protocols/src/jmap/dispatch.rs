@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::wire::{
-    CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAPABILITIES, Invocation, MethodError, Request, RequestError,
-    Response, ResultReference,
+    CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAPABILITIES, Invocation, MethodError,
+    REGISTERED_NOT_IMPLEMENTED, Request, RequestError, Response, ResultReference,
 };
 use super::{Caller, JmapShared, blob, email_get, email_query, email_set, ids, mailbox, submission, thread};
 
@@ -68,7 +68,7 @@ pub fn reply<T: Serialize>(name: &str, value: &T) -> Result<Output, MethodError>
 /// Runs a request for `caller`.
 pub async fn execute(shared: &Arc<JmapShared>, caller: &Caller, req: Request) -> Result<Response, RequestError> {
     for cap in &req.using {
-        if !CAPABILITIES.contains(&cap.as_str()) {
+        if !CAPABILITIES.contains(&cap.as_str()) && !REGISTERED_NOT_IMPLEMENTED.contains(&cap.as_str()) {
             return Err(RequestError::UnknownCapability(cap.clone()));
         }
     }

@@ -18,8 +18,25 @@ pub const CAP_SUBMISSION: &str = "urn:ietf:params:jmap:submission";
 pub const CAP_VACATION: &str = "urn:ietf:params:jmap:vacationresponse";
 pub const CAP_WEBSOCKET: &str = "urn:ietf:params:jmap:websocket";
 
-/// Capabilities this server implements (a request may use no others).
+/// Capabilities this server implements.
 pub const CAPABILITIES: &[&str] = &[CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAP_WEBSOCKET];
+
+/// Capabilities of the IANA JMAP registry this server does not implement.
+/// A request may name them (some clients, jmap-client among them, always
+/// send their whole list); they enable no method here. Any other URI is
+/// an unknownCapability.
+pub const REGISTERED_NOT_IMPLEMENTED: &[&str] = &[
+    "urn:ietf:params:jmap:blob",
+    "urn:ietf:params:jmap:calendars",
+    "urn:ietf:params:jmap:contacts",
+    "urn:ietf:params:jmap:mdn",
+    "urn:ietf:params:jmap:principals",
+    "urn:ietf:params:jmap:principals:owner",
+    "urn:ietf:params:jmap:quota",
+    "urn:ietf:params:jmap:sieve",
+    "urn:ietf:params:jmap:smimeverify",
+    "urn:ietf:params:jmap:tasks",
+];
 
 /// A JMAP request (RFC 8620 §3.3).
 #[derive(Debug, Clone, Deserialize)]
