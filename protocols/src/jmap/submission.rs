@@ -281,8 +281,26 @@ async fn submissions(call: &Call<'_>) -> Result<Vec<Submission>, MethodError> {
 
 /// The EmailSubmission state: the newest record's id (ids grow in time).
 fn submission_state(all: &[Submission]) -> String {
-    all.last()
-        .map_or_else(|| "s0".to_string(), |s| format!("s{}", submission_id(&s.id)))
+    state_of_last(all.last())
+}
+
+fn state_of_last(last: Option<&Submission>) -> String {
+    last.map_or_else(|| "s0".to_string(), |s| format!("s{}", submission_id(&s.id)))
+}
+
+/// The state without listing every record (one key read): /set needs it
+/// twice per call, and a list would make sending quadratic.
+async fn current_state(call: &Call<'_>) -> Result<String, MethodError> {
+    let account = call.caller.account;
+    let last = call
+        .shared
+        .ctx
+        .db
+        .read("jmap_submission_state", move |txn| async move {
+            jmap::last_submission(&txn, account).await
+        })
+        .await?;
+    Ok(state_of_last(last.as_ref()))
 }
 
 pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
@@ -630,8 +648,7 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         + args.update.as_ref().map_or(0, |u| u.len())
         + args.destroy.as_ref().map_or(0, |d| d.len());
     check_set_size(call, n)?;
-    let before = submissions(call).await?;
-    let old_state = submission_state(&before);
+    let old_state = current_state(call).await?;
     if args.if_in_state.as_ref().is_some_and(|s| *s != old_state) {
         return Err(MethodError::StateMismatch);
     }
@@ -690,7 +707,7 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
             }
         }
     }
-    resp.new_state = submission_state(&submissions(call).await?);
+    resp.new_state = current_state(call).await?;
     let mut out = reply("EmailSubmission/set", &resp)?;
     // RFC 8621 §7.5: the implicit Email/set after successful submissions.
     let mut update = Map::new();

@@ -86,6 +86,13 @@ pub async fn list_submissions(txn: &Txn, account: AccountId, limit: usize) -> Re
     rows.iter().map(|(_, v)| decode("submission", v)).collect()
 }
 
+/// The newest submission (the EmailSubmission state), read as one key.
+pub async fn last_submission(txn: &Txn, account: AccountId) -> Result<Option<Submission>> {
+    let (b, e) = keyspace::submissions(account);
+    let rows = txn.get_range(&b, &e, RangeOptions::limit(1).reversed()).await?;
+    rows.first().map(|(_, v)| decode("submission", v)).transpose()
+}
+
 pub fn delete_submission(txn: &Txn, account: AccountId, id: &[u8; 16]) -> Result<()> {
     txn.clear(&keyspace::submission(account, id))
 }
