@@ -403,8 +403,13 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
         percentile(&times, 0.99),
         times.last().unwrap()
     );
-    // Drops are not deaths: nothing moved.
-    assert!(converged(&nodes));
+    // Drops are not deaths: the mesh settles back to full ownership (read
+    // again until it does: right after the last drop one status snapshot
+    // can still show a link a peer has not re-announced; seen once on a
+    // loaded CI machine).
+    wait_for("ownership to settle after the drops", Duration::from_secs(15), || {
+        converged(&nodes)
+    });
 
     // Drain B: it hands every shard over and mail through it still lands.
     run_ok(
