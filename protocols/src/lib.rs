@@ -19,3 +19,4 @@ pub mod net;
 pub mod outbound;
 pub mod smtp;
 pub mod summary;
+pub mod summary_raw;

@@ -9,14 +9,19 @@
 //! `parse_failed: true`: a message is never dropped for being strange.
 //!
 //! Envelope strings are kept raw (unfolded, trimmed), as IMAP sends them;
-//! the subject and display names are also kept RFC 2047-decoded. Address
-//! display names come decoded only: an IMAP session that did not enable
-//! UTF8=ACCEPT re-encodes non-ASCII names as encoded words.
+//! the subject and display names are also kept RFC 2047-decoded (for JMAP
+//! and search). When a header occurs more than once, the envelope takes
+//! the last one, as Dovecot does. MIME parameters are kept as written
+//! (RFC 2231 continuations joined, see [`crate::summary_raw`]). Summaries
+//! stored before display names were kept raw have only the decoded name;
+//! IMAP re-encodes those as encoded words.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use mail_parser::{Address, Encoding, Header, HeaderName, HeaderValue, Message, MessageParser, PartType};
+use mail_parser::{Encoding, Header, HeaderName, HeaderValue, Message, MessageParser, PartType};
 use serde::{Deserialize, Serialize};
+
+use crate::summary_raw;
 
 /// Deeper MIME nesting than this is summarized as an opaque leaf. It keeps
 /// our recursion (and serde_json's, which refuses more than 128 levels)
@@ -57,6 +62,10 @@ pub struct HeaderText {
 pub struct ImapAddress {
     /// Display name, RFC 2047-decoded.
     pub name: Option<String>,
+    /// Display name as written (encoded words and 8-bit bytes kept), what
+    /// IMAP's ENVELOPE sends. None in summaries stored before it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_name: Option<String>,
     /// Source route: always None (obsolete syntax, dropped by the parser).
     pub adl: Option<String>,
     pub mailbox: Option<String>,
@@ -112,13 +121,19 @@ pub struct BodyPart {
     pub media_type: String,
     /// Lowercase subtype (`plain`, `mixed`, ...).
     pub subtype: String,
-    /// Content-Type parameters (RFC 2231 continuations joined, values decoded).
+    /// Type and subtype as written, when that is not lowercase (IMAP
+    /// sends them as written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written_type: Option<(String, String)>,
+    /// Content-Type parameters as written: RFC 2231 continuations joined,
+    /// extended values (`name*`) left encoded. A text part without a
+    /// charset gets `charset=us-ascii` (RFC 2045 §5.2).
     pub params: Vec<(String, String)>,
     /// Content-ID as written.
     pub id: Option<String>,
     /// Content-Description as written.
     pub description: Option<String>,
-    /// Content-Transfer-Encoding as written, `7BIT` when absent.
+    /// Content-Transfer-Encoding as written, `7bit` when absent.
     pub encoding: String,
     /// Octets of the body in its transfer encoding.
     pub size: u64,
@@ -220,7 +235,7 @@ fn failed_summary(raw: &[u8]) -> Summary {
             media_type: "text".into(),
             subtype: "plain".into(),
             params: vec![("charset".into(), "us-ascii".into())],
-            encoding: "7BIT".into(),
+            encoding: "7bit".into(),
             size: len,
             lines: Some(count_lines(raw)),
             end_offset: len,
@@ -290,17 +305,23 @@ impl Walker<'_> {
         let body_offset = clamp(part.offset_body, self.raw).max(header_offset);
         let end_offset = clamp(part.offset_end, self.raw).max(body_offset);
         let headers = &part.headers;
-        let content_type = first(headers, &HeaderName::ContentType).and_then(|h| h.value.as_content_type());
+        let content_type_header = first(headers, &HeaderName::ContentType);
+        let content_type = content_type_header.and_then(|h| h.value.as_content_type());
+        let written = content_type_header.map(|h| summary_raw::params(&self.raw_text(h)));
+        let mut written_type = None;
         let (mut media_type, mut subtype, mut params) = match content_type {
-            Some(ct) => (
-                ct.c_type.to_ascii_lowercase(),
-                ct.c_subtype.as_deref().unwrap_or_default().to_ascii_lowercase(),
-                ct.attributes()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|a| (a.name.to_string(), a.value.to_string()))
-                    .collect(),
-            ),
+            Some(ct) => {
+                let written = written.unwrap_or_default();
+                let (t, st) = written.value.split_once('/').unwrap_or((&written.value, ""));
+                let (media_type, subtype) = (
+                    ct.c_type.to_ascii_lowercase(),
+                    ct.c_subtype.as_deref().unwrap_or_default().to_ascii_lowercase(),
+                );
+                if t.eq_ignore_ascii_case(&media_type) && st.eq_ignore_ascii_case(&subtype) && (t, st) != (&media_type, &subtype) {
+                    written_type = Some((t.to_string(), st.to_string()));
+                }
+                (media_type, subtype, written.params)
+            }
             None if in_digest => ("message".to_string(), "rfc822".to_string(), Vec::new()),
             None => (
                 "text".to_string(),
@@ -313,18 +334,14 @@ impl Walker<'_> {
             description: self.raw_value(headers, &HeaderName::ContentDescription),
             encoding: self
                 .raw_value(headers, &HeaderName::ContentTransferEncoding)
-                .unwrap_or_else(|| "7BIT".to_string()),
+                .unwrap_or_else(|| "7bit".to_string()),
             size: end_offset - body_offset,
             disposition: first(headers, &HeaderName::ContentDisposition)
-                .and_then(|h| h.value.as_content_type())
+                .map(|h| summary_raw::params(&self.raw_text(h)))
+                .filter(|d| !d.value.is_empty())
                 .map(|d| Disposition {
-                    kind: d.c_type.to_ascii_lowercase(),
-                    params: d
-                        .attributes()
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|a| (a.name.to_string(), a.value.to_string()))
-                        .collect(),
+                    kind: d.value.to_ascii_lowercase(),
+                    params: d.params,
                 }),
             language: match first(headers, &HeaderName::ContentLanguage).map(|h| &h.value) {
                 Some(HeaderValue::Text(t)) => vec![t.to_string()],
@@ -367,6 +384,7 @@ impl Walker<'_> {
         // (no boundary, too deep, no children) is described as what the
         // parser treated it as, opaque bytes or text.
         if media_type == "multipart" && bp.children.is_empty() {
+            written_type = None;
             (media_type, subtype, params) = if too_deep {
                 ("application".into(), "octet-stream".into(), Vec::new())
             } else {
@@ -374,19 +392,24 @@ impl Walker<'_> {
             };
         }
         if too_deep && media_type == "message" {
+            written_type = None;
             (media_type, subtype) = ("application".into(), "octet-stream".into());
+        }
+        if media_type == "text" && !params.iter().any(|(k, _)| k.eq_ignore_ascii_case("charset")) {
+            params.push(("charset".into(), "us-ascii".into()));
         }
         if media_type == "text" || (media_type == "message" && bp.message.is_some()) {
             bp.lines = Some(count_lines(&self.raw[body_offset as usize..end_offset as usize]));
         }
         bp.media_type = media_type;
         bp.subtype = subtype;
+        bp.written_type = written_type;
         bp.params = params;
         bp
     }
 
     fn envelope(&self, headers: &[Header<'_>]) -> Envelope {
-        let date_header = first(headers, &HeaderName::Date);
+        let date_header = last(headers, &HeaderName::Date);
         let from = self.addresses(headers, &HeaderName::From);
         let or_from = |list: AddressList| {
             if list.addresses.is_empty() {
@@ -404,7 +427,7 @@ impl Walker<'_> {
                 .and_then(|h| h.value.as_datetime())
                 .filter(|d| d.is_valid())
                 .map(|d| d.to_timestamp()),
-            subject: first(headers, &HeaderName::Subject).map(|h| HeaderText {
+            subject: last(headers, &HeaderName::Subject).map(|h| HeaderText {
                 raw: self.raw_text(h),
                 decoded: h.value.as_text().unwrap_or_default().to_string(),
             }),
@@ -413,39 +436,31 @@ impl Walker<'_> {
             to: self.addresses(headers, &HeaderName::To),
             cc: self.addresses(headers, &HeaderName::Cc),
             bcc: self.addresses(headers, &HeaderName::Bcc),
-            in_reply_to: self.raw_value(headers, &HeaderName::InReplyTo),
-            message_id: self.raw_value(headers, &HeaderName::MessageId),
-            references: self.raw_value(headers, &HeaderName::References),
+            in_reply_to: last(headers, &HeaderName::InReplyTo).map(|h| self.raw_text(h)).filter(|v| !v.is_empty()),
+            message_id: last(headers, &HeaderName::MessageId).map(|h| self.raw_text(h)).filter(|v| !v.is_empty()),
+            references: last(headers, &HeaderName::References).map(|h| self.raw_text(h)).filter(|v| !v.is_empty()),
             from,
         }
     }
 
     fn addresses(&self, headers: &[Header<'_>], name: &HeaderName<'_>) -> AddressList {
-        let Some(header) = first(headers, name) else {
+        let Some(header) = last(headers, name) else {
             return AddressList::default();
         };
-        let mut out = Vec::new();
-        match header.value.as_address() {
-            Some(Address::List(list)) => out.extend(list.iter().map(imap_address)),
-            Some(Address::Group(groups)) => {
-                for group in groups {
-                    if let Some(name) = &group.name {
-                        out.push(ImapAddress {
-                            mailbox: Some(name.to_string()),
-                            ..ImapAddress::default()
-                        });
-                    }
-                    out.extend(group.addresses.iter().map(imap_address));
-                    if group.name.is_some() {
-                        out.push(ImapAddress::default());
-                    }
-                }
-            }
-            None => {}
-        }
+        let raw = self.raw_text(header);
+        let addresses = summary_raw::addresses(&raw)
+            .into_iter()
+            .map(|a| ImapAddress {
+                name: a.name.as_deref().map(decode_words),
+                raw_name: a.name,
+                adl: a.adl,
+                mailbox: a.mailbox,
+                host: a.host,
+            })
+            .collect();
         AddressList {
-            raw: Some(self.raw_text(header)),
-            addresses: out,
+            raw: Some(raw),
+            addresses,
         }
     }
 
@@ -469,22 +484,23 @@ fn first<'h, 'x>(headers: &'h [Header<'x>], name: &HeaderName<'_>) -> Option<&'h
     headers.iter().find(|h| h.name == *name)
 }
 
-fn imap_address(addr: &mail_parser::Addr<'_>) -> ImapAddress {
-    // IMAP reserves a NIL host for group markers, so an address without a
-    // domain (or without any address) gets placeholders instead.
-    let (mailbox, host) = match addr.address.as_deref() {
-        Some(a) => match a.rsplit_once('@') {
-            Some((local, domain)) => (local.to_string(), domain.to_string()),
-            None => (a.to_string(), "MISSING_DOMAIN".to_string()),
-        },
-        None => ("MISSING_MAILBOX".to_string(), "MISSING_DOMAIN".to_string()),
-    };
-    ImapAddress {
-        name: addr.name.as_ref().map(|n| n.to_string()).filter(|n| !n.is_empty()),
-        adl: None,
-        mailbox: Some(mailbox),
-        host: Some(host),
+/// The last header of that name: the envelope's choice when a header is
+/// repeated (Dovecot's, and what a later header meant to correct).
+fn last<'h, 'x>(headers: &'h [Header<'x>], name: &HeaderName<'_>) -> Option<&'h Header<'x>> {
+    headers.iter().rev().find(|h| h.name == *name)
+}
+
+/// A display name with its RFC 2047 encoded words decoded, by mail-parser
+/// (which knows the charsets) reading it as an unstructured header.
+fn decode_words(raw: &str) -> String {
+    if !raw.contains("=?") {
+        return raw.to_string();
     }
+    let header = format!("Subject: {raw}\r\n\r\n");
+    MessageParser::default()
+        .parse_headers(header.as_bytes())
+        .and_then(|m| m.subject().map(str::to_string))
+        .unwrap_or_else(|| raw.to_string())
 }
 
 #[cfg(test)]

@@ -73,9 +73,9 @@ SEARCHES = [
     ('HEADER In-Reply-To ""', ()),
     ("LARGER 2000", ()),
     ("SMALLER 800", ()),
-    ("BEFORE 1-Dec-2026", ()),
-    ("SINCE 2-Dec-2026", ()),
-    ("ON 1-Dec-2026", ()),
+    ("BEFORE 1-Dec-2025", ()),
+    ("SINCE 2-Dec-2025", ()),
+    ("ON 1-Dec-2025", ()),
     ("SENTBEFORE 1-Jan-2026", ()),
     ("SENTSINCE 1-Dec-2026", ()),
     ("SENTON 30-Nov-2026", ()),
@@ -105,9 +105,11 @@ def append_args(i):
         flags += ["\\Flagged", "$Label1"]
     if i % 11 == 0:
         flags.append("\\Answered")
+    # Past dates only: Dovecot replaces an INTERNALDATE in the future by
+    # the time of saving.
     day = 30 if i < 100 else (1 if i < 250 else 2)
     month = "Nov" if day == 30 else "Dec"
-    date = f'"{day:02}-{month}-2026 {i % 24:02}:{i % 60:02}:00 +0000"'
+    date = f'"{day:02}-{month}-2025 {i % 24:02}:{i % 60:02}:00 +0000"'
     return f"({' '.join(flags)}) {date}"
 
 
@@ -191,6 +193,17 @@ def is_allowed(rules, number, item):
     return any((w == "*" or w == f"{number:03}") and i == item for w, i, _ in rules)
 
 
+def first_diff(a, b, path=""):
+    """Where two parsed values first differ: (path, a part, b part)."""
+    if isinstance(a, list) and isinstance(b, list):
+        for k, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return first_diff(x, y, f"{path}/{k}")
+        if len(a) != len(b):
+            return (f"{path}/len", len(a), len(b))
+    return (path or "/", a, b)
+
+
 def short(v, limit=300):
     s = repr(v)
     return s if len(s) <= limit else s[:limit] + "..."
@@ -222,8 +235,9 @@ def main():
                     allowed += 1
                     continue
                 bad += 1
-                if bad <= 3:
-                    print(f"DIFF {name} {item}\n  dovecot:  {short(a.get(uid))}\n  meshmail: {short(b.get(uid))}")
+                if bad <= int(os.environ.get("DIFF_LIMIT", "3")):
+                    path, x, y = first_diff(a.get(uid), b.get(uid))
+                    print(f"DIFF {name} {item} at {path}\n  dovecot:  {short(x)}\n  meshmail: {short(y)}")
             if bad:
                 print(f"item {item}: {bad} of {n} differ")
         for query, lits in SEARCHES:

@@ -40,7 +40,12 @@ fn address_list(out: &mut Vec<u8>, list: &AddressList, utf8: bool) {
     out.push(b'(');
     for a in &list.addresses {
         out.push(b'(');
-        name_string(out, a.name.as_deref(), utf8);
+        match &a.raw_name {
+            // As written: encoded words stay for the client to decode, 8-bit
+            // bytes go as a literal (RFC 3501 §7.4.2 leaves header text raw).
+            Some(raw) => nstring(out, Some(raw.as_bytes()), utf8),
+            None => name_string(out, a.name.as_deref(), utf8),
+        }
         out.push(b' ');
         nstring(out, a.adl.as_deref().map(str::as_bytes), utf8);
         out.push(b' ');
@@ -58,13 +63,8 @@ pub fn envelope(out: &mut Vec<u8>, env: &Envelope, utf8: bool) {
     out.push(b'(');
     text(out, env.date.as_deref());
     out.push(b' ');
-    match &env.subject {
-        // A raw 8-bit subject for a client without UTF8=ACCEPT: send the
-        // decoded text as encoded words.
-        Some(s) if !utf8 && !s.raw.is_ascii() => name_string(out, Some(&s.decoded), false),
-        Some(s) => text(out, Some(&s.raw)),
-        None => text(out, None),
-    }
+    // As written, 8-bit bytes included (as a literal), like Dovecot.
+    text(out, env.subject.as_ref().map(|s| s.raw.as_str()));
     for list in [&env.from, &env.sender, &env.reply_to, &env.to, &env.cc, &env.bcc] {
         out.push(b' ');
         address_list(out, list, utf8);
@@ -137,7 +137,7 @@ pub fn body_structure(out: &mut Vec<u8>, part: &BodyPart, extensible: bool, utf8
             body_structure(out, child, extensible, utf8);
         }
         out.push(b' ');
-        s(out, &part.subtype);
+        s(out, part.written_type.as_ref().map_or(&part.subtype, |w| &w.1));
         if extensible {
             out.push(b' ');
             params(out, &part.params, utf8);
@@ -146,9 +146,13 @@ pub fn body_structure(out: &mut Vec<u8>, part: &BodyPart, extensible: bool, utf8
         out.push(b')');
         return;
     }
-    s(out, &part.media_type);
+    let (media_type, subtype) = part
+        .written_type
+        .as_ref()
+        .map_or((&part.media_type, &part.subtype), |w| (&w.0, &w.1));
+    s(out, media_type);
     out.push(b' ');
-    s(out, &part.subtype);
+    s(out, subtype);
     out.push(b' ');
     params(out, &part.params, utf8);
     for field in [&part.id, &part.description] {
