@@ -51,6 +51,11 @@ pub enum MailboxOp {
         name: String,
         subscribed: bool,
     },
+    /// IMAP4rev1 `\Recent`: takes every message not yet taken as recent by
+    /// any session (RFC 3501 §2.3.2), for the session that asks.
+    ClaimRecent {
+        mailbox: MailboxId,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -68,6 +73,9 @@ pub struct OpResult {
     pub modseq: u64,
     /// The mailbox the hint is about.
     pub mailbox: Option<MailboxId>,
+    /// ClaimRecent: the UIDs in `(from, to]` are recent for the caller.
+    #[serde(default)]
+    pub recent: Option<(Uid, Uid)>,
 }
 
 /// Runs one operation for `account` in bounded, lease-fenced transactions.
@@ -189,6 +197,33 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
             }
             out.modseq = highest_modseq(ctx, account, to).await?;
             Ok(out)
+        }
+        MailboxOp::ClaimRecent { mailbox } => {
+            let range = ctx
+                .db
+                .run("imap_claim_recent", move |txn| {
+                    let f = fence.clone();
+                    async move {
+                        f.check(&txn).await?;
+                        let before = mailboxes::get(&txn, account, mailbox)
+                            .await?
+                            .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
+                        let top = before.uid_next.saturating_sub(1);
+                        if top > before.recent_uid {
+                            let after = mailboxes::Mailbox {
+                                recent_uid: top,
+                                ..before.clone()
+                            };
+                            mailboxes::put(&txn, account, &before, &after)?;
+                        }
+                        Ok::<_, StorageError>((before.recent_uid, top.max(before.recent_uid)))
+                    }
+                })
+                .await?;
+            Ok(OpResult {
+                recent: Some(range),
+                ..Default::default()
+            })
         }
         MailboxOp::Create { name, special_use } => {
             ctx.db

@@ -90,6 +90,10 @@ pub struct Envelope {
     /// The Date header as seconds since the Unix epoch, when it parses.
     pub date_timestamp: Option<i64>,
     pub subject: Option<HeaderText>,
+    /// The earlier Subject headers of a message that has several (SEARCH
+    /// SUBJECT looks at every one, as Dovecot does).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_subjects: Vec<HeaderText>,
     pub from: AddressList,
     /// Set to `from` when absent or empty (RFC 3501: the server does this).
     pub sender: AddressList,
@@ -182,17 +186,27 @@ impl Summary {
     /// The part an IMAP section number names (`[1, 2]` for `1.2`), with
     /// RFC 3501 §6.4.5 numbering: a non-multipart message has only part 1
     /// (its body), and the numbers after a message/rfc822 part count in the
-    /// encapsulated message. None for an empty path or a part that does not
-    /// exist.
+    /// encapsulated message. A single part inside a multipart has itself
+    /// as its only subpart (`1.1` of a multipart's text part is that part,
+    /// as Dovecot reads §6.4.5's "only a part 1"). None for an empty path
+    /// or a part that does not exist.
     pub fn part(&self, path: &[u32]) -> Option<&BodyPart> {
         let (&first, rest) = path.split_first()?;
         let mut cur = nth_in_message(&self.structure, first)?;
+        // Was `cur` reached as the child of a multipart?
+        let mut in_multipart = self.structure.is_multipart();
         for &n in rest {
-            cur = if cur.is_multipart() {
+            let parent_multipart = cur.is_multipart();
+            cur = if parent_multipart {
                 cur.children.get((n as usize).checked_sub(1)?)?
+            } else if let Some(m) = &cur.message {
+                nth_in_message(&m.structure, n)?
+            } else if in_multipart {
+                (n == 1).then_some(cur)?
             } else {
-                nth_in_message(&cur.message.as_ref()?.structure, n)?
+                return None;
             };
+            in_multipart = parent_multipart;
         }
         Some(cur)
     }
@@ -317,7 +331,10 @@ impl Walker<'_> {
                     ct.c_type.to_ascii_lowercase(),
                     ct.c_subtype.as_deref().unwrap_or_default().to_ascii_lowercase(),
                 );
-                if t.eq_ignore_ascii_case(&media_type) && st.eq_ignore_ascii_case(&subtype) && (t, st) != (&media_type, &subtype) {
+                if t.eq_ignore_ascii_case(&media_type)
+                    && st.eq_ignore_ascii_case(&subtype)
+                    && (t, st) != (&media_type, &subtype)
+                {
                     written_type = Some((t.to_string(), st.to_string()));
                 }
                 (media_type, subtype, written.params)
@@ -427,18 +444,30 @@ impl Walker<'_> {
                 .and_then(|h| h.value.as_datetime())
                 .filter(|d| d.is_valid())
                 .map(|d| d.to_timestamp()),
-            subject: last(headers, &HeaderName::Subject).map(|h| HeaderText {
-                raw: self.raw_text(h),
-                decoded: h.value.as_text().unwrap_or_default().to_string(),
-            }),
+            subject: last(headers, &HeaderName::Subject).map(|h| self.header_text(h)),
+            other_subjects: {
+                let mut all: Vec<HeaderText> = headers
+                    .iter()
+                    .filter(|h| h.name == HeaderName::Subject)
+                    .map(|h| self.header_text(h))
+                    .collect();
+                all.pop();
+                all
+            },
             sender: or_from(self.addresses(headers, &HeaderName::Sender)),
             reply_to: or_from(self.addresses(headers, &HeaderName::ReplyTo)),
             to: self.addresses(headers, &HeaderName::To),
             cc: self.addresses(headers, &HeaderName::Cc),
             bcc: self.addresses(headers, &HeaderName::Bcc),
-            in_reply_to: last(headers, &HeaderName::InReplyTo).map(|h| self.raw_text(h)).filter(|v| !v.is_empty()),
-            message_id: last(headers, &HeaderName::MessageId).map(|h| self.raw_text(h)).filter(|v| !v.is_empty()),
-            references: last(headers, &HeaderName::References).map(|h| self.raw_text(h)).filter(|v| !v.is_empty()),
+            in_reply_to: last(headers, &HeaderName::InReplyTo)
+                .map(|h| self.raw_text(h))
+                .filter(|v| !v.is_empty()),
+            message_id: last(headers, &HeaderName::MessageId)
+                .map(|h| self.raw_text(h))
+                .filter(|v| !v.is_empty()),
+            references: last(headers, &HeaderName::References)
+                .map(|h| self.raw_text(h))
+                .filter(|v| !v.is_empty()),
             from,
         }
     }
@@ -461,6 +490,13 @@ impl Walker<'_> {
         AddressList {
             raw: Some(raw),
             addresses,
+        }
+    }
+
+    fn header_text(&self, h: &Header<'_>) -> HeaderText {
+        HeaderText {
+            raw: self.raw_text(h),
+            decoded: h.value.as_text().unwrap_or_default().to_string(),
         }
     }
 

@@ -82,7 +82,10 @@ fn tokens(text: &str) -> Vec<Token> {
             _ => {
                 let mut s = String::new();
                 while let Some(&c) = chars.peek() {
-                    if matches!(c, ' ' | '\t' | '\r' | '\n' | '"' | '(' | '<' | '>' | '@' | ',' | ';' | ':') {
+                    if matches!(
+                        c,
+                        ' ' | '\t' | '\r' | '\n' | '"' | '(' | '<' | '>' | '@' | ',' | ';' | ':'
+                    ) {
                         break;
                     }
                     s.push(c);
@@ -364,13 +367,16 @@ mod tests {
         );
         assert_eq!(
             names("\"O'Brien, Pat\" <pat@x.ie>, bare@x.com"),
-            vec![
-                (s("O'Brien, Pat"), s("pat"), s("x.ie")),
-                (None, s("bare"), s("x.com"))
-            ]
+            vec![(s("O'Brien, Pat"), s("pat"), s("x.ie")), (None, s("bare"), s("x.com"))]
         );
-        assert_eq!(names("john@x.com (John Q. Public)"), vec![(s("John Q. Public"), s("john"), s("x.com"))]);
-        assert_eq!(names("Rémi Ünicode <r@x.fr>"), vec![(s("Rémi Ünicode"), s("r"), s("x.fr"))]);
+        assert_eq!(
+            names("john@x.com (John Q. Public)"),
+            vec![(s("John Q. Public"), s("john"), s("x.com"))]
+        );
+        assert_eq!(
+            names("Rémi Ünicode <r@x.fr>"),
+            vec![(s("Rémi Ünicode"), s("r"), s("x.fr"))]
+        );
     }
 
     #[test]
@@ -385,7 +391,10 @@ mod tests {
                 (None, s("c"), s("z"))
             ]
         );
-        assert_eq!(names("undisclosed-recipients:;"), vec![(None, s("undisclosed-recipients"), None), (None, None, None)]);
+        assert_eq!(
+            names("undisclosed-recipients:;"),
+            vec![(None, s("undisclosed-recipients"), None), (None, None, None)]
+        );
     }
 
     #[test]
@@ -394,7 +403,10 @@ mod tests {
         assert_eq!(p.value, "application/pdf");
         assert_eq!(p.params, vec![("name".to_string(), "long-name.pdf".to_string())]);
         let p = params("attachment;\r\n filename*=UTF-8''%E2%9C%93.pdf");
-        assert_eq!(p.params, vec![("filename*".to_string(), "UTF-8''%E2%9C%93.pdf".to_string())]);
+        assert_eq!(
+            p.params,
+            vec![("filename*".to_string(), "UTF-8''%E2%9C%93.pdf".to_string())]
+        );
         let p = params("multipart/mixed; boundary=\"a;b\" (comment); CHARSET=utf-8");
         assert_eq!(
             p.params,

@@ -97,6 +97,12 @@ class Dovecot:
 
     def __enter__(self):
         os.makedirs(self.base, exist_ok=True)
+        # Test temp dirs are 0700; Dovecot's unprivileged processes must
+        # reach the mail below them.
+        d = self.base
+        while d not in ("/", "") and os.stat(d).st_uid == os.geteuid() and os.stat(d).st_mode & 0o005 != 0o005:
+            os.chmod(d, os.stat(d).st_mode | 0o755)
+            d = os.path.dirname(d)
         for d in ("run", "state", "mail", "home"):
             os.makedirs(os.path.join(self.base, d), exist_ok=True)
         if os.geteuid() == 0:

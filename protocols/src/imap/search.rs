@@ -8,9 +8,11 @@
 //! `mailbox@host`), SUBJECT at the raw and decoded subject; BEFORE/ON/SINCE
 //! compare the day of the internal date in UTC (the zone meshmail renders
 //! internal dates in), SENT* the day written in the Date header
-//! (disregarding time and zone; a message without a parsable Date header
-//! matches none of them). IMAP4rev2 has no \Recent: RECENT and NEW never
-//! match, OLD always does. `$` is the saved result, a set of UIDs.
+//! (disregarding time and zone; without a parsable Date header, the day of
+//! the internal date, RFC 5256 §2.2). RECENT/NEW/OLD follow the session's `\Recent`
+//! set ([`MessageView::recent`]); an IMAP4rev2 session has none, so RECENT
+//! and NEW never match there and OLD always does. `$` is the saved result,
+//! a set of UIDs.
 
 use super::parser::{MAX_SEARCH_DEPTH, R, Reader, err};
 use super::sequence::{IdSet, SequenceSet};
@@ -156,6 +158,10 @@ pub trait MessageView {
     fn seq(&self) -> u32;
     /// Flags as stored (`\Seen`, keywords).
     fn flags(&self) -> &[String];
+    /// Is the message `\Recent` in this session (IMAP4rev1 only)?
+    fn recent(&self) -> bool {
+        false
+    }
     fn internal_date_ms(&self) -> i64;
     fn size(&self) -> u64;
     fn modseq(&self) -> u64;
@@ -183,8 +189,10 @@ pub struct SearchContext<'a> {
 pub fn matches(key: &SearchKey, m: &dyn MessageView, ctx: &SearchContext<'_>) -> bool {
     use SearchKey as K;
     match key {
-        K::All | K::Old => true,
-        K::New | K::Recent => false,
+        K::All => true,
+        K::Old => !m.recent(),
+        K::Recent => m.recent(),
+        K::New => m.recent() && !has_flag(m, "\\Seen"),
         K::Answered => has_flag(m, "\\Answered"),
         K::Deleted => has_flag(m, "\\Deleted"),
         K::Draft => has_flag(m, "\\Draft"),
@@ -201,20 +209,22 @@ pub fn matches(key: &SearchKey, m: &dyn MessageView, ctx: &SearchContext<'_>) ->
         K::To(s) => addresses_contain(&m.envelope().to, s),
         K::Cc(s) => addresses_contain(&m.envelope().cc, s),
         K::Bcc(s) => addresses_contain(&m.envelope().bcc, s),
-        K::Subject(s) => m
-            .envelope()
-            .subject
-            .as_ref()
-            .is_some_and(|subj| contains_ci(&subj.decoded, s) || contains_ci(&subj.raw, s)),
+        K::Subject(s) => {
+            let env = m.envelope();
+            env.subject
+                .iter()
+                .chain(&env.other_subjects)
+                .any(|subj| contains_ci(&subj.decoded, s) || contains_ci(&subj.raw, s))
+        }
         K::Header(name, s) => m.header(name).is_some_and(|v| contains_ci(&v, s)),
         K::Body(s) => m.text(true).is_some_and(|t| contains_ci(&t, s)),
         K::Text(s) => m.text(false).is_some_and(|t| contains_ci(&t, s)),
         K::Before(d) => Date::from_unix_ms(m.internal_date_ms()) < *d,
         K::On(d) => Date::from_unix_ms(m.internal_date_ms()) == *d,
         K::Since(d) => Date::from_unix_ms(m.internal_date_ms()) >= *d,
-        K::SentBefore(d) => sent_date(m.envelope()).is_some_and(|s| s < *d),
-        K::SentOn(d) => sent_date(m.envelope()) == Some(*d),
-        K::SentSince(d) => sent_date(m.envelope()).is_some_and(|s| s >= *d),
+        K::SentBefore(d) => sent_day(m) < *d,
+        K::SentOn(d) => sent_day(m) == *d,
+        K::SentSince(d) => sent_day(m) >= *d,
         K::Larger(n) => m.size() > *n,
         K::Smaller(n) => m.size() < *n,
         K::ModSeq { modseq, .. } => m.modseq() >= *modseq,
@@ -282,6 +292,13 @@ fn addresses_contain(list: &AddressList, needle: &str) -> bool {
                     needle,
                 )
         })
+}
+
+/// The sent day of a message: its Date header's ([`sent_date`]), else the
+/// day of its internal date, as RFC 5256 §2.2 defines the sent date for
+/// SORT (and as Dovecot searches), so SEARCH and SORT agree.
+fn sent_day(m: &dyn MessageView) -> Date {
+    sent_date(m.envelope()).unwrap_or_else(|| Date::from_unix_ms(m.internal_date_ms()))
 }
 
 /// The day written in the Date header (`[Www,] d Mon yyyy ...`), else the

@@ -93,6 +93,8 @@ pub(super) struct State {
     pub utf8: bool,
     pub condstore: bool,
     pub qresync: bool,
+    /// ENABLE IMAP4rev2: no `\Recent` (RFC 9051 dropped it).
+    pub rev2: bool,
     pub saved: Option<IdSet>,
     pub hints: Option<Subscription>,
     slot: Option<AccountSlot>,
@@ -129,6 +131,7 @@ impl Session for ImapSession {
             utf8: false,
             condstore: false,
             qresync: false,
+            rev2: false,
             saved: None,
             hints: None,
             slot: None,
@@ -343,7 +346,10 @@ impl State {
                             self.utf8 = true;
                             enabled.push("UTF8=ACCEPT");
                         }
-                        "IMAP4REV2" => enabled.push("IMAP4rev2"),
+                        "IMAP4REV2" => {
+                            self.rev2 = true;
+                            enabled.push("IMAP4rev2");
+                        }
                         _ => {}
                     }
                 }
@@ -371,6 +377,53 @@ impl State {
                 Err(e) => tracing::warn!(error = %e, "imap sync failed"),
             }
         }
+        if let Some(line) = self.settle_recent().await {
+            conn.send(line.as_bytes());
+        }
+    }
+
+    /// IMAP4rev1 `\Recent` for the messages of the selected mailbox this
+    /// session has not settled yet: a read-write session claims them
+    /// through the shard actor (recent in one session only, whichever
+    /// node it is on); a read-only one sees them recent without claiming.
+    /// Returns the `* n RECENT` line when something was settled.
+    pub async fn settle_recent(&mut self) -> Option<String> {
+        if self.rev2 {
+            return None;
+        }
+        let account = self.account.as_ref()?.id;
+        let sel = self.selected.as_ref()?;
+        let (mailbox, read_only, checked, top) = (sel.id, sel.read_only, sel.recent_checked, sel.max_uid());
+        if top <= checked && checked > 0 {
+            return None;
+        }
+        let (from, to) = if read_only {
+            let mb = self
+                .shared
+                .ctx
+                .db
+                .read("imap_recent", move |txn| async move {
+                    meshmail_storage::model::mailboxes::get(&txn, account, mailbox).await
+                })
+                .await
+                .ok()
+                .flatten()?;
+            (mb.recent_uid.max(checked), top)
+        } else {
+            let op = meshmail_actors::mailbox_ops::MailboxOp::ClaimRecent { mailbox };
+            match meshmail_actors::mailbox_ops::request(&self.shared.ctx, account, op).await {
+                Ok(r) => r.recent.unwrap_or((top, top)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "imap: claiming \\Recent failed");
+                    (top, top)
+                }
+            }
+        };
+        let sel = self.selected.as_mut()?;
+        sel.take_recent(from.max(checked), to);
+        sel.recent_checked = top.max(to);
+        let count = sel.uids.iter().filter(|u| sel.recent.contains(u)).count();
+        Some(format!("* {count} RECENT\r\n"))
     }
 
     async fn starttls(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {

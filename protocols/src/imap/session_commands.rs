@@ -203,14 +203,18 @@ async fn select(
             return Ok(());
         }
     };
+    st.selected = Some(sel);
+    if let Some(sel) = st.selected.as_mut() {
+        sel.recent_checked = 0;
+    }
+    let recent = st.settle_recent().await;
+    let sel = st.selected.take().expect("just selected");
     let mut out = Vec::new();
     out.extend_from_slice(format!("* {} EXISTS\r\n", sel.uids.len()).as_bytes());
-    out.extend_from_slice(b"* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft)\r\n");
-    out.extend_from_slice(&response::untagged(
-        Status::Ok,
-        Some("PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft \\*)"),
-        "Flags permitted",
-    ));
+    if let Some(line) = recent {
+        out.extend_from_slice(line.as_bytes());
+    }
+    out.extend_from_slice(&sel.flags_lines());
     out.extend_from_slice(&response::untagged(
         Status::Ok,
         Some(&format!("UIDVALIDITY {}", mb.uid_validity)),
@@ -262,7 +266,11 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
             StatusItem::Unseen => counts.unseen.max(0) as u64,
             StatusItem::Size => counts.bytes.max(0) as u64,
             StatusItem::HighestModSeq => mb.highest_modseq,
-            StatusItem::Recent => 0,
+            StatusItem::Recent if st.rev2 || mb.recent_uid + 1 >= mb.uid_next => 0,
+            StatusItem::Recent => meshmail_storage::model::messages::all_uids(&st.shared.ctx.db, account, id)
+                .await
+                .map(|u| u.iter().filter(|u| **u > mb.recent_uid).count() as u64)
+                .unwrap_or(0),
             StatusItem::Deleted => {
                 let uids = meshmail_storage::model::messages::all_uids(&st.shared.ctx.db, account, id)
                     .await
@@ -277,6 +285,9 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
                     known_modseq: 0,
                     pending_expunges: vec![],
                     reported: Default::default(),
+                    recent: Default::default(),
+                    recent_checked: 0,
+                    announced: Vec::new(),
                 };
                 super::session_messages::deleted_uids(st, &sel_like, &uids)
                     .await

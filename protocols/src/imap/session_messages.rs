@@ -49,18 +49,20 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
                 Ok(r) => {
                     let sel = st.selected.as_mut().expect("selected");
                     sel.reported.extend(r.stored.iter().map(|(u, _, m)| (*u, *m)));
-                    let sel = st.selected.as_ref().expect("selected");
-                    if !cmd.silent || st.condstore {
+                    let (utf8, condstore) = (st.utf8, st.condstore);
+                    let sel = st.selected.as_mut().expect("selected");
+                    if !cmd.silent || condstore {
                         for (u, flags, modseq) in &r.stored {
                             let Some(seq) = sel.seq_of(*u) else { continue };
-                            let mut f = FetchResponse::new(seq, st.utf8);
+                            let mut f = FetchResponse::new(seq, utf8);
                             if uid {
                                 f.uid(*u);
                             }
                             if !cmd.silent {
-                                f.flags(flags);
+                                conn.send(&sel.announce(flags));
+                                f.flags(&sel.shown_flags(*u, flags));
                             }
-                            if st.condstore {
+                            if condstore {
                                 f.modseq(*modseq);
                             }
                             conn.send(&f.finish());
@@ -168,14 +170,18 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
                 }
             }
         }
-        let sel = st.selected.as_ref().expect("selected");
+        let shows_flags = cmd.attrs.iter().any(|a| matches!(a, FetchAttr::Flags)) || !flags_changed.is_empty();
         for m in &rows {
             if let Some(since) = cmd.changed_since
                 && m.modseq <= since
             {
                 continue;
             }
+            let sel = st.selected.as_mut().expect("selected");
             let Some(seq) = sel.seq_of(m.uid) else { continue };
+            if shows_flags {
+                conn.send(&sel.announce(&m.flags));
+            }
             let raw = if raw_needed {
                 match st.shared.ctx.blobs.get(&db, &m.body).await {
                     Ok(b) => Some(b),
@@ -245,7 +251,7 @@ fn render(
             }
             FetchAttr::Uid => {}
             FetchAttr::Flags => {
-                f.flags(&m.flags);
+                f.flags(&shown_flags(st, m));
                 has_flags = true;
             }
             FetchAttr::InternalDate => {
@@ -279,9 +285,11 @@ fn render(
                 f.rfc822("RFC822.TEXT", &t);
             }
             FetchAttr::BodySection { section, partial, .. } => {
-                let data = response::section_bytes(raw, &summary, section);
-                let sliced = data.as_deref().map(|d| response::partial_range(d, *partial));
-                f.section(section, partial.map(|p| p.offset), sliced);
+                // A part that does not exist reads as empty, as in Dovecot
+                // (RFC 3501 names no error for it; NIL upsets some clients).
+                let data = response::section_bytes(raw, &summary, section).unwrap_or_default();
+                let sliced = response::partial_range(&data, *partial);
+                f.section(section, partial.map(|p| p.offset), Some(sliced));
             }
             FetchAttr::Binary { part, partial, .. } => match response::binary_bytes(raw, &summary, part) {
                 Ok(d) => {
@@ -291,8 +299,9 @@ fn render(
                         Some(response::partial_range(&d, *partial)),
                     );
                 }
+                // Empty like a BODY[] section that does not exist.
                 Err(BinaryError::NoSuchPart) => {
-                    f.binary(part, None, None);
+                    f.binary(part, partial.map(|p| p.offset), Some(&[]));
                 }
                 Err(BinaryError::UnknownCte) => bad_cte = true,
             },
@@ -308,12 +317,19 @@ fn render(
         }
     }
     if flags_changed && !has_flags {
-        f.flags(&m.flags);
+        f.flags(&shown_flags(st, m));
     }
     if st.condstore && !has_modseq && (cmd.changed_since.is_some() || flags_changed) {
         f.modseq(m.modseq);
     }
     (f.finish(), bad_cte)
+}
+
+fn shown_flags(st: &State, m: &Message) -> Vec<String> {
+    match &st.selected {
+        Some(sel) => sel.shown_flags(m.uid, &m.flags),
+        None => m.flags.clone(),
+    }
 }
 
 fn section(raw: &[u8], summary: &Summary, text: SectionText) -> Vec<u8> {
@@ -328,6 +344,7 @@ fn section(raw: &[u8], summary: &Summary, text: SectionText) -> Vec<u8> {
 struct View<'a> {
     m: &'a Message,
     seq: u32,
+    recent: bool,
     summary: Summary,
     headers: Vec<(String, String)>,
     text: Option<(String, String)>,
@@ -342,6 +359,9 @@ impl MessageView for View<'_> {
     }
     fn flags(&self) -> &[String] {
         &self.m.flags
+    }
+    fn recent(&self) -> bool {
+        self.recent
     }
     fn internal_date_ms(&self) -> i64 {
         self.m.internal_date_ms
@@ -392,16 +412,27 @@ fn parse_for_search(raw: &[u8]) -> (Vec<(String, String)>, (String, String)) {
         .collect();
     let head: String = headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
     let mut body = String::new();
-    for i in 0.. {
-        match msg.body_text(i) {
-            Some(t) => {
-                body.push_str(&t);
-                body.push('\n');
+    searchable_text(&msg, &mut body, 0);
+    (headers, (head, body))
+}
+
+/// The text BODY and TEXT search: every text part decoded (transfer
+/// encoding and charset; HTML as written), attachments of a text type
+/// included, and the text of encapsulated messages (not their headers),
+/// the way Dovecot searches without a full-text index. Binary parts are
+/// skipped.
+fn searchable_text(msg: &mail_parser::Message<'_>, out: &mut String, depth: usize) {
+    use mail_parser::PartType;
+    for part in &msg.parts {
+        match &part.body {
+            PartType::Text(t) | PartType::Html(t) => {
+                out.push_str(t);
+                out.push('\n');
             }
-            None => break,
+            PartType::Message(nested) if depth < crate::summary::MAX_DEPTH => searchable_text(nested, out, depth + 1),
+            _ => {}
         }
     }
-    (headers, (head, body))
 }
 
 async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: SearchCommand) {
@@ -437,6 +468,7 @@ async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: SearchCommand) 
             let view = View {
                 m,
                 seq,
+                recent: sel.recent.contains(&m.uid),
                 summary: summary_of(m),
                 headers,
                 text,
@@ -625,7 +657,7 @@ pub(super) async fn qresync_select(st: &State, conn: &mut Conn, sel: &Selected, 
         for m in rows {
             let Some(seq) = sel.seq_of(m.uid) else { continue };
             let mut f = FetchResponse::new(seq, st.utf8);
-            f.uid(m.uid).flags(&m.flags).modseq(m.modseq);
+            f.uid(m.uid).flags(&sel.shown_flags(m.uid, &m.flags)).modseq(m.modseq);
             conn.send(&f.finish());
         }
     }

@@ -3,6 +3,8 @@
 //! polls on a timer, never watches the store: it runs at the points the RFC
 //! allows untagged responses, and when the shard actor's hint wakes IDLE).
 
+use std::collections::BTreeSet;
+
 use meshmail_storage::keyspace::{self, AccountId, MailboxId, Uid};
 use meshmail_storage::kv::decode_i64;
 use meshmail_storage::model::mailboxes::{self, Mailbox};
@@ -30,7 +32,18 @@ pub struct Selected {
     /// Flag states this session already sent (its own STOREs): the change
     /// log will show them again, and they need not be echoed.
     pub reported: std::collections::HashMap<Uid, u64>,
+    /// IMAP4rev1 `\Recent`: the messages recent in this session.
+    pub recent: BTreeSet<Uid>,
+    /// The highest UID whose recency this session has settled.
+    pub recent_checked: Uid,
+    /// The keywords the last untagged FLAGS named: a FETCH may show no
+    /// other (a client tracking state treats that as an error), so a new
+    /// one is announced first ([`Selected::announce`]).
+    pub announced: Vec<String>,
 }
+
+/// The system flags, in the order FLAGS lists them.
+pub const SYSTEM_FLAGS: &str = "\\Answered \\Flagged \\Deleted \\Seen \\Draft";
 
 impl Selected {
     pub async fn open(
@@ -49,9 +62,64 @@ impl Selected {
             known_modseq: mb.highest_modseq,
             pending_expunges: Vec::new(),
             reported: Default::default(),
+            recent: BTreeSet::new(),
+            recent_checked: 0,
+            announced: mb.keywords.clone(),
         };
         s.uids = messages::all_uids(db, account, mb.id).await?;
+        s.recent_checked = s.max_uid();
         Ok(s)
+    }
+
+    /// `* FLAGS (...)` and `* OK [PERMANENTFLAGS (...)]` for the keywords
+    /// announced so far.
+    pub fn flags_lines(&self) -> Vec<u8> {
+        let mut names = SYSTEM_FLAGS.to_string();
+        for k in &self.announced {
+            names.push(' ');
+            names.push_str(k);
+        }
+        let mut out = format!("* FLAGS ({names})\r\n").into_bytes();
+        let permanent = if self.read_only {
+            "PERMANENTFLAGS ()".to_string()
+        } else {
+            format!("PERMANENTFLAGS ({names} \\*)")
+        };
+        out.extend_from_slice(&super::response::untagged(
+            super::response::Status::Ok,
+            Some(&permanent),
+            "Flags permitted",
+        ));
+        out
+    }
+
+    /// Before a FETCH shows `flags`: the FLAGS lines again if one of them
+    /// is a keyword this session has not been told about (else nothing).
+    pub fn announce(&mut self, flags: &[String]) -> Vec<u8> {
+        let mut new = false;
+        for f in flags {
+            if !f.starts_with('\\') && !self.announced.iter().any(|k| k.eq_ignore_ascii_case(f)) {
+                self.announced.push(f.clone());
+                new = true;
+            }
+        }
+        if new { self.flags_lines() } else { Vec::new() }
+    }
+
+    /// The flags a FETCH shows: the stored ones, plus `\Recent` for a
+    /// message recent in this session.
+    pub fn shown_flags(&self, uid: Uid, flags: &[String]) -> Vec<String> {
+        let mut out = flags.to_vec();
+        if self.recent.contains(&uid) {
+            out.push("\\Recent".to_string());
+        }
+        out
+    }
+
+    /// Takes the UIDs in `(from, to]` of this view as recent.
+    pub fn take_recent(&mut self, from: Uid, to: Uid) {
+        let fresh: Vec<Uid> = self.uids.iter().copied().filter(|u| *u > from && *u <= to).collect();
+        self.recent.extend(fresh);
     }
 
     pub fn max_uid(&self) -> Uid {
@@ -164,8 +232,9 @@ impl Selected {
                 if self.reported.get(&m.uid) == Some(&m.modseq) {
                     continue;
                 }
+                out.extend_from_slice(&self.announce(&m.flags));
                 let mut f = FetchResponse::new(seq, false);
-                f.uid(m.uid).flags(&m.flags);
+                f.uid(m.uid).flags(&self.shown_flags(m.uid, &m.flags));
                 if condstore {
                     f.modseq(m.modseq);
                 }

@@ -30,6 +30,33 @@ pub struct Mailbox {
     pub special_use: Option<String>,
     pub subscribed: bool,
     pub created_ms: u64,
+    /// IMAP4rev1 `\Recent`: the highest UID some session has already taken
+    /// as recent (RFC 3501 §2.3.2: a message is recent in exactly one
+    /// session). Raised only by `MailboxOp::ClaimRecent`.
+    #[serde(default)]
+    pub recent_uid: Uid,
+    /// Keywords ever set in this mailbox, in order of first use (the FLAGS
+    /// a SELECT announces); at most [`KEYWORDS_MAX`], never shrinks.
+    #[serde(default)]
+    pub keywords: Vec<String>,
+}
+
+/// Keywords a mailbox record lists. Beyond that a keyword is still stored
+/// on its messages, and a session announces it when it first shows it.
+pub const KEYWORDS_MAX: usize = 500;
+
+impl Mailbox {
+    /// Adds the keywords (flags not starting with a backslash) not listed yet.
+    pub fn note_keywords(&mut self, flags: &[String]) {
+        for f in flags {
+            if f.starts_with('\\') || self.keywords.len() >= KEYWORDS_MAX {
+                continue;
+            }
+            if !self.keywords.iter().any(|k| k.eq_ignore_ascii_case(f)) {
+                self.keywords.push(f.clone());
+            }
+        }
+    }
 }
 
 /// Counter kinds kept per mailbox.
@@ -82,6 +109,8 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
         special_use,
         subscribed: true,
         created_ms: now_ms(),
+        recent_uid: 0,
+        keywords: Vec::new(),
     };
     put_record(txn, &keyspace::mailbox(account, id), &mb)?;
     txn.set(&name_key, &id.to_le_bytes())?;

@@ -96,6 +96,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         .checked_add(1)
         .ok_or_else(|| StorageError::Model("UID space exhausted".into()))?;
     mb.highest_modseq = modseq;
+    mb.note_keywords(&msg.flags);
     mailboxes::put(txn, account, &before, &mb)?;
 
     let thread_id = threads::assign(txn, account, &msg.envelope, &msg.acceptance_id).await?;
@@ -299,6 +300,7 @@ pub async fn store_flags(
         .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
     let mut mb = before.clone();
     mb.highest_modseq += 1;
+    mb.note_keywords(&next);
     mailboxes::put(txn, account, &before, &mb)?;
     msg.flags = next;
     msg.modseq = mb.highest_modseq;
@@ -343,6 +345,7 @@ pub async fn copy_to(
         .checked_add(1)
         .ok_or_else(|| StorageError::Model("UID space exhausted".into()))?;
     mb.highest_modseq += 1;
+    mb.note_keywords(&msg.flags);
     mailboxes::put(txn, account, &before, &mb)?;
     let row = Message {
         uid: new_uid,
