@@ -18,6 +18,15 @@ pub fn hooks_enabled() -> bool {
     *ENABLED.get_or_init(|| std::env::var("MESHMAIL_FAULT_HOOKS").is_ok_and(|v| v == "1"))
 }
 
+/// IMAP sessions leave out the untagged FLAGS that announce a new keyword
+/// (`MESHMAIL_FAULT_IMAP=no-flags-update`, with hooks enabled): it exists
+/// to prove that the IMAP state-tracking test catches the omission.
+pub fn imap_suppresses_flags_update() -> bool {
+    static SUPPRESS: OnceLock<bool> = OnceLock::new();
+    *SUPPRESS
+        .get_or_init(|| hooks_enabled() && std::env::var("MESHMAIL_FAULT_IMAP").is_ok_and(|v| v == "no-flags-update"))
+}
+
 /// The fault a raw message asks for, if hooks are enabled.
 pub fn requested_fault(raw: &[u8]) -> Option<Fault> {
     if !hooks_enabled() {

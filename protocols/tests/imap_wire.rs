@@ -55,11 +55,11 @@ see you.
     let s = summarize(&raw);
     assert_eq!(
         structure(&s, true),
-        "(\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7BIT\" 19 2 NIL NIL NIL NIL)"
+        "(\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 19 2 NIL NIL NIL NIL)"
     );
     assert_eq!(
         structure(&s, false),
-        "(\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7BIT\" 19 2)"
+        "(\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 19 2)"
     );
     assert_eq!(
         envelope(&s, false),
@@ -107,7 +107,7 @@ JVBERi0xLjQK
 fn multipart_mixed_with_attachment() {
     let raw = crlf(MIXED);
     let s = summarize(&raw);
-    let text = "(\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"7BIT\" 10 1";
+    let text = "(\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"7bit\" 10 1";
     let pdf = "(\"application\" \"pdf\" (\"name\" \"r.pdf\") \"<att1@example.org>\" \"The report\" \"base64\" 12";
     assert_eq!(
         structure(&s, true),
@@ -157,7 +157,10 @@ fn multipart_mixed_with_attachment() {
     // HEADER/TEXT only exist for message parts; parts out of range do not exist.
     assert_eq!(section(&raw, &s, &[1], Some(SectionText::Text)), None);
     assert_eq!(section(&raw, &s, &[3], None), None);
-    assert_eq!(section(&raw, &s, &[1, 1], None), None);
+    // A single part inside a multipart is its own only subpart (Dovecot's
+    // reading of RFC 3501 §6.4.5); the top level of a message has no 1.1.
+    assert_eq!(section(&raw, &s, &[1, 1], None).as_deref(), Some("Hello Bob."));
+    assert_eq!(section(&raw, &s, &[1, 2], None), None);
     // BINARY decodes the attachment.
     assert_eq!(response::binary_bytes(&raw, &s, &[2]).unwrap(), b"%PDF-1.4\n");
     assert_eq!(response::binary_bytes(&raw, &s, &[1]).unwrap(), b"Hello Bob.");
@@ -192,7 +195,7 @@ Content-Type: text/html; charset=utf-8
     assert_eq!(
         structure(&s, true),
         "((\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"quoted-printable\" 17 1 NIL NIL NIL NIL)\
-         (\"text\" \"html\" (\"charset\" \"utf-8\") NIL NIL \"7BIT\" 18 1 NIL NIL NIL NIL) \
+         (\"text\" \"html\" (\"charset\" \"utf-8\") NIL NIL \"7bit\" 18 1 NIL NIL NIL NIL) \
          \"alternative\" (\"boundary\" \"alt\") NIL NIL NIL)"
     );
     let news = "((NIL NIL \"news\" \"example.com\"))";
@@ -238,18 +241,18 @@ noon?
     assert_eq!(
         structure(&s, true),
         format!(
-            "((\"text\" \"plain\" NIL NIL NIL \"7BIT\" 10 1 NIL NIL NIL NIL)\
-             (\"message\" \"rfc822\" NIL NIL NIL \"7BIT\" 82 {nested_env} \
-             (\"text\" \"plain\" NIL NIL NIL \"7BIT\" 5 1 NIL NIL NIL NIL) 5 NIL NIL NIL NIL) \
+            "((\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 10 1 NIL NIL NIL NIL)\
+             (\"message\" \"rfc822\" NIL NIL NIL \"7bit\" 82 {nested_env} \
+             (\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 5 1 NIL NIL NIL NIL) 5 NIL NIL NIL NIL) \
              \"mixed\" (\"boundary\" \"outer\") NIL NIL NIL)"
         )
     );
     assert_eq!(
         structure(&s, false),
         format!(
-            "((\"text\" \"plain\" NIL NIL NIL \"7BIT\" 10 1)\
-             (\"message\" \"rfc822\" NIL NIL NIL \"7BIT\" 82 {nested_env} \
-             (\"text\" \"plain\" NIL NIL NIL \"7BIT\" 5 1) 5) \"mixed\")"
+            "((\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 10 1)\
+             (\"message\" \"rfc822\" NIL NIL NIL \"7bit\" 82 {nested_env} \
+             (\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 5 1) 5) \"mixed\")"
         )
     );
     let header = "From: Carol <carol@example.net>\r\nSubject: lunch\r\nContent-Type: text/plain\r\n\r\n";
@@ -286,11 +289,15 @@ fn non_ascii_names_and_subjects() {
         env.contains("((\"=?UTF-8?B?w4lsb2lzZQ==?=\" NIL \"eloise\" \"example.fr\"))"),
         "{env}"
     );
-    // The raw 8-bit subject goes as an encoded word without UTF8=ACCEPT...
-    assert!(env.starts_with("(NIL \"=?UTF-8?B?Q2Fmw6k=?=\" "), "{env}");
-    // ... and as UTF-8 with it.
+    // Header text goes as written (RFC 3501 §7.4.2, and Dovecot): a raw
+    // 8-bit subject as a literal without UTF8=ACCEPT...
+    assert!(env.starts_with("(NIL {5}\r\nCafé (("), "{env}");
+    // ... and as a quoted UTF-8 string with it; encoded words stay encoded.
     let env = envelope(&s, true);
-    assert!(env.starts_with("(NIL \"Café\" ((\"Éloise\" NIL"), "{env}");
+    assert!(
+        env.starts_with("(NIL \"Café\" ((\"=?UTF-8?B?w4lsb2lzZQ==?=\" NIL"),
+        "{env}"
+    );
 }
 
 #[test]

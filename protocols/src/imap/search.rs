@@ -394,6 +394,7 @@ mod tests {
                     raw: Some("Alice Liddell <alice@example.org>".into()),
                     addresses: vec![ImapAddress {
                         name: Some("Alice Liddell".into()),
+                        raw_name: Some("Alice Liddell".into()),
                         adl: None,
                         mailbox: Some("alice".into()),
                         host: Some("example.org".into()),

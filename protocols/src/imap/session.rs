@@ -377,24 +377,40 @@ impl State {
                 Err(e) => tracing::warn!(error = %e, "imap sync failed"),
             }
         }
-        if let Some(line) = self.settle_recent().await {
+        if let Some(line) = self.settle_recent(false).await {
             conn.send(line.as_bytes());
         }
+    }
+
+    /// RFC 7162 §3.1: a command that uses MODSEQ (FETCH MODSEQ or
+    /// CHANGEDSINCE, SEARCH MODSEQ, STORE UNCHANGEDSINCE) makes the session
+    /// CONDSTORE-aware. The first time, with a mailbox selected, the
+    /// tagged OK carries `HIGHESTMODSEQ` (the code returned here).
+    pub fn condstore_by_use(&mut self) -> Option<String> {
+        if self.condstore {
+            return None;
+        }
+        self.condstore = true;
+        self.selected
+            .as_ref()
+            .map(|s| format!("HIGHESTMODSEQ {}", s.known_modseq))
     }
 
     /// IMAP4rev1 `\Recent` for the messages of the selected mailbox this
     /// session has not settled yet: a read-write session claims them
     /// through the shard actor (recent in one session only, whichever
     /// node it is on); a read-only one sees them recent without claiming.
-    /// Returns the `* n RECENT` line when something was settled.
-    pub async fn settle_recent(&mut self) -> Option<String> {
+    /// Returns the `* n RECENT` line when something was settled, or when
+    /// `selecting` (SELECT and EXAMINE always report RECENT to rev1).
+    pub async fn settle_recent(&mut self, selecting: bool) -> Option<String> {
         if self.rev2 {
             return None;
         }
         let account = self.account.as_ref()?.id;
         let sel = self.selected.as_ref()?;
-        let (mailbox, read_only, checked, top) = (sel.id, sel.read_only, sel.recent_checked, sel.max_uid());
-        if top <= checked && checked > 0 {
+        let (mailbox, read_only, top) = (sel.id, sel.read_only, sel.max_uid());
+        let checked = if selecting { 0 } else { sel.recent_checked };
+        if top <= checked && !selecting {
             return None;
         }
         let (from, to) = if read_only {

@@ -204,10 +204,7 @@ async fn select(
         }
     };
     st.selected = Some(sel);
-    if let Some(sel) = st.selected.as_mut() {
-        sel.recent_checked = 0;
-    }
-    let recent = st.settle_recent().await;
+    let recent = st.settle_recent(true).await;
     let sel = st.selected.take().expect("just selected");
     let mut out = Vec::new();
     out.extend_from_slice(format!("* {} EXISTS\r\n", sel.uids.len()).as_bytes());

@@ -34,6 +34,11 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
                 st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
                 return Ok(());
             }
+            let condstore_code = if cmd.unchanged_since.is_some() {
+                st.condstore_by_use()
+            } else {
+                None
+            };
             let op = MailboxOp::Store {
                 mailbox: st.selected.as_ref().expect("selected").id,
                 uids,
@@ -70,7 +75,7 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
                     }
                     st.sync(conn, uid).await;
                     if r.modified.is_empty() {
-                        st.tagged(conn, tag, Status::Ok, None, "STORE completed");
+                        st.tagged(conn, tag, Status::Ok, condstore_code.as_deref(), "STORE completed");
                     } else {
                         let sel = st.selected.as_ref().expect("selected");
                         let ids: Vec<u32> = if uid {
@@ -140,11 +145,15 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
     let raw_needed = cmd.attrs.iter().any(needs_raw);
     let db = st.shared.ctx.db.clone();
     let mut unknown_cte = false;
+    // Messages of this session's view that another session expunged: they
+    // have no row any more, and an EXPUNGE may not be sent during FETCH.
+    let mut vanished = 0usize;
     for chunk in uids.chunks(ROWS_PER_READ) {
         let Ok(mut rows) = load_rows(&db, account, mailbox, chunk).await else {
             st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
             return;
         };
+        vanished += chunk.len() - rows.len();
         let mut flags_changed: Vec<Uid> = Vec::new();
         if set_seen {
             let unseen: Vec<Uid> = rows.iter().filter(|m| !m.is_seen()).map(|m| m.uid).collect();
@@ -217,7 +226,21 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
             "Cannot decode a part's transfer encoding",
         );
     } else {
-        st.tagged(conn, tag, Status::Ok, None, "FETCH completed");
+        let uses = cmd.changed_since.is_some() || cmd.attrs.iter().any(|a| matches!(a, FetchAttr::ModSeq));
+        let code = if uses { st.condstore_by_use() } else { None };
+        if vanished > 0 && code.is_none() {
+            // RFC 9051 §7.1: the client learns why some messages it asked
+            // for got no answer; the EXPUNGEs come at its next command.
+            st.tagged(
+                conn,
+                tag,
+                Status::Ok,
+                Some("EXPUNGEISSUED"),
+                "Some messages were expunged by another session",
+            );
+        } else {
+            st.tagged(conn, tag, Status::Ok, code.as_deref(), "FETCH completed");
+        }
     }
 }
 
@@ -509,8 +532,13 @@ async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: SearchCommand) 
         }
         None => conn.send(&response::search_line(&ids, modseq)),
     }
+    let code = if uses_modseq(&cmd.key) {
+        st.condstore_by_use()
+    } else {
+        None
+    };
     st.sync(conn, cmd.uid).await;
-    st.tagged(conn, tag, Status::Ok, None, "SEARCH completed");
+    st.tagged(conn, tag, Status::Ok, code.as_deref(), "SEARCH completed");
 }
 
 async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &SequenceSet, name: &str, moving: bool) {

@@ -103,7 +103,10 @@ impl Selected {
                 new = true;
             }
         }
-        if new { self.flags_lines() } else { Vec::new() }
+        if !new || meshmail_actors::faults::imap_suppresses_flags_update() {
+            return Vec::new();
+        }
+        self.flags_lines()
     }
 
     /// The flags a FETCH shows: the stored ones, plus `\Recent` for a
