@@ -231,6 +231,19 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
                     let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
                     async move {
                         f.check(&txn).await?;
+                        // RFC 9051 §6.3.4: superiors of a hierarchical name
+                        // are created too, when missing.
+                        let mut superior = String::new();
+                        let pieces: Vec<&str> = name.split(mailboxes::DELIMITER).collect();
+                        for piece in &pieces[..pieces.len().saturating_sub(1)] {
+                            if !superior.is_empty() {
+                                superior.push(mailboxes::DELIMITER);
+                            }
+                            superior.push_str(piece);
+                            if !piece.is_empty() && mailboxes::find(&txn, account, &superior).await?.is_none() {
+                                mailboxes::create(&txn, account, &superior, None).await?;
+                            }
+                        }
                         mailboxes::create(&txn, account, &name, special_use).await
                     }
                 })

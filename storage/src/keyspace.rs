@@ -63,6 +63,14 @@ pub fn mailboxes(account: AccountId) -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("mbox", account)))
 }
 /// Mailbox name → id, one key per name.
+/// A subscribed mailbox name (IMAP SUBSCRIBE), whether or not the mailbox
+/// exists: RFC 3501 §6.3.6 keeps a subscription when its mailbox goes.
+pub fn subscription(account: AccountId, name: &str) -> Vec<u8> {
+    pack(&("subs", account, name))
+}
+pub fn subscriptions(account: AccountId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("subs", account)))
+}
 pub fn mailbox_name(account: AccountId, name: &str) -> Vec<u8> {
     pack(&("mbxn", account, name))
 }

@@ -224,6 +224,37 @@ class Mailboxes(unittest.TestCase):
         c.logout()
 
 
+class Hierarchy(unittest.TestCase):
+    """LIST/LSUB over a hierarchy and subscriptions that outlive their
+    mailbox (RFC 3501 §6.3.6-9, RFC 5258), and names that are not valid
+    modified UTF-7 (NO, never BAD, never a dropped connection)."""
+
+    def test_superiors_subscriptions_and_recursive_match(self):
+        r = Raw()
+        r.login()
+        for cmd in ["CREATE hx/b/c", "CREATE hgone", "SUBSCRIBE hx/b/c", "UNSUBSCRIBE hx",
+                    "UNSUBSCRIBE hx/b", "SUBSCRIBE hgone", "DELETE hgone"]:
+            r.send(f"A {cmd}\r\n")
+            self.assertTrue(r.until("A")[-1].startswith("A OK"), cmd)
+        r.send('A LIST "" h%\r\n')
+        self.assertIn('* LIST (\\HasChildren) "/" "hx"', r.until("A"))
+        r.send('A LSUB "" h%\r\n')
+        lines = r.until("A")
+        self.assertIn('* LSUB (\\Noselect) "/" "hx"', lines)
+        self.assertIn('* LSUB () "/" "hgone"', lines)
+        r.send('A LIST (SUBSCRIBED) "" h*\r\n')
+        lines = r.until("A")
+        self.assertIn('* LIST (\\NonExistent \\Subscribed) "/" "hgone"', lines)
+        self.assertIn('* LIST (\\HasNoChildren \\Subscribed) "/" "hx/b/c"', lines)
+        r.send('A LIST (SUBSCRIBED RECURSIVEMATCH) "" h%\r\n')
+        self.assertIn('* LIST (\\HasChildren) "/" "hx" ("CHILDINFO" ("SUBSCRIBED"))', r.until("A"))
+        r.send("A CREATE &Jjo-bad&\r\n")
+        self.assertTrue(r.until("A")[-1].startswith("A NO [CANNOT]"))
+        for pattern in ["&", '"a&b"', "*&"]:
+            r.send(f'A LIST "" {pattern}\r\n')
+            self.assertEqual(r.until("A"), ["A OK LIST completed"], pattern)
+
+
 class Messages(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

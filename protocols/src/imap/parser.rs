@@ -39,9 +39,16 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    /// The BAD response line, CRLF included.
+    /// The response line, CRLF included: BAD, except for a mailbox name
+    /// that is not valid modified UTF-7 — well-formed syntax naming no
+    /// possible mailbox, which gets `NO [CANNOT]` (as Dovecot answers).
     pub fn response(&self) -> Vec<u8> {
-        format!("{} BAD {}\r\n", self.tag.as_deref().unwrap_or("*"), self.reason).into_bytes()
+        let tag = self.tag.as_deref().unwrap_or("*");
+        match self.reason.strip_prefix(super::parser_reader::BAD_NAME) {
+            Some(why) if self.tag.is_some() => format!("{tag} NO [CANNOT] Invalid mailbox name: {why}\r\n"),
+            _ => format!("{tag} BAD {}\r\n", self.reason),
+        }
+        .into_bytes()
     }
 }
 

@@ -10,6 +10,10 @@ use super::utf7::decode_mailbox;
 
 pub(super) type R<T> = Result<T, String>;
 
+/// Starts the reason of a mailbox name that is not valid modified UTF-7:
+/// [`super::ParseError::response`] answers NO for it, not BAD.
+pub(super) const BAD_NAME: &str = "invalid mailbox name: ";
+
 pub(super) fn err<T>(reason: &str) -> R<T> {
     Err(reason.to_string())
 }
@@ -230,7 +234,7 @@ impl<'a> Reader<'a> {
 
     pub(super) fn mailbox(&mut self) -> R<String> {
         let raw = self.astring()?;
-        decode_mailbox(&raw, self.utf8).map_err(|e| e.to_string())
+        decode_mailbox(&raw, self.utf8).map_err(|e| format!("{BAD_NAME}{e}"))
     }
 
     pub(super) fn list_mailbox(&mut self) -> R<String> {
@@ -241,7 +245,9 @@ impl<'a> Reader<'a> {
                 a => a.to_vec(),
             },
         };
-        decode_mailbox(&raw, self.utf8).map_err(|e| e.to_string())
+        // A pattern that is not valid modified UTF-7 names no mailbox: it
+        // matches nothing (NUL is in no name), as in Dovecot, not BAD.
+        Ok(decode_mailbox(&raw, self.utf8).unwrap_or_else(|_| "\0".to_string()))
     }
 
     pub(super) fn text(&mut self) -> R<String> {

@@ -10,15 +10,15 @@ use meshmail_storage::StorageError;
 use meshmail_storage::model::mailboxes::{self, Mailbox};
 use meshmail_storage::model::{new_id, now_ms};
 
+use super::list_tree::{self, Existing};
 use super::response::{self, ListItem, Status};
 use super::session::State;
 use super::session_view::Selected;
 use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem};
-use super::utf7::list_pattern_matches;
 use crate::ingest::ingest;
 use crate::net::{Conn, ConnError};
 
-const DELIMITER: char = '/';
+use meshmail_storage::model::mailboxes::DELIMITER;
 
 pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: CommandKind) -> Result<(), ConnError> {
     use CommandKind as K;
@@ -161,18 +161,6 @@ pub(super) async fn find(st: &State, name: &str) -> Result<Option<Mailbox>, Stor
         .await
 }
 
-async fn all_mailboxes(st: &State) -> Result<Vec<Mailbox>, StorageError> {
-    let account = account_id(st);
-    st.shared
-        .ctx
-        .db
-        .read(
-            "imap_list",
-            move |txn| async move { mailboxes::list(&txn, account).await },
-        )
-        .await
-}
-
 async fn select(
     st: &mut State,
     conn: &mut Conn,
@@ -304,47 +292,41 @@ async fn list(st: &mut State, conn: &mut Conn, tag: &str, cmd: ListCommand, kind
         st.tagged(conn, tag, Status::Ok, None, &format!("{kind} completed"));
         return;
     }
-    let Ok(all) = all_mailboxes(st).await else {
+    let account = account_id(st);
+    let listing = st
+        .shared
+        .ctx
+        .db
+        .read("imap_list", move |txn| async move {
+            let all = mailboxes::list(&txn, account).await?;
+            let subscribed = mailboxes::subscriptions(&txn, account).await?;
+            Ok::<_, StorageError>((all, subscribed))
+        })
+        .await;
+    let Ok((all, subscribed)) = listing else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
-    let names: Vec<&str> = all.iter().map(|m| m.name.as_str()).collect();
-    for mb in &all {
-        let full_patterns: Vec<String> = cmd.patterns.iter().map(|p| format!("{}{}", cmd.reference, p)).collect();
-        if !full_patterns
-            .iter()
-            .any(|p| list_pattern_matches(p, &mb.name, Some(DELIMITER)))
-        {
-            continue;
-        }
-        if cmd.select_subscribed && !mb.subscribed {
-            continue;
-        }
-        if cmd.select_special_use && mb.special_use.is_none() {
-            continue;
-        }
-        let prefix = format!("{}{DELIMITER}", mb.name);
-        let has_children = names.iter().any(|n| n.starts_with(&prefix));
-        let mut attributes: Vec<&str> = vec![if has_children {
-            "\\HasChildren"
-        } else {
-            "\\HasNoChildren"
-        }];
-        if mb.subscribed && (cmd.return_subscribed || cmd.select_subscribed || kind == "LSUB") {
-            attributes.push("\\Subscribed");
-        }
-        if let Some(s) = mb.special_use.as_deref() {
-            attributes.push(s);
-        }
+    let existing: Vec<Existing<'_>> = all
+        .iter()
+        .map(|m| Existing {
+            name: &m.name,
+            special_use: m.special_use.as_deref(),
+        })
+        .collect();
+    let subscribed = subscribed.into_iter().collect();
+    for entry in list_tree::entries(&cmd, kind == "LSUB", &existing, &subscribed, DELIMITER) {
         let item = ListItem {
-            attributes,
+            attributes: entry.attributes.iter().map(String::as_str).collect(),
             delimiter: Some(DELIMITER),
-            name: &mb.name,
-            child_subscribed: false,
+            name: &entry.name,
+            child_subscribed: entry.child_subscribed,
             old_name: None,
         };
         conn.send(&response::list_line(kind, &item, st.utf8));
-        if let Some(items) = &cmd.return_status {
+        if let Some(items) = &cmd.return_status
+            && let Some(mb) = all.iter().find(|m| m.name == entry.name)
+        {
             let values = status_values(st, mb, items).await;
             conn.send(&response::status_response_line(&mb.name, &values, st.utf8));
         }

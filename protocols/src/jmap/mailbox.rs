@@ -18,7 +18,7 @@ use super::ids::{self, StateVector};
 use super::store;
 use super::wire::{MethodError, SetError};
 
-pub const DELIMITER: char = '/';
+pub use meshmail_storage::model::mailboxes::DELIMITER;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

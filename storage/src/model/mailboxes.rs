@@ -59,6 +59,9 @@ impl Mailbox {
     }
 }
 
+/// The hierarchy delimiter of mailbox names, for IMAP and JMAP alike.
+pub const DELIMITER: char = '/';
+
 /// Counter kinds kept per mailbox.
 pub const COUNT_MESSAGES: &str = "messages";
 pub const COUNT_UNSEEN: &str = "unseen";
@@ -205,14 +208,47 @@ pub async fn rename(txn: &Txn, account: AccountId, from: &str, to: &str) -> Resu
     Ok(mb)
 }
 
-/// Sets the subscription flag of a mailbox.
+/// Subscribes or unsubscribes a name. Subscribing needs the mailbox to
+/// exist; unsubscribing does not (the mailbox may be gone). The
+/// subscription lives in its own key and outlives its mailbox; the
+/// mailbox record's flag (what JMAP's `isSubscribed` reads, and all that
+/// older stores have) is kept in step.
 pub async fn set_subscribed(txn: &Txn, account: AccountId, name: &str, subscribed: bool) -> Result<()> {
-    let before = find(txn, account, name)
-        .await?
-        .ok_or_else(|| StorageError::NotFound(format!("mailbox {name}")))?;
+    let name = canonical_name(name);
+    let key = keyspace::subscription(account, &name);
+    let Some(before) = find(txn, account, &name).await? else {
+        if subscribed {
+            return Err(StorageError::NotFound(format!("mailbox {name}")));
+        }
+        return txn.clear(&key);
+    };
+    if subscribed {
+        txn.set(&key, b"")?;
+    } else {
+        txn.clear(&key)?;
+    }
     let mut mb = before.clone();
     mb.subscribed = subscribed;
     put(txn, account, &before, &mb)
+}
+
+/// Every subscribed name: the subscription keys, plus the mailboxes whose
+/// record says subscribed (stores written before the keys existed).
+pub async fn subscriptions(txn: &Txn, account: AccountId) -> Result<Vec<String>> {
+    let (b, e) = keyspace::subscriptions(account);
+    let mut names: Vec<String> = Vec::new();
+    for (k, _) in txn.get_range(&b, &e, RangeOptions::limit(10_000)).await? {
+        if let Ok((_, _, name)) = foundationdb_tuple::unpack::<(String, AccountId, String)>(&k) {
+            names.push(name);
+        }
+    }
+    for mb in list(txn, account).await? {
+        if mb.subscribed && !names.contains(&mb.name) {
+            names.push(mb.name);
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// Removes an empty mailbox's record, name and counters. The caller expunges
@@ -224,6 +260,11 @@ pub async fn remove_empty(txn: &Txn, account: AccountId, mailbox: &Mailbox) -> R
     }
     txn.clear(&keyspace::mailbox(account, mailbox.id))?;
     txn.clear(&keyspace::mailbox_name(account, &mailbox.name))?;
+    if mailbox.subscribed {
+        // The subscription stays (RFC 3501 §6.3.6): LIST shows the name as
+        // \NonExistent until it is unsubscribed or created again.
+        txn.set(&keyspace::subscription(account, &mailbox.name), b"")?;
+    }
     for kind in [COUNT_MESSAGES, COUNT_UNSEEN, COUNT_BYTES] {
         txn.clear(&keyspace::counter(account, mailbox.id, kind))?;
     }
