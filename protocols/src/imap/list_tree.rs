@@ -83,7 +83,8 @@ pub fn entries(
                 // unless a deeper match already stands for it.
                 let recursive = lsub || cmd.select_recursive_match;
                 let deeper_matches = inferiors(name).any(|n| subscribed.contains(&n) && matches(&n));
-                if !(recursive && subscribed_inferior && (!lsub || !deeper_matches)) {
+                let shown = recursive && subscribed_inferior && !(lsub && deeper_matches);
+                if !shown {
                     continue;
                 }
                 if lsub {
