@@ -440,10 +440,13 @@ impl Walker<'_> {
         };
         Envelope {
             date: date_header.map(|h| self.raw_text(h)),
-            date_timestamp: date_header
-                .and_then(|h| h.value.as_datetime())
-                .filter(|d| d.is_valid())
-                .map(|d| d.to_timestamp()),
+            date_timestamp: date_header.and_then(|h| {
+                h.value
+                    .as_datetime()
+                    .filter(|d| d.is_valid())
+                    .map(|d| d.to_timestamp())
+                    .or_else(|| summary_raw::lenient_date(&self.raw_text(h)))
+            }),
             subject: last(headers, &HeaderName::Subject).map(|h| self.header_text(h)),
             other_subjects: {
                 let mut all: Vec<HeaderText> = headers

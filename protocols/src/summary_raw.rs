@@ -344,6 +344,82 @@ fn unquote(v: &str) -> String {
     }
 }
 
+/// A Date header as seconds since the Unix epoch, read leniently where a
+/// strict parser gives up on real mail: a leap second (`23:59:60`), a
+/// missing weekday or seconds, two-digit years (RFC 5322 §4.3), obsolete
+/// zone names, a trailing comment. None when no day, month and year are
+/// found.
+pub fn lenient_date(raw: &str) -> Option<i64> {
+    let text = raw.split('(').next().unwrap_or_default();
+    let after_weekday = text.split_once(',').map_or(text, |(_, rest)| rest);
+    let mut words = after_weekday.split_whitespace();
+    let day: i64 = words.next()?.parse().ok()?;
+    let month = MONTHS.iter().position(|m| {
+        words
+            .clone()
+            .next()
+            .is_some_and(|w| w.get(..3).is_some_and(|w| w.eq_ignore_ascii_case(m)))
+    })? as i64
+        + 1;
+    words.next();
+    let year_text = words.next()?;
+    let year: i64 = year_text.parse().ok()?;
+    let year = match year_text.len() {
+        1 | 2 if year < 50 => year + 2000,
+        1..=3 => year + 1900,
+        _ => year,
+    };
+    let mut secs = 0i64;
+    if let Some(time) = words.next() {
+        let mut parts = time.split(':').map(|p| p.parse::<i64>().ok());
+        let h = parts.next().flatten().unwrap_or(0).clamp(0, 23);
+        let m = parts.next().flatten().unwrap_or(0).clamp(0, 59);
+        let sec = parts.next().flatten().unwrap_or(0).clamp(0, 59);
+        secs = h * 3600 + m * 60 + sec;
+    }
+    let zone = words.next().map_or(0, zone_offset_secs);
+    if !(1..=31).contains(&day) {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + secs - zone)
+}
+
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+/// `+hhmm`/`-hhmm`, or an RFC 5322 §4.3 obsolete zone name; unknown: 0.
+fn zone_offset_secs(z: &str) -> i64 {
+    if let Some(sign) = z.chars().next().filter(|c| *c == '+' || *c == '-')
+        && z.len() == 5
+        && let Ok(n) = z[1..].parse::<i64>()
+    {
+        let secs = (n / 100) * 3600 + (n % 100) * 60;
+        return if sign == '-' { -secs } else { secs };
+    }
+    let hours = match z.to_ascii_uppercase().as_str() {
+        "EDT" => -4,
+        "EST" | "CDT" => -5,
+        "CST" | "MDT" => -6,
+        "MST" | "PDT" => -7,
+        "PST" => -8,
+        _ => 0,
+    };
+    hours * 3600
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +471,16 @@ mod tests {
             names("undisclosed-recipients:;"),
             vec![(None, s("undisclosed-recipients"), None), (None, None, None)]
         );
+    }
+
+    #[test]
+    fn lenient_dates() {
+        assert_eq!(lenient_date("Thu, 01 Jan 1970 00:00:00 +0000"), Some(0));
+        assert_eq!(lenient_date("Fri, 31 Dec 1999 23:59:60 GMT"), Some(946_684_799));
+        assert_eq!(lenient_date("1 Jan 70 01:00 +0100"), Some(0));
+        assert_eq!(lenient_date("Thu, 1 Jan 1970 00:00:00 EST (comment)"), Some(5 * 3600));
+        assert_eq!(lenient_date("Thu, 29 Feb 2024 12:00:00 +0530"), Some(1_709_188_200));
+        assert_eq!(lenient_date("not a date at all"), None);
     }
 
     #[test]

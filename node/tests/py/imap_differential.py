@@ -98,6 +98,22 @@ SEARCHES = [
 ]
 
 
+# SORT (RFC 5256) criteria, each over the whole mailbox and a subset.
+SORTS = [
+    "(ARRIVAL)",
+    "(REVERSE ARRIVAL)",
+    "(DATE)",
+    "(REVERSE DATE)",
+    "(SIZE)",
+    "(SUBJECT)",
+    "(FROM)",
+    "(TO)",
+    "(CC)",
+    "(SUBJECT REVERSE DATE)",
+    "(FROM SIZE)",
+]
+
+
 def corpus():
     names = sorted(n for n in os.listdir(CORPUS) if n.endswith(".eml"))
     return [(n, open(os.path.join(CORPUS, n), "rb").read()) for n in names]
@@ -182,6 +198,13 @@ def search(conn, query, literals):
         if ln.startswith(b"* SEARCH"):
             uids |= {int(x) for x in ln.split()[2:]}
     return sorted(uids)
+
+
+def sort(conn, criteria, query):
+    untagged, tagged = conn.command(f"UID SORT {criteria} UTF-8 {query}")
+    if tagged.split(b" ", 2)[1] != b"OK":
+        return ("refused", tagged.decode().strip())
+    return [int(x) for ln in untagged if ln.startswith(b"* SORT") for x in ln.split()[2:]]
 
 
 def allowed_rules():
@@ -281,12 +304,25 @@ def main():
             a, b = search(ref, query, lits), search(ours, query, lits)
             if a != b:
                 differ += 1
-                if is_allowed(rules, -1, "SEARCH:" + query):
+                if is_allowed(rules, -1, "SEARCH:" + query.replace(" ", "_")):
                     allowed += 1
                     continue
                 only_ref = sorted(set(a) - set(b)) if isinstance(a, list) and isinstance(b, list) else a
                 only_ours = sorted(set(b) - set(a)) if isinstance(a, list) and isinstance(b, list) else b
                 print(f"DIFF SEARCH {query} {lits}\n  only dovecot: {short(only_ref)}\n  only meshmail: {short(only_ours)}")
+        for criteria in SORTS:
+            for query in ("ALL", "SEEN"):
+                compared += 1
+                a, b = sort(ref, criteria, query), sort(ours, criteria, query)
+                if a != b:
+                    differ += 1
+                    if is_allowed(rules, -1, "SORT:" + criteria.replace(" ", "_")):
+                        allowed += 1
+                        continue
+                    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+                    where = f"first at position {k}: dovecot {a[k:k + 5]} meshmail {b[k:k + 5]}" if k is not None \
+                        else f"dovecot {short(a)} meshmail {short(b)}"
+                    print(f"DIFF SORT {criteria} {query} {where}")
         ref.close()
         ours.close()
     print(f"differential: {n} messages, {compared} items compared, {differ} differ ({allowed} allowed)")

@@ -36,7 +36,9 @@ pub mod utf7;
 pub mod session;
 mod session_commands;
 mod session_messages;
+mod session_search;
 pub mod session_view;
+mod sort;
 
 #[cfg(test)]
 mod parser_tests;

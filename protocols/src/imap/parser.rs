@@ -220,14 +220,14 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
             C::Status { mailbox, items }
         }
         "APPEND" => append(r)?,
-        "SEARCH" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_command(r, &name, false)?,
+        "SEARCH" | "SORT" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_command(r, &name, false)?,
         "UID" => {
             r.sp()?;
             let sub = r.word()?;
             if sub == "EXPUNGE" {
                 r.sp()?;
                 C::UidExpunge(r.sequence_set()?)
-            } else if matches!(sub.as_str(), "SEARCH" | "FETCH" | "STORE" | "COPY" | "MOVE") {
+            } else if matches!(sub.as_str(), "SEARCH" | "SORT" | "FETCH" | "STORE" | "COPY" | "MOVE") {
                 uid_command(r, &sub, true)?
             } else {
                 return err("unknown UID command");
@@ -395,6 +395,9 @@ fn uid_command(r: &mut Reader<'_>, name: &str, uid: bool) -> R<CommandKind> {
     r.sp()?;
     if name == "SEARCH" {
         return super::search::parse_search(r, uid).map(CommandKind::Search);
+    }
+    if name == "SORT" {
+        return super::sort::parse_sort(r, uid).map(CommandKind::Sort);
     }
     let set = r.sequence_set()?;
     r.sp()?;

@@ -45,17 +45,23 @@ pub(super) fn parse_search(r: &mut Reader<'_>, uid: bool) -> R<SearchCommand> {
         charset = Some(r.text()?.to_ascii_uppercase());
         r.sp()?;
     }
+    let key = parse_search_keys(r)?;
+    Ok(SearchCommand { uid, ret, charset, key })
+}
+
+/// The search keys to the end of the command, folded into one (SEARCH and
+/// SORT share them).
+pub(super) fn parse_search_keys(r: &mut Reader<'_>) -> R<SearchKey> {
     let mut keys = vec![search_key(r, 0)?];
     while r.more() {
         r.sp()?;
         keys.push(search_key(r, 0)?);
     }
-    let key = if keys.len() == 1 {
+    Ok(if keys.len() == 1 {
         keys.remove(0)
     } else {
         SearchKey::And(keys)
-    };
-    Ok(SearchCommand { uid, ret, charset, key })
+    })
 }
 
 fn search_key(r: &mut Reader<'_>, depth: usize) -> R<SearchKey> {

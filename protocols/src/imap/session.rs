@@ -180,6 +180,7 @@ impl State {
             "NAMESPACE",
             "UIDPLUS",
             "MOVE",
+            "SORT",
             "UNSELECT",
             "CHILDREN",
             "LIST-EXTENDED",
@@ -290,6 +291,7 @@ impl State {
             | K::Expunge
             | K::UidExpunge(_)
             | K::Search(_)
+            | K::Sort(_)
             | K::Fetch(_)
             | K::Store(_)
             | K::Copy { .. }

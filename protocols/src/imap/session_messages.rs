@@ -9,15 +9,14 @@ use meshmail_storage::keyspace::Uid;
 use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, Message};
 use meshmail_storage::{StorageError, keyspace};
 
-use super::response::{self, BinaryError, Esearch, FetchResponse, Status};
-use super::search::{MessageView, SearchContext, matches, needs_body, needs_headers, uses_modseq};
+use super::response::{self, BinaryError, FetchResponse, Status};
 use super::sequence::{IdSet, SequenceSet};
 use super::session::State;
 use super::session_commands::{find, write};
 use super::session_view::{Selected, load_rows};
-use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, SearchCommand, Section, SectionText, StoreMode};
+use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, SectionText, StoreMode};
 use crate::net::{Conn, ConnError};
-use crate::summary::{Envelope, Summary};
+use crate::summary::Summary;
 
 /// Messages loaded per read while fetching or searching.
 const ROWS_PER_READ: usize = 200;
@@ -26,7 +25,8 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
     use CommandKind as K;
     match kind {
         K::Fetch(cmd) => fetch(st, conn, tag, cmd).await,
-        K::Search(cmd) => search(st, conn, tag, cmd).await,
+        K::Search(cmd) => super::session_search::search(st, conn, tag, cmd).await,
+        K::Sort(cmd) => super::session_search::sort(st, conn, tag, cmd).await,
         K::Store(cmd) => {
             let uid = cmd.uid;
             let uids = resolve(st, &cmd.set, uid);
@@ -361,184 +361,6 @@ fn section(raw: &[u8], summary: &Summary, text: SectionText) -> Vec<u8> {
         text: Some(text),
     };
     response::section_bytes(raw, summary, &s).unwrap_or_default()
-}
-
-/// A message as SEARCH sees it; the body is parsed only if the key needs it.
-struct View<'a> {
-    m: &'a Message,
-    seq: u32,
-    recent: bool,
-    summary: Summary,
-    headers: Vec<(String, String)>,
-    text: Option<(String, String)>,
-}
-
-impl MessageView for View<'_> {
-    fn uid(&self) -> u32 {
-        self.m.uid
-    }
-    fn seq(&self) -> u32 {
-        self.seq
-    }
-    fn flags(&self) -> &[String] {
-        &self.m.flags
-    }
-    fn recent(&self) -> bool {
-        self.recent
-    }
-    fn internal_date_ms(&self) -> i64 {
-        self.m.internal_date_ms
-    }
-    fn size(&self) -> u64 {
-        self.m.body.size
-    }
-    fn modseq(&self) -> u64 {
-        self.m.modseq
-    }
-    fn envelope(&self) -> &Envelope {
-        &self.summary.envelope
-    }
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
-    }
-    fn text(&self, body_only: bool) -> Option<String> {
-        self.text.as_ref().map(|(head, body)| {
-            if body_only {
-                body.clone()
-            } else {
-                format!("{head}\n{body}")
-            }
-        })
-    }
-}
-
-/// Decoded header fields and text of a raw message, parsed once for SEARCH.
-fn parse_for_search(raw: &[u8]) -> (Vec<(String, String)>, (String, String)) {
-    let parsed = std::panic::catch_unwind(|| mail_parser::MessageParser::default().parse(raw));
-    let Ok(Some(msg)) = parsed else {
-        let text = String::from_utf8_lossy(raw).into_owned();
-        return (Vec::new(), (String::new(), text));
-    };
-    let headers: Vec<(String, String)> = msg
-        .headers()
-        .iter()
-        .map(|h| {
-            let value = match h.value() {
-                mail_parser::HeaderValue::Text(t) => t.to_string(),
-                _ => msg.header_raw(h.name()).unwrap_or_default().trim().to_string(),
-            };
-            (h.name().to_string(), value)
-        })
-        .collect();
-    let head: String = headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
-    let mut body = String::new();
-    searchable_text(&msg, &mut body, 0);
-    (headers, (head, body))
-}
-
-/// The text BODY and TEXT search: every text part decoded (transfer
-/// encoding and charset; HTML as written), attachments of a text type
-/// included, and the text of encapsulated messages (not their headers),
-/// the way Dovecot searches without a full-text index. Binary parts are
-/// skipped.
-fn searchable_text(msg: &mail_parser::Message<'_>, out: &mut String, depth: usize) {
-    use mail_parser::PartType;
-    for part in &msg.parts {
-        match &part.body {
-            PartType::Text(t) | PartType::Html(t) => {
-                out.push_str(t);
-                out.push('\n');
-            }
-            PartType::Message(nested) if depth < crate::summary::MAX_DEPTH => searchable_text(nested, out, depth + 1),
-            _ => {}
-        }
-    }
-}
-
-async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: SearchCommand) {
-    let sel = st.selected.as_ref().expect("selected");
-    let (account, mailbox) = (sel.account, sel.id);
-    let uids = sel.uids.clone();
-    let ctx = SearchContext {
-        max_seq: uids.len() as u32,
-        max_uid: sel.max_uid(),
-        saved: st.saved.as_ref(),
-    };
-    let load_raw = needs_body(&cmd.key) || needs_headers(&cmd.key);
-    let db = st.shared.ctx.db.clone();
-    let mut hits: Vec<(u32, Uid, u64)> = Vec::new();
-    for chunk in uids.chunks(ROWS_PER_READ) {
-        let Ok(rows) = load_rows(&db, account, mailbox, chunk).await else {
-            st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
-            return;
-        };
-        for m in &rows {
-            let seq = sel.seq_of(m.uid).unwrap_or(0);
-            let (headers, text) = if load_raw {
-                match st.shared.ctx.blobs.get(&db, &m.body).await {
-                    Ok(raw) => {
-                        let (h, t) = parse_for_search(&raw);
-                        (h, Some(t))
-                    }
-                    Err(_) => (Vec::new(), None),
-                }
-            } else {
-                (Vec::new(), None)
-            };
-            let view = View {
-                m,
-                seq,
-                recent: sel.recent.contains(&m.uid),
-                summary: summary_of(m),
-                headers,
-                text,
-            };
-            if matches(&cmd.key, &view, &ctx) {
-                hits.push((seq, m.uid, m.modseq));
-            }
-        }
-    }
-    let ids: Vec<u32> = hits.iter().map(|(s, u, _)| if cmd.uid { *u } else { *s }).collect();
-    let modseq = uses_modseq(&cmd.key).then(|| hits.iter().map(|h| h.2).max().unwrap_or(0));
-    match cmd.ret {
-        Some(ret) => {
-            if ret.save {
-                let mut saved = IdSet::new();
-                for (_, u, _) in &hits {
-                    saved.insert(*u);
-                }
-                st.saved = Some(saved);
-            }
-            let mut all = IdSet::new();
-            for i in &ids {
-                all.insert(*i);
-            }
-            let only_save = ret.save && !ret.min && !ret.max && !ret.all && !ret.count;
-            if !only_save {
-                let e = Esearch {
-                    tag: Some(tag),
-                    uid: cmd.uid,
-                    min: ret.min.then(|| ids.iter().min().copied()).flatten(),
-                    max: ret.max.then(|| ids.iter().max().copied()).flatten(),
-                    all: (ret.all && !ids.is_empty()).then_some(&all),
-                    count: ret.count.then_some(ids.len() as u64),
-                    modseq,
-                };
-                conn.send(&response::esearch_line(&e));
-            }
-        }
-        None => conn.send(&response::search_line(&ids, modseq)),
-    }
-    let code = if uses_modseq(&cmd.key) {
-        st.condstore_by_use()
-    } else {
-        None
-    };
-    st.sync(conn, cmd.uid).await;
-    st.tagged(conn, tag, Status::Ok, code.as_deref(), "SEARCH completed");
 }
 
 async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &SequenceSet, name: &str, moving: bool) {

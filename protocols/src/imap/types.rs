@@ -82,6 +82,7 @@ pub enum CommandKind {
     /// `UID EXPUNGE set` (UIDPLUS).
     UidExpunge(SequenceSet),
     Search(SearchCommand),
+    Sort(SortCommand),
     Fetch(FetchCommand),
     Store(StoreCommand),
     Copy {
@@ -137,6 +138,8 @@ impl CommandKind {
             UidExpunge(_) => "UID EXPUNGE",
             Search(s) if s.uid => "UID SEARCH",
             Search(_) => "SEARCH",
+            Sort(s) if s.uid => "UID SORT",
+            Sort(_) => "SORT",
             Fetch(f) if f.uid => "UID FETCH",
             Fetch(_) => "FETCH",
             Store(s) if s.uid => "UID STORE",
@@ -393,6 +396,31 @@ pub struct SearchCommand {
     pub charset: Option<String>,
     /// Several top-level keys are folded into one [`SearchKey::And`].
     pub key: SearchKey,
+}
+
+/// SORT (RFC 5256): criteria, then a search program (with its charset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortCommand {
+    pub uid: bool,
+    pub criteria: Vec<SortCriterion>,
+    pub search: SearchCommand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SortCriterion {
+    pub reverse: bool,
+    pub key: SortKey,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Arrival,
+    Cc,
+    Date,
+    From,
+    Size,
+    Subject,
+    To,
 }
 
 /// RETURN options; `RETURN ()` means ALL.

@@ -1,0 +1,213 @@
+//! SORT (RFC 5256): parsing of the sort criteria and the sort keys of a
+//! message. Strings compare with `i;ascii-casemap` (ASCII letters folded,
+//! everything else by octet), the RFC's default collation.
+
+use std::cmp::Ordering;
+
+use super::parser_reader::{R, Reader, err};
+use super::search::parse_search_keys;
+use super::types::{SearchCommand, SortCommand, SortCriterion, SortKey};
+use crate::summary::{AddressList, Summary};
+use meshmail_storage::model::messages::Message;
+
+/// `SORT (criteria) charset search-keys` after the command name.
+pub(super) fn parse_sort(r: &mut Reader<'_>, uid: bool) -> R<SortCommand> {
+    let words = r.list(Reader::word)?;
+    let mut criteria = Vec::new();
+    let mut reverse = false;
+    for w in &words {
+        let key = match w.as_str() {
+            "REVERSE" => {
+                if reverse {
+                    return err("REVERSE twice");
+                }
+                reverse = true;
+                continue;
+            }
+            "ARRIVAL" => SortKey::Arrival,
+            "CC" => SortKey::Cc,
+            "DATE" => SortKey::Date,
+            "FROM" => SortKey::From,
+            "SIZE" => SortKey::Size,
+            "SUBJECT" => SortKey::Subject,
+            "TO" => SortKey::To,
+            _ => return err("unknown sort criterion"),
+        };
+        criteria.push(SortCriterion { reverse, key });
+        reverse = false;
+    }
+    if criteria.is_empty() || reverse {
+        return err("expected sort criteria");
+    }
+    r.sp()?;
+    let charset = r.text()?.to_ascii_uppercase();
+    r.sp()?;
+    let key = parse_search_keys(r)?;
+    Ok(SortCommand {
+        uid,
+        criteria,
+        search: SearchCommand {
+            uid,
+            ret: None,
+            charset: Some(charset),
+            key,
+        },
+    })
+}
+
+/// One sort key's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SortValue {
+    Number(i64),
+    Text(Vec<u8>),
+}
+
+/// The values of each criterion for one message.
+pub fn sort_values(criteria: &[SortCriterion], m: &Message, s: &Summary) -> Vec<SortValue> {
+    criteria
+        .iter()
+        .map(|c| match c.key {
+            SortKey::Arrival => SortValue::Number(m.internal_date_ms),
+            SortKey::Size => SortValue::Number(m.body.size as i64),
+            // The sent date in UTC, else the internal date (RFC 5256 §2.2).
+            SortKey::Date => SortValue::Number(
+                s.envelope
+                    .date_timestamp
+                    .map_or(m.internal_date_ms, |t| t.saturating_mul(1000)),
+            ),
+            SortKey::From => SortValue::Text(first_mailbox(&s.envelope.from)),
+            SortKey::To => SortValue::Text(first_mailbox(&s.envelope.to)),
+            SortKey::Cc => SortValue::Text(first_mailbox(&s.envelope.cc)),
+            // The first Subject header when there are several (as Dovecot
+            // sorts; the envelope shows the last).
+            SortKey::Subject => SortValue::Text({
+                let env = &s.envelope;
+                let first = env.other_subjects.first().or(env.subject.as_ref());
+                base_subject(first.map_or("", |h| h.decoded.as_str())).into_bytes()
+            }),
+        })
+        .collect()
+}
+
+/// Orders two messages' values by the criteria (REVERSE per criterion).
+pub fn compare(criteria: &[SortCriterion], a: &[SortValue], b: &[SortValue]) -> Ordering {
+    for (c, (x, y)) in criteria.iter().zip(a.iter().zip(b)) {
+        let o = match (x, y) {
+            (SortValue::Number(x), SortValue::Number(y)) => x.cmp(y),
+            (SortValue::Text(x), SortValue::Text(y)) => x.cmp(y),
+            _ => Ordering::Equal,
+        };
+        let o = if c.reverse { o.reverse() } else { o };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+/// The addr-mailbox of the first address, case-folded (a group's start
+/// marker counts, its mailbox being the group name, as in Dovecot); empty
+/// when there is none (RFC 5256 §3: sorts first).
+fn first_mailbox(list: &AddressList) -> Vec<u8> {
+    list.addresses
+        .first()
+        .and_then(|a| a.mailbox.as_deref())
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .into_bytes()
+}
+
+/// The base subject of RFC 5256 §2.1: reply and forward markers, leading
+/// `[blob]`s and trailing `(fwd)` removed, whitespace collapsed, case
+/// folded (ASCII).
+pub fn base_subject(decoded: &str) -> String {
+    let mut s: String = decoded.split_whitespace().collect::<Vec<_>>().join(" ");
+    loop {
+        let before = s.clone();
+        // (2) trailing "(fwd)" and whitespace.
+        loop {
+            let t = s.trim_end();
+            match strip_suffix_ci(t, "(fwd)") {
+                Some(rest) => s = rest.to_string(),
+                None => {
+                    s = t.to_string();
+                    break;
+                }
+            }
+        }
+        // (3) leading subj-leaders and a leading blob that leaves text.
+        loop {
+            let inner = s.clone();
+            if let Some(rest) = strip_leader(&s) {
+                s = rest;
+            }
+            if let Some(rest) = strip_blob(&s)
+                && !rest.trim().is_empty()
+            {
+                s = rest;
+            }
+            if s == inner {
+                break;
+            }
+        }
+        // (5) the "[fwd: ... ]" wrapper.
+        let t = s.trim();
+        if let Some(inner) = t
+            .get(..5)
+            .filter(|p| p.eq_ignore_ascii_case("[fwd:"))
+            .and_then(|_| t[5..].strip_suffix(']'))
+        {
+            s = inner.trim().to_string();
+        }
+        if s == before {
+            break;
+        }
+    }
+    s.trim().to_ascii_lowercase()
+}
+
+fn strip_suffix_ci<'a>(s: &'a str, suffix: &str) -> Option<&'a str> {
+    let cut = s.len().checked_sub(suffix.len())?;
+    (s.is_char_boundary(cut) && s[cut..].eq_ignore_ascii_case(suffix)).then(|| &s[..cut])
+}
+
+/// `*WSP "[" *BLOBCHAR "]" *WSP` at the start: the rest.
+fn strip_blob(s: &str) -> Option<String> {
+    let t = s.trim_start();
+    let rest = t.strip_prefix('[')?;
+    let end = rest.find([']', '['])?;
+    rest[end..].strip_prefix(']').map(|r| r.trim_start().to_string())
+}
+
+/// `*subj-blob ("re" / "fw" / "fwd") *WSP [subj-blob] ":"` at the start.
+fn strip_leader(s: &str) -> Option<String> {
+    let mut t = s.trim_start().to_string();
+    while let Some(rest) = strip_blob(&t) {
+        t = rest;
+    }
+    let lower = t.to_ascii_lowercase();
+    let word = ["fwd", "fw", "re"].into_iter().find(|w| lower.starts_with(w))?;
+    let mut rest = t[word.len()..].trim_start().to_string();
+    if let Some(r) = strip_blob(&rest) {
+        rest = r;
+    }
+    rest.strip_prefix(':').map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base_subject;
+
+    #[test]
+    fn base_subjects() {
+        assert_eq!(base_subject("Re: Re: Fwd: nested replies"), "nested replies");
+        assert_eq!(base_subject("[list] Re: [x] hello (fwd)"), "hello");
+        assert_eq!(base_subject("[Fwd: Re: topic]"), "topic");
+        assert_eq!(base_subject("RE[2]: Hi  there"), "hi there");
+        assert_eq!(base_subject("[only a blob]"), "[only a blob]");
+        assert_eq!(base_subject("Réponse: x"), "réponse: x");
+        assert_eq!(base_subject(""), "");
+        assert_eq!(base_subject("日本語 test"), "日本語 test");
+        assert_eq!(base_subject("[日本]"), "[日本]");
+    }
+}
