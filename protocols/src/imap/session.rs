@@ -85,6 +85,9 @@ impl Drop for AccountSlot {
     }
 }
 
+/// How long a SELECT or sync waits for the shard actor to claim `\Recent`.
+const RECENT_CLAIM_TIMEOUT: Duration = Duration::from_secs(2);
+
 pub(super) struct State {
     pub shared: Arc<ImapShared>,
     pub peer: SocketAddr,
@@ -428,11 +431,19 @@ impl State {
                 .flatten()?;
             (mb.recent_uid.max(checked), top)
         } else {
+            // \Recent is advisory: while the shard moves between nodes a
+            // SELECT must not wait for it, so the claim is bounded and a
+            // failure leaves these messages not recent in this session.
             let op = meshmail_actors::mailbox_ops::MailboxOp::ClaimRecent { mailbox };
-            match meshmail_actors::mailbox_ops::request(&self.shared.ctx, account, op).await {
-                Ok(r) => r.recent.unwrap_or((top, top)),
-                Err(e) => {
+            let claim = meshmail_actors::mailbox_ops::request(&self.shared.ctx, account, op);
+            match tokio::time::timeout(RECENT_CLAIM_TIMEOUT, claim).await {
+                Ok(Ok(r)) => r.recent.unwrap_or((top, top)),
+                Ok(Err(e)) => {
                     tracing::warn!(error = %e, "imap: claiming \\Recent failed");
+                    (top, top)
+                }
+                Err(_) => {
+                    metrics::counter!("meshmail_imap_recent_claim_timeouts_total").increment(1);
                     (top, top)
                 }
             }
