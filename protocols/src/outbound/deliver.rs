@@ -189,7 +189,19 @@ fn needs_smtputf8(items: &[(Fence, OutboundItem, InFlight)]) -> bool {
 
 /// One message over `c`; returns whether the connection can be reused.
 async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
-    let first = &m.items[0].1;
+    let (fence, first) = (&m.items[0].0, &m.items[0].1);
+    // The lease may have moved since the claim (a hand-off that outwaited
+    // its drain, a takeover): then the next owner runs these items, and
+    // this node must not send them too. They stay claimed under our fence,
+    // which the new owner takes over; nothing is committed here.
+    if o.ctx.lease_epoch(first.shard) != Some(fence.epoch) {
+        metrics::counter!("meshmail_outbound_lease_lost_total").increment(m.items.len() as u64);
+        tracing::debug!(
+            shard = first.shard,
+            "outbound: lease moved; leaving the message to the new owner"
+        );
+        return true;
+    }
     let host = c.host.clone();
     let remote = Some(host.clone());
     // Policy checks that fail the whole message on this peer.
@@ -324,8 +336,18 @@ fn reply_verdict(r: &SmtpReply, host: &str, tls: TlsState) -> Verdict {
 /// protected (the receiving side sees it), the DKIM signature of the
 /// sender's domain when the store has a key for it, then the message.
 async fn prepare_body(o: &Arc<Outbound>, item: &OutboundItem, body: &Bytes, c: &SmtpClient) -> Vec<u8> {
+    // `claim=` names the attempt (node/generation/lease epoch@claim time):
+    // a receiver that logs it can tell two attempts of one message apart,
+    // which is how the chaos runner checks that no two nodes ever held a
+    // claim on one message at once (chaos/README.md).
+    let claim = item.claim.as_ref().map_or_else(String::new, |cl| {
+        format!(
+            "; claim={}/{}/{}@{}",
+            cl.fence.node, cl.fence.generation, cl.fence.epoch, cl.started_ms
+        )
+    });
     let mut head = format!(
-        "X-Meshmail-Outbound: tls={}; mx={}; by={}\r\n",
+        "X-Meshmail-Outbound: tls={}; mx={}; by={}{claim}\r\n",
         c.tls.label(),
         c.host,
         o.config.hostname
