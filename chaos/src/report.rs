@@ -49,7 +49,11 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
         md.push_str(&c.line());
         md.push('\n');
     }
-    md.push_str("```\n\n## Recovery times (seconds)\n\n| what | n | p50 | p90 | p99 | max | not recovered |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("```\n\n");
+    if let Some(f) = &o.outbound {
+        md.push_str(&outbound_section(f));
+    }
+    md.push_str("## Recovery times (seconds)\n\n| what | n | p50 | p90 | p99 | max | not recovered |\n|---|---:|---:|---:|---:|---:|---:|\n");
     for (name, kinds, v) in [
         ("hard kill -> every shard served", &["kill"][..], &hard),
         (
@@ -153,4 +157,52 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&*o)?)?;
     std::fs::write(dir.join("events.ndjson"), events_ndjson)?;
     Ok(md)
+}
+
+fn outbound_section(f: &crate::outbound::OutboundFindings) -> String {
+    let mut md = String::from("## Outbound (remote recipients through the sink MX)\n\n");
+    md.push_str(&format!(
+        "| submitted | acked (250) | not acked | sink transactions | lost | duplicates | claim overlaps | untraced | delivering nodes | sink connections (peak open) | sink 451s | drained after |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n\
+         | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} |\n\n",
+        f.submitted,
+        f.acked,
+        f.not_acked,
+        f.deliveries,
+        f.lost,
+        f.duplicates,
+        f.overlaps.len(),
+        f.untraced,
+        f.distinct_nodes_delivering,
+        f.sink_connections,
+        f.sink_connections_peak,
+        f.sink_tempfails,
+        f.drain_s.map_or("not within the limit".to_string(), |s| format!("{s:.1} s")),
+    ));
+    if !f.lost_ids.is_empty() {
+        md.push_str(&format!(
+            "Lost (first {}): {}\n\n",
+            f.lost_ids.len(),
+            f.lost_ids.join(", ")
+        ));
+    }
+    for o in f.overlaps.iter().take(10) {
+        md.push_str(&format!(
+            "- overlap: {} to {}: {}#{} epoch {} claimed at {} (delivered {}) and {}#{} epoch {} claimed at {} (delivered {})\n",
+            o.id,
+            o.rcpt,
+            o.a.node,
+            o.a.generation,
+            o.a.epoch,
+            o.a.started_ms,
+            o.a_end_ms,
+            o.b.node,
+            o.b.generation,
+            o.b.epoch,
+            o.b.started_ms,
+            o.b_end_ms
+        ));
+    }
+    md.push('\n');
+    md
 }

@@ -13,6 +13,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::outbound::{OutboundDriver, OutboundFindings, OutboundRig};
 use crate::scenario::{Dist, Scenario};
 
 #[derive(Debug, Clone, Serialize)]
@@ -45,6 +46,8 @@ pub struct RunOutput {
     pub end: EndResult,
     pub checks: Vec<Check>,
     pub plot_notes: Vec<String>,
+    /// The outbound checks' findings, when the scenario has `[outbound]`.
+    pub outbound: Option<OutboundFindings>,
     /// The merged timeline (written to events.ndjson, not into report.json).
     #[serde(skip)]
     pub events: Vec<meshmail_soak::events::MeshEvent>,
@@ -68,6 +71,8 @@ struct Run {
     resumes: Vec<(Instant, usize)>,
     limit: Duration,
     unexpected_exits: u64,
+    outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
+    outbound_findings: Option<OutboundFindings>,
 }
 
 impl Run {
@@ -250,7 +255,7 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
     if scn.needs_fault_hooks() {
         env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
     }
-    let mesh = LocalMesh::setup(
+    let mut mesh = LocalMesh::setup(
         bin,
         &out.join("data"),
         scn.nodes,
@@ -260,6 +265,13 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         &out.join("logs"),
     )
     .await?;
+    let outbound = if scn.outbound.enabled {
+        let rig = OutboundRig::start(&scn.outbound, out)?;
+        mesh.extra_args = vec!["--config".into(), rig.config_path.display().to_string()];
+        Some((rig, None))
+    } else {
+        None
+    };
     let n = scn.nodes;
     let mut r = Run {
         h: Harness::new(mesh),
@@ -272,6 +284,8 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         resumes: Vec::new(),
         limit: Duration::from_secs_f64(scn.recovery_limit_s),
         unexpected_exits: 0,
+        outbound,
+        outbound_findings: None,
     };
     let result = drive(&scn, &mut r, out).await;
     // Whatever happened, no node outlives the run.
@@ -312,6 +326,9 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         count("fault_error"),
         "fault endpoint calls that failed (is MESHMAIL_FAULT_HOOKS honoured?)",
     ));
+    if let Some(f) = &r.outbound_findings {
+        checks.extend(crate::outbound::checks(&scn.outbound, f));
+    }
     Ok(RunOutput {
         scenario: scn,
         seed,
@@ -320,6 +337,7 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         end,
         checks,
         plot_notes,
+        outbound: r.outbound_findings.take(),
         events: r.h.events.snapshot(),
     })
 }
@@ -336,6 +354,10 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
     load.fault_at = (scn.warmup_s + scn.load.fault_at * scn.duration_s) / run_for.as_secs_f64();
     r.h.start_load(load, run_for);
     r.h.start_sampler(Duration::from_secs_f64(scn.sample_every_s.max(0.2)));
+    if let Some((_, driver)) = &mut r.outbound {
+        let targets = r.h.mesh.slots.iter().map(|s| s.addrs.submission.clone()).collect();
+        *driver = Some(OutboundDriver::start(&scn.outbound, targets, scn.load.accounts));
+    }
     tokio::time::sleep(Duration::from_secs_f64(scn.warmup_s)).await;
     r.h.actors_start = r.h.quiet_point().await;
     eprintln!(
@@ -465,6 +487,27 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
     let until = Instant::now() + r.limit;
     while r.recoveries.iter().any(|t| !t.is_finished()) && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if let Some((rig, Some(mut driver))) = r.outbound.take() {
+        driver.stop().await;
+        eprintln!("chaos: outbound load stopped; waiting for the queue to drain to the sink");
+        let limit = Duration::from_secs_f64(scn.outbound.drain_limit_s);
+        let drain_s = crate::outbound::wait_drained(&driver, &rig.sink, limit).await;
+        // Attempts already under way when the last message arrived may
+        // still deliver a duplicate: give them a moment to be counted.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let fates = std::mem::take(&mut driver.submitted.lock().expect("submitted").fates);
+        let deliveries = rig.sink.deliveries();
+        let mut f = crate::outbound::analyse(&fates, &deliveries);
+        f.drain_s = drain_s;
+        let st = &rig.sink.stats;
+        f.sink_connections = st.connections_total.load(std::sync::atomic::Ordering::Relaxed);
+        f.sink_connections_peak = st.connections_peak.load(std::sync::atomic::Ordering::Relaxed);
+        f.sink_tempfails = st.tempfails.load(std::sync::atomic::Ordering::Relaxed);
+        r.outbound_findings = Some(f);
+        // The sink stays up (dropped at the end of the run) for whatever
+        // the nodes still send while the end checks run.
+        r.outbound = Some((rig, None));
     }
     r.h.finish(Duration::from_secs_f64(scn.settle_s), out).await
 }

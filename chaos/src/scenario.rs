@@ -58,6 +58,9 @@ pub struct Scenario {
     pub faults: MessageFaults,
     #[serde(default)]
     pub checks: Minimums,
+    /// Mail to remote recipients through a sink MX (see `outbound.rs`).
+    #[serde(default)]
+    pub outbound: crate::outbound::OutboundLoad,
 }
 
 fn d_nodes() -> usize {
@@ -273,6 +276,9 @@ impl Scenario {
         }
         if self.time_scale.is_nan() || self.time_scale <= 0.0 {
             return bad("time_scale must be > 0");
+        }
+        if self.outbound.enabled && !(self.outbound.rate > 0.0 && self.outbound.drain_limit_s > 0.0) {
+            return bad("outbound.rate and outbound.drain_limit_s must be > 0");
         }
         if self.load.accounts == 0 {
             return bad("load.accounts must be > 0");

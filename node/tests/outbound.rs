@@ -99,6 +99,11 @@ impl Drop for Peer {
 
 fn start_node(dir: &Path, peer: &Peer, outbound_extra: &str) -> Node {
     setup_account(dir, USER, PASSWORD);
+    let scan = if outbound_extra.contains("scan_interval_ms") {
+        ""
+    } else {
+        "scan_interval_ms = 200\n"
+    };
     let cfg = write_config(
         dir,
         &format!(
@@ -106,7 +111,7 @@ fn start_node(dir: &Path, peer: &Peer, outbound_extra: &str) -> Node {
              [smtp]\nallow_plaintext_auth_on_loopback = true\n\
              [imap]\nallow_plaintext_auth_on_loopback = true\n\
              [dns]\nresolver = \"{}\"\ntimeout_ms = 2000\n\
-             [outbound]\nmx_port = {}\nscan_interval_ms = 200\n{outbound_extra}",
+             [outbound]\nmx_port = {}\n{scan}{outbound_extra}",
             peer.dns, peer.mx_port
         ),
     );
@@ -381,4 +386,52 @@ fn a_killed_node_loses_no_queued_message() {
         ledger.contains(&format!("relayed:        {}", expected.len())),
         "{ledger}"
     );
+}
+
+/// Connection reuse and the per-destination cap: twelve messages for one
+/// domain, queued within one scan, go over at most two connections at a
+/// time (`per_destination_max = 2`), several transactions per connection
+/// (RSET between them); the MX counts connections.
+#[test]
+fn connections_are_reused_and_capped_per_destination() {
+    if !python_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    let data = dir.path().join("data");
+    // A long scan interval: the twelve are claimed by one or two scans.
+    let node = start_node(&data, &peer, "per_destination_max = 2\nscan_interval_ms = 3000\n");
+    let (ok, text) = check(&[
+        "submit-many",
+        node.addr("submission"),
+        USER,
+        PASSWORD,
+        USER,
+        "bob@remote.test",
+        "reuse",
+        "12",
+    ]);
+    assert!(ok, "submission failed: {text}");
+    let mut per_connection: std::collections::BTreeMap<u64, u32> = Default::default();
+    let mut peak = 0;
+    for i in 0..12 {
+        let m = peer
+            .next_message(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("message {i} of 12 not delivered"));
+        *per_connection.entry(m["connection"].as_u64().unwrap()).or_default() += 1;
+        peak = peak.max(m["connections_peak"].as_u64().unwrap());
+    }
+    assert!(peak <= 2, "{peak} connections open at once; the cap is 2");
+    // One scan: two connections; a submission straddling two scans: four.
+    assert!(
+        per_connection.len() <= 4,
+        "12 messages over {} connections: {per_connection:?}",
+        per_connection.len()
+    );
+    assert!(per_connection.values().any(|&n| n >= 3), "{per_connection:?}");
+    assert!(peer.next_message(Duration::from_millis(500)).is_none(), "a duplicate");
+    verify_ledger(&data);
 }

@@ -7,11 +7,11 @@
 //! stamp (so it includes the submission itself, a few ms).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -19,6 +19,8 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::node_proc::{NodeProc, meshmail_binary, setup_account};
+use crate::sink_mx::{Sink, SinkOptions, unix_ms as now_ms};
+use crate::smtp_client::b64;
 
 #[derive(Debug, Args)]
 pub struct OutboundArgs {
@@ -56,98 +58,6 @@ pub struct OutboundFigures {
 
 const USER: &str = "bench@bench.example";
 const PASSWORD: &str = "bench";
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-fn b64(input: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in input.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// What the sink saw: arrivals and their latencies.
-struct Sink {
-    delivered: AtomicU64,
-    latencies: Mutex<Histogram<u64>>,
-    last_arrival: Mutex<Option<Instant>>,
-}
-
-/// The sink MX: accepts everything, as fast as it can, on its own threads.
-fn start_sink(sink: Arc<Sink>) -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let port = listener.local_addr()?.port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().map_while(Result::ok) {
-            let sink = sink.clone();
-            std::thread::spawn(move || {
-                let _ = serve_sink(stream, &sink);
-            });
-        }
-    });
-    Ok(port)
-}
-
-fn serve_sink(stream: TcpStream, sink: &Sink) -> anyhow::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let mut w = stream.try_clone()?;
-    let mut r = BufReader::new(stream);
-    w.write_all(b"220 sink.bench ESMTP\r\n")?;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let verb = line.get(..4).unwrap_or("").to_ascii_uppercase();
-        match verb.as_str() {
-            "EHLO" => w.write_all(b"250-sink.bench\r\n250-PIPELINING\r\n250-8BITMIME\r\n250 SIZE 100000000\r\n")?,
-            "DATA" => {
-                w.write_all(b"354 go\r\n")?;
-                let mut sent_ms = None;
-                let mut body_line = String::new();
-                loop {
-                    body_line.clear();
-                    if r.read_line(&mut body_line)? == 0 {
-                        return Ok(());
-                    }
-                    if body_line == ".\r\n" {
-                        break;
-                    }
-                    if let Some(v) = body_line.strip_prefix("X-Bench-Sent-Ms: ") {
-                        sent_ms = v.trim().parse::<u64>().ok();
-                    }
-                }
-                if let Some(sent) = sent_ms {
-                    let lat = now_ms().saturating_sub(sent);
-                    let _ = sink.latencies.lock().expect("hist").record(lat.max(1));
-                }
-                sink.delivered.fetch_add(1, Ordering::Relaxed);
-                *sink.last_arrival.lock().expect("last") = Some(Instant::now());
-                w.write_all(b"250 ok\r\n")?;
-            }
-            "QUIT" => {
-                w.write_all(b"221 bye\r\n")?;
-                return Ok(());
-            }
-            _ => w.write_all(b"250 ok\r\n")?,
-        }
-    }
-}
 
 pub fn run(args: OutboundArgs) -> anyhow::Result<()> {
     let bin = meshmail_binary(args.meshmail.as_deref())?;
@@ -191,12 +101,8 @@ pub fn run(args: OutboundArgs) -> anyhow::Result<()> {
 }
 
 fn one_run(bin: &std::path::Path, args: &OutboundArgs) -> anyhow::Result<OutboundFigures> {
-    let sink = Arc::new(Sink {
-        delivered: AtomicU64::new(0),
-        latencies: Mutex::new(Histogram::new(3)?),
-        last_arrival: Mutex::new(None),
-    });
-    let port = start_sink(sink.clone())?;
+    let sink = Sink::start(SinkOptions::default())?;
+    let port = sink.port;
     let dir = tempfile::tempdir()?;
     setup_account(bin, dir.path(), USER, PASSWORD)?;
     let cfg = dir.path().join("bench.toml");
@@ -217,8 +123,8 @@ fn one_run(bin: &std::path::Path, args: &OutboundArgs) -> anyhow::Result<Outboun
     let addr = node.addr("submission")?;
     let next = Arc::new(AtomicU64::new(0));
     let body = "x".repeat(args.size.saturating_sub(200).max(1));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.max_secs);
+    let started_ms = now_ms();
+    let deadline = Instant::now() + Duration::from_secs(args.max_secs);
     let workers: Vec<_> = (0..args.connections)
         .map(|_| {
             let (addr, next, body, total) = (addr.clone(), next.clone(), body.clone(), args.messages);
@@ -230,17 +136,23 @@ fn one_run(bin: &std::path::Path, args: &OutboundArgs) -> anyhow::Result<Outboun
             .map_err(|_| anyhow::anyhow!("a submission worker panicked"))??;
     }
     // Wait (bounded) until the sink has every message.
-    while sink.delivered.load(Ordering::Relaxed) < args.messages && Instant::now() < deadline {
+    while (sink.delivered() as u64) < args.messages && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let delivered = sink.delivered.load(Ordering::Relaxed);
-    let end = sink.last_arrival.lock().expect("last").unwrap_or_else(Instant::now);
-    let h = sink.latencies.lock().expect("hist").clone();
+    let deliveries = sink.deliveries();
+    let delivered = deliveries.len() as u64;
+    let mut h = Histogram::<u64>::new(3)?;
+    for d in &deliveries {
+        if let Some(sent) = d.header("X-Bench-Sent-Ms").and_then(|v| v.parse::<u64>().ok()) {
+            let _ = h.record(d.at_ms.saturating_sub(sent).max(1));
+        }
+    }
+    let last_ms = deliveries.iter().map(|d| d.at_ms).max().unwrap_or_else(now_ms);
     drop(node);
     Ok(OutboundFigures {
         messages: args.messages,
         delivered,
-        msg_per_s: delivered as f64 / end.duration_since(started).as_secs_f64().max(1e-9),
+        msg_per_s: delivered as f64 / (last_ms.saturating_sub(started_ms) as f64 / 1000.0).max(1e-9),
         latency_p50_ms: h.value_at_quantile(0.5) as f64,
         latency_p99_ms: h.value_at_quantile(0.99) as f64,
         latency_max_ms: h.max() as f64,
@@ -303,13 +215,4 @@ fn submit_worker(addr: &str, next: &AtomicU64, body: &str, total: u64, deadline:
     let mut rest = Vec::new();
     let _ = r.read_to_end(&mut rest);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn base64() {
-        assert_eq!(super::b64(b"\0u\0p"), "AHUAcA==");
-        assert_eq!(super::b64(b"abc"), "YWJj");
-    }
 }

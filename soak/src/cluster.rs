@@ -24,6 +24,8 @@ pub fn account(i: u32) -> String {
 pub struct NodeAddrs {
     pub name: String,
     pub smtp: String,
+    /// Submission (AUTH; plaintext allowed from loopback).
+    pub submission: String,
     pub imap: String,
     pub http: String,
     pub mesh: String,
@@ -54,6 +56,8 @@ pub struct LocalMesh {
     pub mesh_flags: bool,
     env: Vec<(String, String)>,
     log_dir: PathBuf,
+    /// Appended to every node's `serve` command line (e.g. `--config F`).
+    pub extra_args: Vec<String>,
 }
 
 async fn run_admin(bin: &Path, data_dir: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {
@@ -90,13 +94,13 @@ fn port_free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok()
 }
 
-/// Picks `nodes` blocks of 4 consecutive free ports (smtp, imap, http,
-/// mesh) from `base`, 10 apart, skipping blocks in use.
-pub fn pick_ports(base: u16, nodes: usize) -> anyhow::Result<Vec<[u16; 4]>> {
+/// Picks `nodes` blocks of 5 consecutive free ports (smtp, imap, http,
+/// mesh, submission) from `base`, 10 apart, skipping blocks in use.
+pub fn pick_ports(base: u16, nodes: usize) -> anyhow::Result<Vec<[u16; 5]>> {
     let mut out = Vec::new();
     let mut block = base;
     while out.len() < nodes {
-        let ports = [block, block + 1, block + 2, block + 3];
+        let ports = [block, block + 1, block + 2, block + 3, block + 4];
         if ports.iter().all(|&p| port_free(p)) {
             out.push(ports);
         }
@@ -156,6 +160,7 @@ impl LocalMesh {
                 addrs: NodeAddrs {
                     name,
                     smtp: format!("127.0.0.1:{}", p[0]),
+                    submission: format!("127.0.0.1:{}", p[4]),
                     imap: format!("127.0.0.1:{}", p[1]),
                     http: format!("127.0.0.1:{}", p[2]),
                     mesh: format!("127.0.0.1:{}", p[3]),
@@ -174,6 +179,7 @@ impl LocalMesh {
             mesh_flags,
             env,
             log_dir: log_dir.to_path_buf(),
+            extra_args: Vec::new(),
         })
     }
 
@@ -201,7 +207,7 @@ impl LocalMesh {
         cmd.arg("--data-dir")
             .arg(&self.data_dir)
             .args(["serve", "--node-name", &a.name, "--smtp", &a.smtp, "--imap", &a.imap])
-            .args(["--http", &a.http, "--submission", "off", "--submissions", "off"])
+            .args(["--http", &a.http, "--submission", &a.submission, "--submissions", "off"])
             .args(["--lmtp", "off", "--imaps", "off", "--allow-plaintext-auth-on-loopback"]);
         if self.mesh_flags {
             cmd.args(["--mesh", &a.mesh]);
@@ -209,6 +215,7 @@ impl LocalMesh {
                 cmd.args(["--seeds", &seeds.join(",")]);
             }
         }
+        cmd.args(&self.extra_args);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
             .env(
                 "MESHMAIL_LOG",

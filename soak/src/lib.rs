@@ -24,5 +24,6 @@ pub mod imap_client;
 pub mod load;
 pub mod node_proc;
 pub mod plot;
+pub mod sink_mx;
 pub mod smtp_client;
 pub mod soak_run;

@@ -53,6 +53,17 @@ impl SmtpClient {
         Ok(c)
     }
 
+    /// AUTH PLAIN (RFC 4616), for submission.
+    pub async fn auth_plain(&mut self, user: &str, password: &str) -> anyhow::Result<()> {
+        let token = b64(format!("\0{user}\0{password}").as_bytes());
+        self.send(&format!("AUTH PLAIN {token}\r\n")).await?;
+        let code = self.reply().await?;
+        if code != 235 {
+            bail!("AUTH answered {code}");
+        }
+        Ok(())
+    }
+
     async fn send(&mut self, s: &str) -> anyhow::Result<()> {
         tokio::time::timeout(self.op_timeout, self.w.write_all(s.as_bytes()))
             .await
@@ -125,5 +136,31 @@ impl SmtpClient {
     pub async fn quit(mut self) {
         let _ = self.send("QUIT\r\n").await;
         let _ = self.reply().await;
+    }
+}
+
+/// Standard base64 with padding (AUTH PLAIN tokens).
+pub fn b64(input: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in input.chunks(3) {
+        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64() {
+        assert_eq!(super::b64(b"\0u\0p"), "AHUAcA==");
+        assert_eq!(super::b64(b"abc"), "YWJj");
     }
 }

@@ -10,6 +10,9 @@ node/tests/outbound.rs.
     outbound_check.py submit SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] SUBJECT
         Submits one message with AUTH PLAIN over smtplib.
 
+    outbound_check.py submit-many SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] SUBJECT N
+        Submits N messages (subjects "SUBJECT 0".."SUBJECT N-1") over one session.
+
     outbound_check.py dsn-delay IMAP_ADDR USER PASSWORD RECIPIENT
         Like dsn, for a delay warning: Action "delayed", and flufl.bounce
         counts RECIPIENT as a temporary failure.
@@ -100,21 +103,28 @@ def check_dsn(addr, user, password, status, recipient, timeout_s=60.0, delayed=F
         time.sleep(0.5)
 
 
-def submit(addr, user, password, sender, rcpts, subject):
-    """Submits one message with AUTH (smtplib) and prints the reply."""
-    import smtplib
+def message(sender, rcpts, subject):
     import uuid
-    host, port = addr.rsplit(":", 1)
-    body = (
+    return (
         f"From: Alice <{sender}>\r\nTo: {rcpts}\r\nSubject: {subject}\r\n"
         f"Date: Tue, 01 Dec 2026 08:00:00 +0000\r\nMessage-ID: <{uuid.uuid4()}@local.test>\r\n"
         f"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
         f"Hello from meshmail.\r\n.leading dot stays\r\n"
     )
+
+
+def submit(addr, user, password, sender, rcpts, subject, count=1):
+    """Submits `count` messages (distinct bodies) with AUTH over one
+    smtplib session and prints the refusals."""
+    import smtplib
+    host, port = addr.rsplit(":", 1)
+    refused = {}
     with smtplib.SMTP(host, int(port)) as s:
         s.ehlo("client.local.test")
         s.login(user, password)
-        refused = s.sendmail(sender, rcpts.split(","), body)
+        for n in range(int(count)):
+            subj = subject if int(count) == 1 else f"{subject} {n}"
+            refused.update(s.sendmail(sender, rcpts.split(","), message(sender, rcpts, subj)))
     print(json.dumps({"refused": {k: v[0] for k, v in refused.items()}}))
     return 0 if not refused else 1
 
@@ -123,6 +133,8 @@ def main():
     cmd = sys.argv[1]
     if cmd == "submit":
         return submit(*sys.argv[2:8])
+    if cmd == "submit-many":
+        return submit(*sys.argv[2:9])
     if cmd == "dkim":
         return check_dkim(sys.argv[2], sys.argv[3])
     if cmd == "dsn-delay":

@@ -4,7 +4,8 @@ and a remote MX (aiosmtpd), for node/tests/outbound.rs.
 
     outbound_peer.py OUT_DIR
 
-DNS, on 127.0.0.1 (UDP and TCP, one free port):
+DNS, on 127.0.0.1 (UDP and TCP, one free port), served by testdns.py's
+resolver from OUT_DIR/zone.json:
     remote.test       MX 10 mx.remote.test.
     mx.remote.test    A  127.0.0.2
     nullmx.test       MX 0 .            (RFC 7505)
@@ -17,7 +18,8 @@ How it answers RCPT depends on the local part:
     otherwise   250
 Every accepted message is written to OUT_DIR/<n>.eml and announced on
 stdout as one JSON line {"event": "message", "file", "mail_from", "rcpts",
-"attempts"}. The first line is {"event": "ready", "dns": "IP:PORT",
+"attempts", "connection" (1-based, in accept order), "connections_peak"
+(most connections open at once so far)}. The first line is {"event": "ready", "dns": "IP:PORT",
 "mx": "IP:PORT"}, printed once both listen. Ends when stdin closes.
 """
 import json
@@ -27,12 +29,17 @@ import sys
 import threading
 
 from aiosmtpd.controller import Controller
-from dnslib import A, MX, QTYPE, RCODE, RR, DNSLabel
-from dnslib.server import BaseResolver, DNSServer
+from aiosmtpd.smtp import SMTP
+from dnslib.server import DNSServer
+
+# The one test DNS server of the suite (its directory is on sys.path).
+from testdns import Quiet, ZoneResolver
 
 OUT = sys.argv[1]
 MX_IP = "127.0.0.2"
 LOCK = threading.Lock()
+# Connections to the MX: total, open now, most open at once.
+CONNS = {"total": 0, "open": 0, "peak": 0}
 
 
 def emit(obj):
@@ -41,30 +48,11 @@ def emit(obj):
         sys.stdout.flush()
 
 
-class Zone(BaseResolver):
-    def resolve(self, request, handler):
-        reply = request.reply()
-        q = request.q
-        name = str(q.qname).lower().rstrip(".")
-        if name == "remote.test":
-            if q.qtype == QTYPE.MX:
-                reply.add_answer(RR(q.qname, QTYPE.MX, rdata=MX("mx.remote.test."), ttl=1))
-        elif name == "mx.remote.test":
-            if q.qtype == QTYPE.A:
-                reply.add_answer(RR(q.qname, QTYPE.A, rdata=A(MX_IP), ttl=1))
-        elif name == "nullmx.test":
-            if q.qtype == QTYPE.MX:
-                reply.add_answer(RR(q.qname, QTYPE.MX, rdata=MX(DNSLabel("."), 0), ttl=1))
-        else:
-            reply.header.rcode = RCODE.NXDOMAIN
-        return reply
-
-
-class Quiet:
-    """dnslib logs every query to stdout, which carries our JSON lines."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
+ZONE = {"records": [
+    ["remote.test.", "MX", "10 mx.remote.test."],
+    ["mx.remote.test.", "A", MX_IP],
+    ["nullmx.test.", "MX", "0 ."],
+]}
 
 
 def free_port(ip):
@@ -84,6 +72,28 @@ def free_port(ip):
         t.close()
         return port
     raise RuntimeError("no free port")
+
+
+class CountingSMTP(SMTP):
+    """Counts connections, so a test can see reuse and the per-destination cap."""
+
+    def connection_made(self, transport):
+        with LOCK:
+            CONNS["total"] += 1
+            CONNS["open"] += 1
+            CONNS["peak"] = max(CONNS["peak"], CONNS["open"])
+            self.conn_id = CONNS["total"]
+        super().connection_made(transport)
+
+    def connection_lost(self, exc):
+        with LOCK:
+            CONNS["open"] -= 1
+        super().connection_lost(exc)
+
+
+class CountingController(Controller):
+    def factory(self):
+        return CountingSMTP(self.handler, **self.SMTP_kwargs)
 
 
 class Handler:
@@ -120,20 +130,28 @@ class Handler:
             "mail_from": envelope.mail_from,
             "rcpts": envelope.rcpt_tos,
             "attempts": {r: self.attempts.get(r, 0) for r in envelope.rcpt_tos},
+            "connection": getattr(server, "conn_id", 0),
+            "connections_peak": CONNS["peak"],
         })
         return "250 2.0.0 Queued"
 
 
 def main():
-    dns_port = free_port("127.0.0.1")
-    udp = DNSServer(Zone(), port=dns_port, address="127.0.0.1", logger=Quiet())
-    tcp = DNSServer(Zone(), port=dns_port, address="127.0.0.1", tcp=True, logger=Quiet())
+    zone = os.path.join(OUT, "zone.json")
+    with open(zone, "w") as f:
+        json.dump(ZONE, f)
+    resolver = ZoneResolver(zone)
+    udp = DNSServer(resolver, port=0, address="127.0.0.1", logger=Quiet())
+    dns_port = udp.server.server_address[1]
+    tcp = DNSServer(resolver, port=dns_port, address="127.0.0.1", tcp=True, logger=Quiet())
     udp.start_thread()
     tcp.start_thread()
     mx_port = free_port(MX_IP)
-    ctl = Controller(Handler(), hostname=MX_IP, port=mx_port, enable_SMTPUTF8=True,
+    ctl = CountingController(Handler(), hostname=MX_IP, port=mx_port, enable_SMTPUTF8=True,
                      decode_data=False, server_hostname="mx.remote.test")
     ctl.start()  # returns once the MX answers (it connects to itself)
+    with LOCK:  # that self-test connection is not meshmail's
+        CONNS.update(total=0, peak=CONNS["open"])
     emit({"event": "ready", "dns": f"127.0.0.1:{dns_port}", "mx": f"{MX_IP}:{mx_port}"})
     sys.stdin.read()
     ctl.stop()

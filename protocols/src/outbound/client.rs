@@ -599,6 +599,18 @@ impl SmtpClient {
         Ok(TxnOutcome { rcpts })
     }
 
+    /// RSET before the next transaction on a reused connection (as Postfix
+    /// does with its cached connections): a peer that dropped or broke the
+    /// session is found here, before a message is at stake on it.
+    pub async fn rset(&mut self) -> Result<(), ClientError> {
+        self.send(b"RSET\r\n").await?;
+        let reply = self.read_reply(self.timeouts.command, "RSET").await?;
+        if reply.code != 250 {
+            return Err(ClientError::Rejected { stage: "RSET", reply });
+        }
+        Ok(())
+    }
+
     /// RSET after a failed transaction, so the connection can be reused;
     /// a failure here only means the connection is not reused.
     async fn reset(&mut self) {

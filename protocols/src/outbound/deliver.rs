@@ -66,11 +66,16 @@ pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
     // Operator bounces first: no connection needed.
     for mut m in job.messages {
         let (bounce, keep): (Vec<_>, Vec<_>) = m.items.drain(..).partition(|(_, i, _)| i.bounce_requested.is_some());
-        for (fence, item, guard) in bounce {
-            let why = item.bounce_requested.clone().unwrap_or_default();
-            let v = permanent("5.0.0", format!("x-meshmail; bounced by the operator: {why}"));
-            settle(o, &fence, &item, v, None).await;
-            drop(guard);
+        let bounce: Vec<_> = bounce
+            .into_iter()
+            .map(|(fence, item, guard)| {
+                let why = item.bounce_requested.clone().unwrap_or_default();
+                let v = permanent("5.0.0", format!("x-meshmail; bounced by the operator: {why}"));
+                (fence, item, guard, v)
+            })
+            .collect();
+        if !bounce.is_empty() {
+            settle_message(o, bounce, None).await;
         }
         if !keep.is_empty() {
             pending.push(Message { items: keep });
@@ -93,8 +98,18 @@ pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
     };
     let mut client: Option<SmtpClient> = None;
     let mut last_connect_error = String::new();
+    // Transactions on the current connection: the reused ones start with RSET.
+    let mut used = 0u32;
     for m in pending {
+        if used > 0
+            && let Some(c) = client.as_mut()
+            && let Err(e) = c.rset().await
+        {
+            tracing::debug!(error = %e, "outbound: reused connection failed RSET; reconnecting");
+            client = None;
+        }
         if client.is_none() {
+            used = 0;
             match connect(o, &hops).await {
                 Ok(c) => client = Some(c),
                 Err(e) => last_connect_error = e,
@@ -109,6 +124,9 @@ pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
             continue;
         };
         let keep = transact(o, c, m).await;
+        used += 1;
+        metrics::counter!("meshmail_outbound_transactions_total", "connection" => if used > 1 { "reused" } else { "new" })
+            .increment(1);
         if !keep && let Some(c) = client.take() {
             c.quit().await;
         }
@@ -189,7 +207,19 @@ fn needs_smtputf8(items: &[(Fence, OutboundItem, InFlight)]) -> bool {
 
 /// One message over `c`; returns whether the connection can be reused.
 async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
-    let first = &m.items[0].1;
+    let (fence, first) = (&m.items[0].0, &m.items[0].1);
+    // The lease may have moved since the claim (a hand-off that outwaited
+    // its drain, a takeover): then the next owner runs these items, and
+    // this node must not send them too. They stay claimed under our fence,
+    // which the new owner takes over; nothing is committed here.
+    if o.ctx.lease_epoch(first.shard) != Some(fence.epoch) {
+        metrics::counter!("meshmail_outbound_lease_lost_total").increment(m.items.len() as u64);
+        tracing::debug!(
+            shard = first.shard,
+            "outbound: lease moved; leaving the message to the new owner"
+        );
+        return true;
+    }
     let host = c.host.clone();
     let remote = Some(host.clone());
     // Policy checks that fail the whole message on this peer.
@@ -293,10 +323,13 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
             (m.items.iter().map(|_| v.clone()).collect(), false)
         }
     };
-    for ((fence, item, guard), v) in m.items.into_iter().zip(verdicts) {
-        settle(o, &fence, &item, v, Some(&body)).await;
-        drop(guard);
-    }
+    let items = m
+        .items
+        .into_iter()
+        .zip(verdicts)
+        .map(|((f, i, g), v)| (f, i, g, v))
+        .collect();
+    settle_message(o, items, Some(&body)).await;
     keep
 }
 
@@ -324,8 +357,18 @@ fn reply_verdict(r: &SmtpReply, host: &str, tls: TlsState) -> Verdict {
 /// protected (the receiving side sees it), the DKIM signature of the
 /// sender's domain when the store has a key for it, then the message.
 async fn prepare_body(o: &Arc<Outbound>, item: &OutboundItem, body: &Bytes, c: &SmtpClient) -> Vec<u8> {
+    // `claim=` names the attempt (node/generation/lease epoch@claim time):
+    // a receiver that logs it can tell two attempts of one message apart,
+    // which is how the chaos runner checks that no two nodes ever held a
+    // claim on one message at once (chaos/README.md).
+    let claim = item.claim.as_ref().map_or_else(String::new, |cl| {
+        format!(
+            "; claim={}/{}/{}@{}",
+            cl.fence.node, cl.fence.generation, cl.fence.epoch, cl.started_ms
+        )
+    });
     let mut head = format!(
-        "X-Meshmail-Outbound: tls={}; mx={}; by={}\r\n",
+        "X-Meshmail-Outbound: tls={}; mx={}; by={}{claim}\r\n",
         c.tls.label(),
         c.host,
         o.config.hostname
@@ -351,16 +394,29 @@ async fn prepare_body(o: &Arc<Outbound>, item: &OutboundItem, body: &Bytes, c: &
 }
 
 async fn settle_all(o: &Arc<Outbound>, m: Message, v: &Verdict, body: Option<Bytes>) {
-    for (fence, item, guard) in m.items {
-        settle(o, &fence, &item, v.clone(), body.as_ref()).await;
-        drop(guard);
-    }
+    let items = m.items.into_iter().map(|(f, i, g)| (f, i, g, v.clone())).collect();
+    settle_message(o, items, body.as_ref()).await;
 }
 
-/// Commits how one item's attempt ended, sending the DSN it calls for.
-async fn settle(o: &Arc<Outbound>, fence: &Fence, item: &OutboundItem, v: Verdict, body: Option<&Bytes>) {
-    let now = now_ms();
-    let cfg = &o.config;
+/// How one item's attempt ends: the commit, and the DSN it asks for.
+struct Settled {
+    fence: Fence,
+    item: OutboundItem,
+    guard: InFlight,
+    how: Finish,
+    outcome: &'static str,
+    report: Option<Report>,
+}
+
+/// What `v` means for `item` at `now`: an expired temporary failure is a
+/// permanent one (4.4.7); each kind of end asks for its DSN when the
+/// sender wants it (RFC 3461 NOTIFY) and is not `<>`.
+fn decide(
+    cfg: &super::OutboundConfig,
+    item: &OutboundItem,
+    v: Verdict,
+    now: u64,
+) -> (Finish, &'static str, Option<Report>) {
     let expires_ms = item.queued_ms + cfg.max_lifetime.as_millis() as u64;
     let v = match v {
         Verdict::Temporary { error, remote } if now >= expires_ms => Verdict::Permanent {
@@ -374,98 +430,143 @@ async fn settle(o: &Arc<Outbound>, fence: &Fence, item: &OutboundItem, v: Verdic
         },
         other => other,
     };
-    let (how, outcome) = match v {
+    let has_sender = !item.sender.is_empty();
+    match v {
         Verdict::Relayed { host, tls } => {
-            if item.dsn.wants_success() && !item.sender.is_empty() {
-                // The peer may not report delivery itself (we do not know
-                // whether it passed NOTIFY on), so say it was relayed.
-                let report = Report {
-                    action: Action::Relayed,
-                    status: "2.0.0".into(),
-                    remote_mta: Some(host.clone()),
-                    diagnostic: "smtp; 250 accepted".into(),
-                    last_attempt_ms: now,
-                    retry_until_ms: None,
-                };
-                if let Err(e) = send_dsn(o, item, &report, meshmail_storage::model::new_id(), body).await {
-                    tracing::warn!(error = %e, "could not send a success DSN");
-                }
-            }
             metrics::histogram!("meshmail_outbound_delivery_seconds")
                 .record(now.saturating_sub(item.queued_ms) as f64 / 1000.0);
-            (
-                Finish::Relayed {
-                    host,
-                    tls: tls != TlsState::None,
-                },
-                "relayed",
-            )
+            // The peer may not report delivery itself (we do not know
+            // whether it passed NOTIFY on), so say it was relayed.
+            let report = (item.dsn.wants_success() && has_sender).then(|| Report {
+                action: Action::Relayed,
+                status: "2.0.0".into(),
+                remote_mta: Some(host.clone()),
+                diagnostic: "smtp; 250 accepted".into(),
+                last_attempt_ms: now,
+                retry_until_ms: None,
+            });
+            let how = Finish::Relayed {
+                host,
+                tls: tls != TlsState::None,
+            };
+            (how, "relayed", report)
         }
         Verdict::Temporary { error, remote } => {
             let delay = cfg.retry_delay(item.attempts);
             let jitter_ms = rand::rng().random_range(0..=delay.as_millis() as u64 / 10);
             let next_ms = (now + delay.as_millis() as u64 + jitter_ms).min(expires_ms.max(now + 1000));
-            let mut delay_warned = false;
-            if let Some(warn_after) = cfg.delay_warning
-                && !item.delay_warned
-                && !item.sender.is_empty()
-                && item.dsn.wants_delay()
-                && now.saturating_sub(item.queued_ms) >= warn_after.as_millis() as u64
-            {
-                let report = Report {
+            let report = cfg
+                .delay_warning
+                .filter(|warn_after| {
+                    !item.delay_warned
+                        && has_sender
+                        && item.dsn.wants_delay()
+                        && now.saturating_sub(item.queued_ms) >= warn_after.as_millis() as u64
+                })
+                .map(|_| Report {
                     action: Action::Delayed,
                     status: "4.4.7".into(),
                     remote_mta: remote.clone(),
                     diagnostic: format!("x-meshmail; {error}"),
                     last_attempt_ms: now,
                     retry_until_ms: Some(expires_ms),
-                };
-                match send_dsn(o, item, &report, meshmail_storage::model::new_id(), body).await {
-                    Ok(()) => delay_warned = true,
-                    Err(e) => tracing::warn!(error = %e, "could not send a delay DSN"),
-                }
-            }
-            (
-                Finish::Retry {
-                    next_ms,
-                    error,
-                    delay_warned,
-                },
-                "retry",
-            )
+                });
+            let how = Finish::Retry {
+                next_ms,
+                error,
+                delay_warned: false,
+            };
+            (how, "retry", report)
         }
         Verdict::Permanent {
             status,
             diagnostic,
             remote,
         } => {
-            if item.dsn.wants_failure() && !item.sender.is_empty() {
-                let report = Report {
-                    action: Action::Failed,
-                    status,
-                    remote_mta: remote,
-                    diagnostic: diagnostic.clone(),
-                    last_attempt_ms: now,
-                    retry_until_ms: None,
-                };
-                let dsn_id = item.dsn_id.unwrap_or_else(meshmail_storage::model::new_id);
-                if let Err(e) = send_dsn(o, item, &report, dsn_id, body).await {
-                    // Not bounced without its DSN: the attempt is retried
-                    // (and fails the same way) a minute from now.
-                    tracing::warn!(error = %e, "could not send a failure DSN; retrying the item");
-                    let how = Finish::Retry {
+            let report = (item.dsn.wants_failure() && has_sender).then(|| Report {
+                action: Action::Failed,
+                status,
+                remote_mta: remote,
+                diagnostic: diagnostic.clone(),
+                last_attempt_ms: now,
+                retry_until_ms: None,
+            });
+            (Finish::Bounced { reason: diagnostic }, "bounced", report)
+        }
+    }
+}
+
+/// Ends one attempt of one message: one DSN per kind (failed, delayed,
+/// relayed) with a block for each recipient it concerns, sent before the
+/// commits, then one fenced `finish` per item. A failure DSN that cannot
+/// be sent keeps its items queued (retried in a minute), so no bounce is
+/// ever recorded without its DSN; its acceptance id is the smallest
+/// `dsn_id` of its items, fixed at their first claim, so a repeat after a
+/// crash is recognised by the ledger.
+async fn settle_message(o: &Arc<Outbound>, items: Vec<(Fence, OutboundItem, InFlight, Verdict)>, body: Option<&Bytes>) {
+    let now = now_ms();
+    let mut s: Vec<Settled> = items
+        .into_iter()
+        .map(|(fence, item, guard, v)| {
+            let (how, outcome, report) = decide(&o.config, &item, v, now);
+            Settled {
+                fence,
+                item,
+                guard,
+                how,
+                outcome,
+                report,
+            }
+        })
+        .collect();
+    for action in [Action::Failed, Action::Delayed, Action::Relayed] {
+        let idx: Vec<usize> = (0..s.len())
+            .filter(|&i| s[i].report.as_ref().is_some_and(|r| r.action == action))
+            .collect();
+        if idx.is_empty() {
+            continue;
+        }
+        let dsn_id = match action {
+            Action::Failed => idx.iter().filter_map(|&i| s[i].item.dsn_id).min(),
+            _ => None,
+        }
+        .unwrap_or_else(meshmail_storage::model::new_id);
+        let sent = {
+            let entries: Vec<(&OutboundItem, &Report)> = idx
+                .iter()
+                .filter_map(|&i| Some((&s[i].item, s[i].report.as_ref()?)))
+                .collect();
+            send_dsn(o, &entries, dsn_id, body).await
+        };
+        match (action, sent) {
+            (Action::Failed, Err(e)) => {
+                // Not bounced without its DSN: retried (and failing the same
+                // way) a minute from now.
+                tracing::warn!(error = %e, "could not send a failure DSN; retrying the items");
+                for &i in &idx {
+                    s[i].how = Finish::Retry {
                         next_ms: now + 60_000,
                         error: format!("bounce pending, DSN not delivered yet: {e}"),
                         delay_warned: false,
                     };
-                    commit(o, fence, item, how, "retry").await;
-                    return;
+                    s[i].outcome = "retry";
                 }
             }
-            (Finish::Bounced { reason: diagnostic }, "bounced")
+            (Action::Delayed, Ok(())) => {
+                for &i in &idx {
+                    if let Finish::Retry { delay_warned, .. } = &mut s[i].how {
+                        *delay_warned = true;
+                    }
+                }
+            }
+            (_, Err(e)) => tracing::warn!(error = %e, ?action, "could not send a DSN"),
+            (_, Ok(())) => {}
         }
-    };
-    commit(o, fence, item, how, outcome).await;
+    }
+    for x in s {
+        commit(o, &x.fence, &x.item, x.how, x.outcome).await;
+        drop(x.guard);
+    }
 }
 
 async fn commit(o: &Arc<Outbound>, fence: &Fence, item: &OutboundItem, how: Finish, outcome: &'static str) {

@@ -66,8 +66,13 @@ fn one_line(s: &str) -> String {
         .collect()
 }
 
-/// Builds the DSN for `item` (whose envelope sender is the DSN's recipient).
-pub fn build(hostname: &str, item: &OutboundItem, report: &Report, original: &[u8], now_ms: u64) -> Vec<u8> {
+/// Builds one DSN for the recipients of one message in `entries` (each
+/// item with its report; they share the sender, who receives the DSN, the
+/// body and the envelope options): one per-recipient block each (RFC 3464
+/// §2.3), the action of the first entry naming the subject. Panics on an
+/// empty `entries` (a caller bug).
+pub fn build(hostname: &str, entries: &[(&OutboundItem, &Report)], original: &[u8], now_ms: u64) -> Vec<u8> {
+    let (item, report) = *entries.first().expect("a DSN reports on at least one recipient");
     let boundary = format!("=_meshmail_{}", id_to_string(&meshmail_storage::model::new_id()));
     let (subject, intro) = match report.action {
         Action::Failed => (
@@ -104,11 +109,13 @@ pub fn build(hostname: &str, item: &OutboundItem, report: &Report, original: &[u
         "--{boundary}\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n"
     ));
     out.push_str(&format!(
-        "This is the mail system at {hostname}.\r\n\r\n{intro}\r\n\r\n<{}>: {}\r\n\r\n",
-        item.recipient,
-        one_line(&report.diagnostic)
+        "This is the mail system at {hostname}.\r\n\r\n{intro}\r\n\r\n"
     ));
-    // 2. Machine-readable (RFC 3464 §2).
+    for (i, r) in entries {
+        out.push_str(&format!("<{}>: {}\r\n\r\n", i.recipient, one_line(&r.diagnostic)));
+    }
+    // 2. Machine-readable (RFC 3464 §2): the per-message fields, then one
+    // block per recipient.
     out.push_str(&format!(
         "--{boundary}\r\nContent-Type: message/delivery-status\r\n\r\n"
     ));
@@ -116,23 +123,10 @@ pub fn build(hostname: &str, item: &OutboundItem, report: &Report, original: &[u
     if let Some(envid) = &item.dsn.envid {
         out.push_str(&format!("Original-Envelope-Id: {}\r\n", one_line(envid)));
     }
-    out.push_str(&format!("Arrival-Date: {}\r\n\r\n", rfc822_date(item.queued_ms)));
-    if let Some(orcpt) = &item.dsn.orcpt {
-        out.push_str(&format!("Original-Recipient: {}\r\n", one_line(orcpt)));
-    }
-    out.push_str(&format!("Final-Recipient: rfc822; {}\r\n", item.recipient));
-    out.push_str(&format!("Action: {}\r\n", report.action.label()));
-    out.push_str(&format!("Status: {}\r\n", report.status));
-    if let Some(mta) = &report.remote_mta {
-        out.push_str(&format!("Remote-MTA: dns; {mta}\r\n"));
-    }
-    out.push_str(&format!("Diagnostic-Code: {}\r\n", one_line(&report.diagnostic)));
-    out.push_str(&format!(
-        "Last-Attempt-Date: {}\r\n",
-        rfc822_date(report.last_attempt_ms)
-    ));
-    if let Some(until) = report.retry_until_ms {
-        out.push_str(&format!("Will-Retry-Until: {}\r\n", rfc822_date(until)));
+    out.push_str(&format!("Arrival-Date: {}\r\n", rfc822_date(item.queued_ms)));
+    for (i, r) in entries {
+        out.push_str("\r\n");
+        recipient_block(&mut out, i, r);
     }
     out.push_str("\r\n");
     // 3. The original, or its header.
@@ -152,6 +146,27 @@ pub fn build(hostname: &str, item: &OutboundItem, report: &Report, original: &[u
     }
     bytes.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
     bytes
+}
+
+/// One per-recipient block (RFC 3464 §2.3), without the blank line before it.
+fn recipient_block(out: &mut String, item: &OutboundItem, report: &Report) {
+    if let Some(orcpt) = &item.dsn.orcpt {
+        out.push_str(&format!("Original-Recipient: {}\r\n", one_line(orcpt)));
+    }
+    out.push_str(&format!("Final-Recipient: rfc822; {}\r\n", item.recipient));
+    out.push_str(&format!("Action: {}\r\n", report.action.label()));
+    out.push_str(&format!("Status: {}\r\n", report.status));
+    if let Some(mta) = &report.remote_mta {
+        out.push_str(&format!("Remote-MTA: dns; {mta}\r\n"));
+    }
+    out.push_str(&format!("Diagnostic-Code: {}\r\n", one_line(&report.diagnostic)));
+    out.push_str(&format!(
+        "Last-Attempt-Date: {}\r\n",
+        rfc822_date(report.last_attempt_ms)
+    ));
+    if let Some(until) = report.retry_until_ms {
+        out.push_str(&format!("Will-Retry-Until: {}\r\n", rfc822_date(until)));
+    }
 }
 
 /// The RFC 3463 status for a reply: its enhanced code when it has one,
@@ -213,7 +228,7 @@ mod tests {
             last_attempt_ms: 1_700_000_100_000,
             retry_until_ms: None,
         };
-        let raw = build("mail.local.test", &item(), &report, original, 1_700_000_100_000);
+        let raw = build("mail.local.test", &[(&item(), &report)], original, 1_700_000_100_000);
         use mail_parser::MimeHeaders;
         let msg = mail_parser::MessageParser::default().parse(&raw).unwrap();
         assert_eq!(msg.content_type().unwrap().subtype(), Some("report"));
@@ -223,5 +238,32 @@ mod tests {
         assert!(text.contains("Original-Envelope-Id: E1"));
         // RET=HDRS: the header, not the body.
         assert!(text.contains("Subject: hi") && !text.contains("secret body"));
+    }
+
+    #[test]
+    fn one_report_for_every_failed_recipient_of_a_message() {
+        let (a, mut b) = (item(), item());
+        b.recipient = "carol@remote.test".into();
+        let report = |status: &str| Report {
+            action: Action::Failed,
+            status: status.into(),
+            remote_mta: Some("mx.remote.test".into()),
+            diagnostic: format!("smtp; 550 {status} no"),
+            last_attempt_ms: 1_700_000_100_000,
+            retry_until_ms: None,
+        };
+        let (ra, rb) = (report("5.1.1"), report("5.2.2"));
+        let raw = build(
+            "mail.local.test",
+            &[(&a, &ra), (&b, &rb)],
+            b"Subject: hi\r\n\r\nx\r\n",
+            1,
+        );
+        let text = String::from_utf8_lossy(&raw);
+        assert_eq!(text.matches("Reporting-MTA:").count(), 1, "{text}");
+        assert_eq!(text.matches("Final-Recipient:").count(), 2, "{text}");
+        assert!(text.contains("Final-Recipient: rfc822; carol@remote.test\r\nAction: failed\r\nStatus: 5.2.2"));
+        // Blocks are separated by a blank line (RFC 3464 §2.1).
+        assert!(text.contains("Arrival-Date: ") && text.contains("\r\n\r\nFinal-Recipient: rfc822; bob@remote.test"));
     }
 }

@@ -135,13 +135,19 @@ impl Outbound {
         self.in_flight.lock().expect("in_flight").len()
     }
 
-    /// Registers an item as in flight here; `None` if it already is.
-    fn enter(self: &Arc<Self>, id: [u8; 16]) -> Option<InFlight> {
-        self.in_flight
-            .lock()
-            .expect("in_flight")
-            .insert(id)
-            .then(|| InFlight { o: self.clone(), id })
+    /// Registers an item of `shard` as in flight here; `None` if it already
+    /// is, or if this node no longer accepts work for the shard (it is
+    /// draining it). The guard also counts as a request in flight for the
+    /// shard, so a graceful hand-off waits for the attempt to end before it
+    /// releases the lease: the next owner never claims an item while this
+    /// node may still be sending it.
+    fn enter(self: &Arc<Self>, id: [u8; 16], shard: u32) -> Option<InFlight> {
+        let shard_guard = self.ctx.enter(shard)?;
+        self.in_flight.lock().expect("in_flight").insert(id).then(|| InFlight {
+            o: self.clone(),
+            id,
+            _shard: shard_guard,
+        })
     }
 
     fn is_in_flight(&self, id: &[u8; 16]) -> bool {
@@ -164,6 +170,7 @@ impl Outbound {
 pub struct InFlight {
     o: Arc<Outbound>,
     id: [u8; 16],
+    _shard: meshmail_actors::node::InFlightShard,
 }
 
 impl Drop for InFlight {

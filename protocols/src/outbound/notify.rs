@@ -19,13 +19,17 @@ use super::dsn::{self, Report};
 use crate::ingest::ingest;
 use crate::smtp::accept::{EnvelopeParams, is_local_domain, queue_remote};
 
+/// Sends one DSN to the sender of `entries` (the recipients of one message
+/// it reports on, each with its report; all share sender and body).
 pub async fn send_dsn(
     o: &Arc<Outbound>,
-    item: &OutboundItem,
-    report: &Report,
+    entries: &[(&OutboundItem, &Report)],
     dsn_id: [u8; 16],
     body: Option<&Bytes>,
 ) -> Result<(), String> {
+    let Some(&(item, report)) = entries.first() else {
+        return Ok(());
+    };
     if item.sender.is_empty() {
         // Never a DSN to the null reverse path.
         return Ok(());
@@ -39,7 +43,7 @@ pub async fn send_dsn(
             .await
             .unwrap_or_else(|_| Bytes::from_static(b"")),
     };
-    let raw = Bytes::from(dsn::build(&o.config.hostname, item, report, &original, now_ms()));
+    let raw = Bytes::from(dsn::build(&o.config.hostname, entries, &original, now_ms()));
     let domain = item.sender.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();
     let local = is_local_domain(ctx, &domain).await.map_err(|e| e.to_string())?;
     let account = if local {

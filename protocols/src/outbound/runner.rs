@@ -151,7 +151,11 @@ pub async fn scan(o: &Arc<Outbound>) -> Result<usize, StorageError> {
         };
         // Registered before the claim commits, so a concurrent scan of
         // this node cannot start the same item twice.
-        let guards: Vec<InFlight> = ids.iter().filter_map(|id| o.enter(*id)).collect();
+        let guards: Vec<InFlight> = ids.iter().filter_map(|id| o.enter(*id, shard)).collect();
+        if guards.is_empty() {
+            continue;
+        }
+        let ids: Vec<[u8; 16]> = guards.iter().map(|g| g.id).collect();
         let (f, ids2) = (fence.clone(), ids.clone());
         let got = ctx
             .db
