@@ -74,6 +74,16 @@ pub fn messages(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("msg", account, mailbox)))
 }
 
+/// The receivedAt index: one key per message, ordered by INTERNALDATE
+/// (ms) then UID; the value is the UID (u32 LE). JMAP's default sort reads
+/// it backwards, bounded by position + limit, instead of every row.
+pub fn message_by_date(account: AccountId, mailbox: MailboxId, internal_date_ms: i64, uid: Uid) -> Vec<u8> {
+    pack(&("mdat", account, mailbox, internal_date_ms, uid))
+}
+pub fn messages_by_date(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("mdat", account, mailbox)))
+}
+
 /// Per-mailbox counters ("messages", "unseen", "bytes"), little-endian i64.
 pub fn counter(account: AccountId, mailbox: MailboxId, kind: &str) -> Vec<u8> {
     pack(&("cnt", account, mailbox, kind))

@@ -35,6 +35,7 @@ pub mod dispatch;
 pub mod email_get;
 pub mod email_parts;
 pub mod email_query;
+pub mod email_query_index;
 pub mod email_set;
 pub mod ids;
 pub mod mailbox;

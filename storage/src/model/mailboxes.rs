@@ -30,6 +30,11 @@ pub struct Mailbox {
     pub special_use: Option<String>,
     pub subscribed: bool,
     pub created_ms: u64,
+    /// True when every message of the mailbox has its receivedAt index key
+    /// (mailboxes created since the index exists). Older mailboxes are
+    /// sorted from their rows instead.
+    #[serde(default)]
+    pub date_index: bool,
 }
 
 /// Counter kinds kept per mailbox.
@@ -82,6 +87,7 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
         special_use,
         subscribed: true,
         created_ms: now_ms(),
+        date_index: true,
     };
     put_record(txn, &keyspace::mailbox(account, id), &mb)?;
     txn.set(&name_key, &id.to_le_bytes())?;
