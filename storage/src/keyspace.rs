@@ -266,6 +266,12 @@ pub fn vacation(account: AccountId) -> Vec<u8> {
     pack(&("vac", account))
 }
 
+/// "The vacation response answered `sender` at T": one automatic reply per
+/// sender per period, whichever node delivers (RFC 5230 §4.2).
+pub fn vacation_reply(account: AccountId, sender: &str) -> Vec<u8> {
+    pack(&("vacr", account, sender))
+}
+
 /// Thread index: a Message-ID seen in an account → the thread it belongs to.
 pub fn thread_by_message_id(account: AccountId, message_id: &str) -> Vec<u8> {
     pack(&("thrm", account, message_id))

@@ -773,8 +773,8 @@ fn vacation_object(v: &Vacation) -> VacationObject {
     }
 }
 
-/// VacationResponse/get. The setting is stored; sending automatic replies
-/// is the delivery path's job and not built yet.
+/// VacationResponse/get. The replies are sent by the delivery path
+/// (`smtp::vacation`), which reads the same record.
 pub async fn vacation_get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: GetArgs = parse(args)?;
     let v = vacation(call).await?;

@@ -119,3 +119,41 @@ pub async fn get_vacation(txn: &Txn, account: AccountId) -> Result<Vacation> {
 pub fn put_vacation(txn: &Txn, account: AccountId, v: &Vacation) -> Result<()> {
     put_record(txn, &keyspace::vacation(account), v)
 }
+
+/// The last automatic reply to one sender.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VacationReply {
+    pub replied_ms: u64,
+    /// The [`Vacation::version`] it answered for: a changed response is a
+    /// new period.
+    pub version: u64,
+}
+
+/// Records an automatic reply to `sender` unless one was sent in this
+/// period (same response version, less than `period_ms` ago). True when
+/// the caller should send it. The read makes two nodes answering the same
+/// sender at once conflict, so one of them sends.
+pub async fn claim_vacation_reply(
+    txn: &Txn,
+    account: AccountId,
+    sender: &str,
+    version: u64,
+    now_ms: u64,
+    period_ms: u64,
+) -> Result<bool> {
+    let sender = sender.to_ascii_lowercase();
+    let key = keyspace::vacation_reply(account, &sender);
+    let last: Option<VacationReply> = get_record(txn, &key, "vacation reply").await?;
+    if last.is_some_and(|l| l.version == version && now_ms.saturating_sub(l.replied_ms) < period_ms) {
+        return Ok(false);
+    }
+    put_record(
+        txn,
+        &key,
+        &VacationReply {
+            replied_ms: now_ms,
+            version,
+        },
+    )?;
+    Ok(true)
+}
