@@ -266,6 +266,23 @@ pub fn vacation(account: AccountId) -> Vec<u8> {
     pack(&("vac", account))
 }
 
+/// A JMAP Identity the user created or edited (`i0`, the account's own
+/// address, exists without a record until it is edited).
+pub fn identity(account: AccountId, id: &str) -> Vec<u8> {
+    pack(&("jid", account, id))
+}
+pub fn identities(account: AccountId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("jid", account)))
+}
+/// The Identity state of an account (i64 LE, raised at every change) and
+/// the allocator of identity ids.
+pub fn identity_state(account: AccountId) -> Vec<u8> {
+    pack(&("jidv", account))
+}
+pub fn identity_sequence(account: AccountId) -> Vec<u8> {
+    pack(&("seq", "identity_id", account))
+}
+
 /// "The vacation response answered `sender` at T": one automatic reply per
 /// sender per period, whichever node delivers (RFC 5230 §4.2).
 pub fn vacation_reply(account: AccountId, sender: &str) -> Vec<u8> {

@@ -7,8 +7,8 @@
 //!   back-references, creation ids, one method after the other.
 //! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`]),
 //!   [`email_query`] (query, changes, snippets), [`email_set`] (set, copy,
-//!   import, parse), [`thread`], [`submission`] (identities, submissions,
-//!   vacation), [`blob`] (upload, download, copy).
+//!   import, parse), [`thread`], [`identity`], [`submission`],
+//!   [`vacation`], [`blob`] (upload, download, copy).
 //! - [`auth`] (Basic and bearer credentials), [`session`] (the Session
 //!   resource) and [`push`] (StateChange from the shard actors' hints).
 //!
@@ -37,6 +37,7 @@ pub mod email_parts;
 pub mod email_query;
 pub mod email_query_index;
 pub mod email_set;
+pub mod identity;
 pub mod ids;
 pub mod mailbox;
 pub mod pointer;
@@ -45,6 +46,7 @@ pub mod session;
 pub(crate) mod store;
 pub mod submission;
 pub mod thread;
+pub mod vacation;
 pub mod wire;
 
 pub use dispatch::execute;

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{decode, get_record, now_ms, put_record};
+use super::{decode, get_record, next_sequence, now_ms, put_record};
 use crate::error::Result;
 use crate::keyspace::{self, AccountId};
 use crate::kv::{RangeOptions, Txn};
@@ -156,4 +156,58 @@ pub async fn claim_vacation_reply(
         },
     )?;
     Ok(true)
+}
+
+/// Identities an account may have.
+pub const IDENTITIES_MAX: usize = 100;
+
+/// An address with an optional display name (Identity replyTo and bcc).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NamedAddress {
+    pub name: Option<String>,
+    pub email: String,
+}
+
+/// A JMAP Identity (RFC 8621 §6). Its `email` was checked, when it was
+/// created, to be one of the account's own addresses.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct Identity {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+    pub reply_to: Option<Vec<NamedAddress>>,
+    pub bcc: Option<Vec<NamedAddress>>,
+    pub text_signature: String,
+    pub html_signature: String,
+}
+
+/// The stored identities (at most [`IDENTITIES_MAX`]), in id order.
+pub async fn list_identities(txn: &Txn, account: AccountId) -> Result<Vec<Identity>> {
+    let (b, e) = keyspace::identities(account);
+    let rows = txn.get_range(&b, &e, RangeOptions::limit(IDENTITIES_MAX + 1)).await?;
+    rows.iter().map(|(_, v)| decode("identity", v)).collect()
+}
+
+pub async fn identity_state(txn: &Txn, account: AccountId) -> Result<i64> {
+    txn.get_i64(&keyspace::identity_state(account)).await
+}
+
+/// Writes an identity and raises the state.
+pub fn put_identity(txn: &Txn, account: AccountId, identity: &Identity) -> Result<()> {
+    put_record(txn, &keyspace::identity(account, &identity.id), identity)?;
+    txn.add_i64(&keyspace::identity_state(account), 1)
+}
+
+pub fn delete_identity(txn: &Txn, account: AccountId, id: &str) -> Result<()> {
+    txn.clear(&keyspace::identity(account, id))?;
+    txn.add_i64(&keyspace::identity_state(account), 1)
+}
+
+/// A new identity id (`i<n>`; rare, so a read-write counter is fine).
+pub async fn new_identity_id(txn: &Txn, account: AccountId) -> Result<String> {
+    Ok(format!(
+        "i{}",
+        next_sequence(txn, &keyspace::identity_sequence(account)).await?
+    ))
 }
