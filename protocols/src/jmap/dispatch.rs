@@ -17,7 +17,8 @@ use super::wire::{
     REGISTERED_NOT_IMPLEMENTED, Request, RequestError, Response, ResultReference,
 };
 use super::{
-    Caller, JmapShared, blob, email_get, email_query, email_set, identity, ids, mailbox, submission, thread, vacation,
+    Caller, JmapShared, blob, email_get, email_import, email_query, email_set, identity, ids, mailbox, submission,
+    thread, vacation,
 };
 
 /// The Session state: the Session object of an account changes only with
@@ -204,9 +205,9 @@ async fn run_method(
         "Email/queryChanges" => email_query::query_changes(call, args).await,
         "SearchSnippet/get" => email_query::snippets(call, args).await,
         "Email/set" => email_set::set(call, args).await,
-        "Email/copy" => email_set::copy(call, args).await,
-        "Email/import" => email_set::import(call, args).await,
-        "Email/parse" => email_set::parse_blobs(call, args).await,
+        "Email/copy" => email_import::copy(call, args).await,
+        "Email/import" => email_import::import(call, args).await,
+        "Email/parse" => email_import::parse_blobs(call, args).await,
         "Identity/get" => identity::get(call, args).await,
         "Identity/changes" => identity::changes(call, args).await,
         "Identity/set" => identity::set(call, args).await,
@@ -365,6 +366,33 @@ pub fn check_get_size(call: &Call<'_>, ids: Option<&Vec<String>>) -> Result<(), 
         return Err(MethodError::RequestTooLarge);
     }
     Ok(())
+}
+
+/// The response of every /get (RFC 8620 §5.1).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetResponse<T: serde::Serialize = Value> {
+    pub account_id: String,
+    pub state: String,
+    pub list: Vec<T>,
+    pub not_found: Vec<String>,
+}
+
+/// The arguments of a /set whose objects are parsed one by one (so one
+/// bad object is a SetError, not an invalidArguments for the call).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlainSetArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
+    account_id: String,
+    #[serde(default)]
+    pub if_in_state: Option<String>,
+    #[serde(default)]
+    pub create: Option<std::collections::BTreeMap<String, Value>>,
+    #[serde(default)]
+    pub update: Option<std::collections::BTreeMap<String, Value>>,
+    #[serde(default)]
+    pub destroy: Option<Vec<String>>,
 }
 
 /// How many objects a /set names (create + update + destroy).

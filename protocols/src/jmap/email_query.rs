@@ -493,6 +493,7 @@ pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Ou
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SnippetArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     filter: Option<Filter>,
@@ -561,7 +562,6 @@ fn escape(s: &str) -> String {
 
 pub async fn snippets(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: SnippetArgs = parse(args)?;
-    let _ = &args.account_id;
     super::dispatch::check_get_size(call, Some(&args.email_ids))?;
     let mut t = Vec::new();
     if let Some(f) = &args.filter {

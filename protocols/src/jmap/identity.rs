@@ -5,14 +5,14 @@
 //! the same rule SMTP submission applies to MAIL FROM
 //! (`smtp::accept::sender_allowed`). Any other address is `forbiddenFrom`.
 
-use std::collections::BTreeMap;
-
 use meshmail_storage::StorageError;
 use meshmail_storage::model::jmap::{self, IDENTITIES_MAX, Identity, NamedAddress};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, begin_set, parse, reply, set_count};
+use super::dispatch::{
+    Call, ChangesArgs, ChangesResponse, GetArgs, GetResponse, Output, PlainSetArgs, begin_set, parse, reply, set_count,
+};
 use super::mailbox::SetResponse;
 use super::wire::{MethodError, SetError};
 use crate::smtp::accept::sender_allowed;
@@ -77,15 +77,6 @@ pub async fn identities(call: &Call<'_>) -> Result<(Vec<Identity>, String), Meth
     Ok((all, state.to_string()))
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GetResponse {
-    account_id: String,
-    state: String,
-    list: Vec<Value>,
-    not_found: Vec<String>,
-}
-
 pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: GetArgs = parse(args)?;
     super::dispatch::check_get_size(call, args.ids.as_ref())?;
@@ -129,21 +120,6 @@ pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Ou
             ..Default::default()
         },
     )
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SetArgs {
-    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
-    account_id: String,
-    #[serde(default)]
-    if_in_state: Option<String>,
-    #[serde(default)]
-    create: Option<BTreeMap<String, Value>>,
-    #[serde(default)]
-    update: Option<BTreeMap<String, Value>>,
-    #[serde(default)]
-    destroy: Option<Vec<String>>,
 }
 
 /// What a create may give (id and mayDelete are the server's).
@@ -288,7 +264,7 @@ fn patched(mut i: Identity, value: Value) -> Result<Identity, SetError> {
 }
 
 pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: SetArgs = parse(args)?;
+    let args: PlainSetArgs = parse(args)?;
     let (mut all, old_state) = identities(call).await?;
     begin_set(
         call,

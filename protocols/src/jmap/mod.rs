@@ -6,8 +6,8 @@
 //! - [`dispatch`]: runs a request — capability and limit checks,
 //!   back-references, creation ids, one method after the other.
 //! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`]),
-//!   [`email_query`] (query, changes, snippets), [`email_set`] (set, copy,
-//!   import, parse), [`thread`], [`identity`], [`submission`],
+//!   [`email_query`] (query, changes, snippets), [`email_set`] (set), [`email_import`]
+//!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
 //!   [`vacation`], [`blob`] (upload, download, copy).
 //! - [`auth`] (Basic and bearer credentials), [`session`] (the Session
 //!   resource) and [`push`] (StateChange from the shard actors' hints).
@@ -33,6 +33,7 @@ pub mod auth;
 pub mod blob;
 pub mod dispatch;
 pub mod email_get;
+pub mod email_import;
 pub mod email_parts;
 pub mod email_query;
 pub mod email_query_index;

@@ -36,15 +36,6 @@ const RCPT_MAX: usize = 100;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ListResponse<T: Serialize> {
-    account_id: String,
-    state: String,
-    list: Vec<T>,
-    not_found: Vec<String>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct Address {
     email: String,
     parameters: Option<Value>,
@@ -189,7 +180,7 @@ pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     let args: GetArgs = parse(args)?;
     super::dispatch::check_get_size(call, args.ids.as_ref())?;
     let all = submissions(call).await?;
-    let mut resp = ListResponse {
+    let mut resp = super::dispatch::GetResponse {
         account_id: call.account_id(),
         state: submission_state(&all),
         list: Vec::new(),
@@ -250,10 +241,13 @@ pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Ou
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct QueryArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     filter: Option<Map<String, Value>>,
+    /// Accepted; submissions come in creation order, the only one kept.
     #[serde(default)]
+    #[expect(dead_code, reason = "creation order is the only order")]
     sort: Option<Vec<Comparator>>,
     #[serde(default)]
     position: Option<i64>,
@@ -265,7 +259,6 @@ struct QueryArgs {
 
 pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: QueryArgs = parse(args)?;
-    let _ = (&args.account_id, &args.sort);
     let all = submissions(call).await?;
     let mut list: Vec<&Submission> = all.iter().collect();
     if let Some(f) = &args.filter {

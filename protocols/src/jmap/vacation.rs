@@ -2,39 +2,13 @@
 //! account. The replies themselves are sent at delivery by
 //! `smtp::vacation`, which reads the same record.
 
-use std::collections::BTreeMap;
-
 use meshmail_storage::model::jmap::{self, Vacation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, GetArgs, Output, begin_set, parse, reply, set_count};
+use super::dispatch::{Call, GetArgs, GetResponse, Output, PlainSetArgs, begin_set, parse, reply, set_count};
 use super::mailbox::SetResponse;
 use super::wire::{MethodError, SetError};
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SetArgs {
-    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
-    account_id: String,
-    #[serde(default)]
-    if_in_state: Option<String>,
-    #[serde(default)]
-    create: Option<BTreeMap<String, Value>>,
-    #[serde(default)]
-    update: Option<BTreeMap<String, Value>>,
-    #[serde(default)]
-    destroy: Option<Vec<String>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GetResponse {
-    account_id: String,
-    state: String,
-    list: Vec<Value>,
-    not_found: Vec<String>,
-}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -123,7 +97,7 @@ pub(super) mod nullable {
 }
 
 pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: SetArgs = parse(args)?;
+    let args: PlainSetArgs = parse(args)?;
     let mut v = vacation(call).await?;
     let old = v.version.to_string();
     begin_set(
