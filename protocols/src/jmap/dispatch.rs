@@ -17,8 +17,8 @@ use super::wire::{
     REGISTERED_NOT_IMPLEMENTED, Request, RequestError, Response, ResultReference,
 };
 use super::{
-    Caller, JmapShared, blob, email_get, email_import, email_query, email_set, identity, ids, mailbox, submission,
-    thread, vacation,
+    Caller, JmapShared, blob, email_get, email_import, email_query, email_query_index, email_set, identity, ids,
+    mailbox, submission, thread, vacation,
 };
 
 /// The Session state: the Session object of an account changes only with
@@ -202,7 +202,7 @@ async fn run_method(
         "Email/get" => email_get::get(call, args).await,
         "Email/changes" => email_query::changes(call, args).await,
         "Email/query" => email_query::query(call, args).await,
-        "Email/queryChanges" => email_query::query_changes(call, args).await,
+        "Email/queryChanges" => email_query_index::query_changes(call, args).await,
         "SearchSnippet/get" => email_query::snippets(call, args).await,
         "Email/set" => email_set::set(call, args).await,
         "Email/copy" => email_import::copy(call, args).await,

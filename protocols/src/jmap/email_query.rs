@@ -249,7 +249,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
             &QueryResponse {
                 account_id: call.account_id(),
                 query_state: email_state(&mailboxes),
-                can_calculate_changes: false,
+                can_calculate_changes: true,
                 position,
                 ids: uids.into_iter().map(|u| ids::email_id(q.mailbox, u)).collect(),
                 total: args.calculate_total.unwrap_or(false).then_some(total),
@@ -350,10 +350,6 @@ fn subject_key(env: &Envelope) -> String {
             return s;
         }
     }
-}
-
-pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    super::dispatch::query_changes_unsupported(args)
 }
 
 /// What changed since a state, per email id.

@@ -211,6 +211,29 @@ pub async fn uids_by_date(
     Ok(out)
 }
 
+/// How many messages come before (`date_ms`, `uid`) in receivedAt order
+/// (newest first when `newest_first`), if fewer than `max`: the index of a
+/// message in a sorted mailbox, read as at most `max` index keys.
+pub async fn date_rank(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    date_ms: i64,
+    uid: Uid,
+    newest_first: bool,
+    max: usize,
+) -> Result<Option<usize>> {
+    let (b, e) = keyspace::messages_by_date(account, mailbox);
+    let at = keyspace::message_by_date(account, mailbox, date_ms, uid);
+    let (from, to) = if newest_first {
+        ([at.as_slice(), &[0]].concat(), e)
+    } else {
+        (b, at)
+    };
+    let rows = txn.get_range(&from, &to, RangeOptions::limit(max)).await?;
+    Ok((rows.len() < max).then_some(rows.len()))
+}
+
 /// Every UID of a mailbox in order, read in bounded pages (one short
 /// snapshot transaction each, never one long one).
 pub async fn all_uids(db: &crate::Database, account: AccountId, mailbox: MailboxId) -> Result<Vec<Uid>> {
