@@ -255,6 +255,10 @@ pub struct JmapSection {
     pub max_objects_in_get: usize,
     #[serde(default = "d_jmap_objects")]
     pub max_objects_in_set: usize,
+    /// Open connections per HTTP/HTTPS listener; beyond it a connection is
+    /// answered 503 and closed.
+    #[serde(default = "d_jmap_connections")]
+    pub max_connections: usize,
 }
 
 impl Default for JmapSection {
@@ -268,6 +272,7 @@ impl Default for JmapSection {
             max_calls_in_request: d_jmap_calls(),
             max_objects_in_get: d_jmap_objects(),
             max_objects_in_set: d_jmap_objects(),
+            max_connections: d_jmap_connections(),
         }
     }
 }
@@ -277,6 +282,9 @@ fn d_jmap_request() -> usize {
 }
 fn d_jmap_upload() -> u64 {
     50 * 1024 * 1024
+}
+fn d_jmap_connections() -> usize {
+    1024
 }
 fn d_jmap_concurrent() -> usize {
     8

@@ -28,8 +28,12 @@ pub struct PeerInfo {
     pub tls: bool,
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for PeerInfo {
-    fn connect_info(s: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+impl
+    axum::extract::connect_info::Connected<
+        axum::serve::IncomingStream<'_, crate::http_cap::Capped<tokio::net::TcpListener>>,
+    > for PeerInfo
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, crate::http_cap::Capped<tokio::net::TcpListener>>) -> Self {
         PeerInfo {
             addr: *s.remote_addr(),
             tls: false,
@@ -37,8 +41,12 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, toki
     }
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, crate::https::TlsListener>> for PeerInfo {
-    fn connect_info(s: axum::serve::IncomingStream<'_, crate::https::TlsListener>) -> Self {
+impl
+    axum::extract::connect_info::Connected<
+        axum::serve::IncomingStream<'_, crate::http_cap::Capped<crate::https::TlsListener>>,
+    > for PeerInfo
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, crate::http_cap::Capped<crate::https::TlsListener>>) -> Self {
         PeerInfo {
             addr: *s.remote_addr(),
             tls: true,

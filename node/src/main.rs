@@ -10,6 +10,7 @@ mod cli;
 mod cluster;
 mod config;
 mod http;
+mod http_cap;
 mod http_jmap;
 mod http_mesh;
 mod https;

@@ -228,7 +228,11 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding the HTTPS listener on {addr}"))?;
         endpoints.push(format!("https={}", l.local_addr()?));
-        let tls_listener = crate::https::TlsListener::new(l, tls.clone())?;
+        let tls_listener = crate::http_cap::Capped::new(
+            crate::https::TlsListener::new(l, tls.clone())?,
+            cfg.jmap.max_connections,
+            "https",
+        );
         let service = router
             .clone()
             .into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>();
@@ -257,7 +261,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
 
     match http_listener {
         Some(l) => axum::serve(
-            l,
+            crate::http_cap::Capped::new(l, cfg.jmap.max_connections, "http"),
             router.into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>(),
         )
         .with_graceful_shutdown(shutdown_signal())

@@ -28,6 +28,9 @@ use crate::summary_raw;
 /// bounded on hostile input; real mail nests a handful of levels.
 pub const MAX_DEPTH: usize = 24;
 
+/// JMAP previews are at most this many characters (RFC 8621 §4.1.4: 256).
+pub const PREVIEW_CHARS_MAX: usize = 256;
+
 /// The summary of one message.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -44,6 +47,11 @@ pub struct Summary {
     pub body_offset: u64,
     pub envelope: Envelope,
     pub structure: BodyPart,
+    /// JMAP `preview` (up to 256 characters of the text body) and
+    /// `hasAttachment`, computed here so a message list never reads bodies.
+    /// None in summaries stored before they were kept.
+    pub preview: Option<String>,
+    pub has_attachment: Option<bool>,
 }
 
 /// An unstructured header value: as written and RFC 2047-decoded.
@@ -255,6 +263,8 @@ fn failed_summary(raw: &[u8]) -> Summary {
             end_offset: len,
             ..BodyPart::default()
         },
+        preview: None,
+        has_attachment: None,
     }
 }
 
@@ -275,6 +285,13 @@ fn try_summarize(raw: &[u8]) -> Option<Summary> {
         body_offset,
         envelope: walker.envelope(&root.headers),
         structure,
+        preview: Some(
+            message
+                .body_preview(PREVIEW_CHARS_MAX)
+                .map(|p| p.trim().to_string())
+                .unwrap_or_default(),
+        ),
+        has_attachment: Some(!message.attachments.is_empty()),
     };
     dismantle(message);
     Some(summary)

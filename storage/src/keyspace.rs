@@ -82,6 +82,16 @@ pub fn messages(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("msg", account, mailbox)))
 }
 
+/// The receivedAt index: one key per message, ordered by INTERNALDATE
+/// (ms) then UID; the value is the UID (u32 LE). JMAP's default sort reads
+/// it backwards, bounded by position + limit, instead of every row.
+pub fn message_by_date(account: AccountId, mailbox: MailboxId, internal_date_ms: i64, uid: Uid) -> Vec<u8> {
+    pack(&("mdat", account, mailbox, internal_date_ms, uid))
+}
+pub fn messages_by_date(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("mdat", account, mailbox)))
+}
+
 /// Per-mailbox counters ("messages", "unseen", "bytes"), little-endian i64.
 pub fn counter(account: AccountId, mailbox: MailboxId, kind: &str) -> Vec<u8> {
     pack(&("cnt", account, mailbox, kind))
@@ -262,6 +272,29 @@ pub fn submissions(account: AccountId) -> (Vec<u8>, Vec<u8>) {
 /// An account's JMAP VacationResponse (one per account).
 pub fn vacation(account: AccountId) -> Vec<u8> {
     pack(&("vac", account))
+}
+
+/// A JMAP Identity the user created or edited (`i0`, the account's own
+/// address, exists without a record until it is edited).
+pub fn identity(account: AccountId, id: &str) -> Vec<u8> {
+    pack(&("jid", account, id))
+}
+pub fn identities(account: AccountId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("jid", account)))
+}
+/// The Identity state of an account (i64 LE, raised at every change) and
+/// the allocator of identity ids.
+pub fn identity_state(account: AccountId) -> Vec<u8> {
+    pack(&("jidv", account))
+}
+pub fn identity_sequence(account: AccountId) -> Vec<u8> {
+    pack(&("seq", "identity_id", account))
+}
+
+/// "The vacation response answered `sender` at T": one automatic reply per
+/// sender per period, whichever node delivers (RFC 5230 §4.2).
+pub fn vacation_reply(account: AccountId, sender: &str) -> Vec<u8> {
+    pack(&("vacr", account, sender))
 }
 
 /// Thread index: a Message-ID seen in an account → the thread it belongs to.

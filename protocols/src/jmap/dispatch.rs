@@ -16,7 +16,10 @@ use super::wire::{
     CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAPABILITIES, Invocation, MethodError,
     REGISTERED_NOT_IMPLEMENTED, Request, RequestError, Response, ResultReference,
 };
-use super::{Caller, JmapShared, blob, email_get, email_query, email_set, ids, mailbox, submission, thread};
+use super::{
+    Caller, JmapShared, blob, email_get, email_import, email_query, email_query_index, email_set, identity, ids,
+    mailbox, submission, thread, vacation,
+};
 
 /// The Session state: the Session object of an account changes only with
 /// the server's configuration.
@@ -199,22 +202,22 @@ async fn run_method(
         "Email/get" => email_get::get(call, args).await,
         "Email/changes" => email_query::changes(call, args).await,
         "Email/query" => email_query::query(call, args).await,
-        "Email/queryChanges" => email_query::query_changes(call, args).await,
+        "Email/queryChanges" => email_query_index::query_changes(call, args).await,
         "SearchSnippet/get" => email_query::snippets(call, args).await,
         "Email/set" => email_set::set(call, args).await,
-        "Email/copy" => email_set::copy(call, args).await,
-        "Email/import" => email_set::import(call, args).await,
-        "Email/parse" => email_set::parse_blobs(call, args).await,
-        "Identity/get" => submission::identity_get(call, args).await,
-        "Identity/changes" => submission::identity_changes(call, args).await,
-        "Identity/set" => submission::identity_set(call, args).await,
+        "Email/copy" => email_import::copy(call, args).await,
+        "Email/import" => email_import::import(call, args).await,
+        "Email/parse" => email_import::parse_blobs(call, args).await,
+        "Identity/get" => identity::get(call, args).await,
+        "Identity/changes" => identity::changes(call, args).await,
+        "Identity/set" => identity::set(call, args).await,
         "EmailSubmission/get" => submission::get(call, args).await,
         "EmailSubmission/changes" => submission::changes(call, args).await,
         "EmailSubmission/query" => submission::query(call, args).await,
         "EmailSubmission/queryChanges" => submission::query_changes(call, args).await,
         "EmailSubmission/set" => submission::set(call, args).await,
-        "VacationResponse/get" => submission::vacation_get(call, args).await,
-        "VacationResponse/set" => submission::vacation_set(call, args).await,
+        "VacationResponse/get" => vacation::get(call, args).await,
+        "VacationResponse/set" => vacation::set(call, args).await,
         _ => Err(MethodError::UnknownMethod),
     }
 }
@@ -361,6 +364,57 @@ pub fn query_changes_unsupported(args: Map<String, Value>) -> Result<Output, Met
 pub fn check_get_size(call: &Call<'_>, ids: Option<&Vec<String>>) -> Result<(), MethodError> {
     if ids.is_some_and(|ids| ids.len() > call.shared.limits.max_objects_in_get) {
         return Err(MethodError::RequestTooLarge);
+    }
+    Ok(())
+}
+
+/// The response of every /get (RFC 8620 §5.1).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetResponse<T: serde::Serialize = Value> {
+    pub account_id: String,
+    pub state: String,
+    pub list: Vec<T>,
+    pub not_found: Vec<String>,
+}
+
+/// The arguments of a /set whose objects are parsed one by one (so one
+/// bad object is a SetError, not an invalidArguments for the call).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlainSetArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
+    account_id: String,
+    #[serde(default)]
+    pub if_in_state: Option<String>,
+    #[serde(default)]
+    pub create: Option<std::collections::BTreeMap<String, Value>>,
+    #[serde(default)]
+    pub update: Option<std::collections::BTreeMap<String, Value>>,
+    #[serde(default)]
+    pub destroy: Option<Vec<String>>,
+}
+
+/// How many objects a /set names (create + update + destroy).
+pub fn set_count<C, U>(
+    create: Option<&std::collections::BTreeMap<String, C>>,
+    update: Option<&std::collections::BTreeMap<String, U>>,
+    destroy: Option<&Vec<String>>,
+) -> usize {
+    create.map_or(0, |c| c.len()) + update.map_or(0, |u| u.len()) + destroy.map_or(0, |d| d.len())
+}
+
+/// The start every /set shares (RFC 8620 §5.3): the object count against
+/// maxObjectsInSet, then `ifInState` against the current state.
+pub fn begin_set(
+    call: &Call<'_>,
+    objects: usize,
+    if_in_state: Option<&str>,
+    old_state: &str,
+) -> Result<(), MethodError> {
+    check_set_size(call, objects)?;
+    if if_in_state.is_some_and(|s| s != old_state) {
+        return Err(MethodError::StateMismatch);
     }
     Ok(())
 }

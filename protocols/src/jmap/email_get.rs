@@ -320,9 +320,15 @@ async fn render(
     msg: &Message,
 ) -> Result<Value, MethodError> {
     let mut value = serde_json::to_value(meta(mailbox, msg)).map_err(|e| MethodError::ServerFail(e.to_string()))?;
-    let needs_body = properties
-        .iter()
-        .any(|p| BODY_PROPERTIES.contains(&p.as_str()) || p.starts_with("header:"));
+    // preview and hasAttachment come from the summary stored at delivery
+    // when it has them: a message list reads no body.
+    let stored = stored_list_properties(msg);
+    let needs_body = properties.iter().any(|p| {
+        (BODY_PROPERTIES.contains(&p.as_str()) && !stored.contains_key(p.as_str())) || p.starts_with("header:")
+    });
+    if let Value::Object(m) = &mut value {
+        m.extend(stored);
+    }
     if needs_body {
         let raw = store::body(&call.shared.ctx, msg).await?;
         let origin = Origin { mailbox, uid: msg.uid };
@@ -337,6 +343,19 @@ async fn render(
         }
     }
     Ok(select_properties(value, Some(properties)))
+}
+
+/// `preview` and `hasAttachment` from the stored summary (absent for
+/// messages stored before the summary kept them).
+fn stored_list_properties(msg: &Message) -> Map<String, Value> {
+    let mut out = Map::new();
+    if let Some(p) = msg.body_structure.get("preview").filter(|v| v.is_string()) {
+        out.insert("preview".into(), p.clone());
+    }
+    if let Some(a) = msg.body_structure.get("has_attachment").filter(|v| v.is_boolean()) {
+        out.insert("hasAttachment".into(), a.clone());
+    }
+    out
 }
 
 /// The parsed properties of one message.
@@ -387,7 +406,10 @@ pub fn body_properties(
         out.insert("hasAttachment".into(), Value::Bool(!msg.attachments.is_empty()));
     }
     if want("preview") {
-        let preview = msg.body_preview(256).map(|p| p.trim().to_string()).unwrap_or_default();
+        let preview = msg
+            .body_preview(crate::summary::PREVIEW_CHARS_MAX)
+            .map(|p| p.trim().to_string())
+            .unwrap_or_default();
         out.insert("preview".into(), Value::String(preview));
     }
     if want("bodyValues") {

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::dispatch::{Call, ChangesArgs, ChangesResponse, Output, parse, reply};
 use super::email_get::{email_state, flag_of_keyword};
+use super::email_query_index;
 use super::ids::{self, MailboxMark, StateVector};
 use super::mailbox::{Comparator, QueryResponse, clamp_position};
 use super::store;
@@ -37,7 +38,7 @@ pub struct FilterOperator {
     pub conditions: Vec<Filter>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FilterCondition {
     pub in_mailbox: Option<String>,
@@ -61,6 +62,8 @@ pub struct FilterCondition {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct QueryArgs {
+    /// Checked against the caller by the dispatcher.
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     filter: Option<Filter>,
@@ -146,11 +149,13 @@ fn matches_condition(c: &FilterCondition, r: &Row, mailbox_ids: &[(String, Mailb
     if let Some(want) = c.has_attachment {
         let structure: crate::summary::Summary =
             serde_json::from_value(r.msg.body_structure.clone()).unwrap_or_default();
-        let attached = structure
-            .structure
-            .children
-            .iter()
-            .any(|p| p.disposition.as_ref().is_some_and(|d| d.kind == "attachment"));
+        let attached = structure.has_attachment.unwrap_or_else(|| {
+            structure
+                .structure
+                .children
+                .iter()
+                .any(|p| p.disposition.as_ref().is_some_and(|d| d.kind == "attachment"))
+        });
         if attached != want {
             return Ok(false);
         }
@@ -222,11 +227,36 @@ fn only_mailbox(f: &Filter) -> Option<String> {
 }
 
 pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: QueryArgs = parse(args)?;
-    let _ = &args.account_id;
+    let mut args: QueryArgs = parse(args)?;
     let ctx = call.shared.ctx.clone();
     let account = call.caller.account;
     let mailboxes = store::mailboxes(&ctx, account).await?;
+    let sort = args.sort.take().unwrap_or_default();
+    let max = call.shared.limits.query_limit_max;
+    let limit = args.limit.unwrap_or(max).min(max);
+    let indexed = email_query_index::indexed(
+        args.filter.as_ref(),
+        &sort,
+        args.anchor.is_some(),
+        args.collapse_threads.unwrap_or(false),
+        &mailboxes,
+    );
+    if let Some(q) = indexed {
+        let (position, uids, total) =
+            email_query_index::page(&ctx, account, q, args.position.unwrap_or(0), limit).await?;
+        return reply(
+            "Email/query",
+            &QueryResponse {
+                account_id: call.account_id(),
+                query_state: email_state(&mailboxes),
+                can_calculate_changes: true,
+                position,
+                ids: uids.into_iter().map(|u| ids::email_id(q.mailbox, u)).collect(),
+                total: args.calculate_total.unwrap_or(false).then_some(total),
+                limit: (args.limit.is_some_and(|l| l > max)).then_some(max),
+            },
+        );
+    }
     let mailbox_ids: Vec<(String, MailboxId)> = mailboxes.iter().map(|m| (ids::mailbox_id(m.id), m.id)).collect();
     let scope: Vec<MailboxId> = match args.filter.as_ref().and_then(only_mailbox) {
         Some(id) => mailbox_ids.iter().filter(|(s, _)| *s == id).map(|(_, m)| *m).collect(),
@@ -245,7 +275,11 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
             }
         }
     }
-    let sort = args.sort.unwrap_or_default();
+    // Ties keep the base order: (mailbox, UID) in the direction of the
+    // first comparator, as the receivedAt index gives them.
+    if sort.first().is_some_and(|c| !c.is_ascending) {
+        rows.reverse();
+    }
     for c in sort.iter().rev() {
         let asc = c.is_ascending;
         let key_cmp = |a: &Row, b: &Row| -> std::cmp::Ordering {
@@ -283,8 +317,6 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
         None => clamp_position(args.position.unwrap_or(0), total),
     }
     .min(total);
-    let max = call.shared.limits.query_limit_max;
-    let limit = args.limit.unwrap_or(max).min(max);
     let ids_out: Vec<String> = all_ids.into_iter().skip(position).take(limit).collect();
     reply(
         "Email/query",
@@ -318,10 +350,6 @@ fn subject_key(env: &Envelope) -> String {
             return s;
         }
     }
-}
-
-pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    super::dispatch::query_changes_unsupported(args)
 }
 
 /// What changed since a state, per email id.
@@ -461,6 +489,7 @@ pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Ou
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SnippetArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     filter: Option<Filter>,
@@ -529,7 +558,6 @@ fn escape(s: &str) -> String {
 
 pub async fn snippets(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: SnippetArgs = parse(args)?;
-    let _ = &args.account_id;
     super::dispatch::check_get_size(call, Some(&args.email_ids))?;
     let mut t = Vec::new();
     if let Some(f) = &args.filter {

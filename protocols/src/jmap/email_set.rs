@@ -1,8 +1,9 @@
-//! Email/set, /copy, /import, /parse (RFC 8621 §4.6–4.9). Every change
-//! goes to the account's shard actor: keywords as STORE, a new mailbox as
-//! a MOVE (the email gets a new id, like a UID), destroy as EXPUNGE, and
-//! new messages (create, import, copy) through the delivery path, each with
-//! its own acceptance id.
+//! Email/set (RFC 8621 §4.6), and the pieces Email/copy, /import and
+//! /parse ([`super::email_import`]) share with it. Every change goes to the
+//! account's shard actor: keywords as STORE, a new mailbox as a MOVE (the
+//! email gets a new id, like a UID), destroy as EXPUNGE, and new messages
+//! (create, import, copy) through the delivery path, each with its own
+//! acceptance id.
 
 use std::collections::BTreeMap;
 
@@ -19,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::blob::read_blob;
-use super::dispatch::{Call, Output, check_set_size, parse, reply};
-use super::email_get::{self, EmailGetArgs, email_state, flag_of_keyword, valid_keyword};
+use super::dispatch::{Call, Output, begin_set, parse, reply, set_count};
+use super::email_get::{email_state, flag_of_keyword, valid_keyword};
 use super::ids;
 use super::mailbox::SetResponse;
 use super::store;
@@ -30,6 +31,7 @@ use crate::ingest::ingest;
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SetArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     if_in_state: Option<String>,
@@ -122,7 +124,11 @@ pub struct CreatedEmail {
 }
 
 /// The one mailbox an email may be in (maxMailboxesPerEmail = 1).
-fn one_mailbox(call: &Call<'_>, map: &BTreeMap<String, bool>, mailboxes: &[Mailbox]) -> Result<Mailbox, SetError> {
+pub(super) fn one_mailbox(
+    call: &Call<'_>,
+    map: &BTreeMap<String, bool>,
+    mailboxes: &[Mailbox],
+) -> Result<Mailbox, SetError> {
     let chosen: Vec<&String> = map.iter().filter(|(_, v)| **v).map(|(k, _)| k).collect();
     let [only] = chosen.as_slice() else {
         return Err(SetError::invalid_properties(
@@ -136,7 +142,7 @@ fn one_mailbox(call: &Call<'_>, map: &BTreeMap<String, bool>, mailboxes: &[Mailb
         .ok_or_else(|| SetError::invalid_properties(&["mailboxIds"], "no such mailbox"))
 }
 
-fn flags_of(keywords: &BTreeMap<String, bool>) -> Result<Vec<String>, SetError> {
+pub(super) fn flags_of(keywords: &BTreeMap<String, bool>) -> Result<Vec<String>, SetError> {
     let mut out = Vec::new();
     for (k, v) in keywords {
         if !valid_keyword(k) {
@@ -157,7 +163,7 @@ fn build_addresses(list: &[EmailAddressIn]) -> BuildAddress<'static> {
     )
 }
 
-fn rfc3339_seconds(s: &str) -> Option<i64> {
+pub(super) fn rfc3339_seconds(s: &str) -> Option<i64> {
     let d = mail_parser::DateTime::parse_rfc3339(s)?;
     d.is_valid().then(|| d.to_timestamp())
 }
@@ -286,7 +292,7 @@ pub async fn store_message(
     Err(SetError::new("serverFail", "the body could not be stored"))
 }
 
-async fn created_view(call: &Call<'_>, mailbox: MailboxId, uid: Uid, size: u64) -> CreatedEmail {
+pub(super) async fn created_view(call: &Call<'_>, mailbox: MailboxId, uid: Uid, size: u64) -> CreatedEmail {
     let thread = store::message(&call.shared.ctx, call.caller.account, mailbox, uid)
         .await
         .ok()
@@ -302,18 +308,16 @@ async fn created_view(call: &Call<'_>, mailbox: MailboxId, uid: Uid, size: u64) 
 
 pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: SetArgs = parse(args)?;
-    let _ = &args.account_id;
-    let n = args.create.as_ref().map_or(0, |c| c.len())
-        + args.update.as_ref().map_or(0, |u| u.len())
-        + args.destroy.as_ref().map_or(0, |d| d.len());
-    check_set_size(call, n)?;
     let ctx = call.shared.ctx.clone();
     let account = call.caller.account;
     let mailboxes = store::mailboxes(&ctx, account).await?;
     let old_state = email_state(&mailboxes);
-    if args.if_in_state.as_ref().is_some_and(|s| *s != old_state) {
-        return Err(MethodError::StateMismatch);
-    }
+    begin_set(
+        call,
+        set_count(args.create.as_ref(), args.update.as_ref(), args.destroy.as_ref()),
+        args.if_in_state.as_deref(),
+        &old_state,
+    )?;
     let mut resp: SetResponse<CreatedEmail> = SetResponse {
         account_id: call.account_id(),
         old_state: Some(old_state),
@@ -484,310 +488,4 @@ pub async fn update_one(
         }
     }
     Ok(())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CopyArgs {
-    from_account_id: String,
-    #[serde(default)]
-    if_from_in_state: Option<String>,
-    account_id: String,
-    #[serde(default)]
-    if_in_state: Option<String>,
-    create: BTreeMap<String, CopyCreate>,
-    #[serde(default)]
-    on_success_destroy_original: bool,
-    #[serde(default)]
-    destroy_from_if_in_state: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CopyCreate {
-    id: String,
-    mailbox_ids: BTreeMap<String, bool>,
-    #[serde(default)]
-    keywords: Option<BTreeMap<String, bool>>,
-    #[serde(default)]
-    received_at: Option<String>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct CopyResponse {
-    from_account_id: String,
-    account_id: String,
-    old_state: Option<String>,
-    new_state: String,
-    created: BTreeMap<String, CreatedEmail>,
-    not_created: BTreeMap<String, SetError>,
-}
-
-/// Email/copy: only within the caller's one account, where it copies the
-/// message into another mailbox (COPY through the shard actor).
-pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: CopyArgs = parse(args)?;
-    call.check_account(&args.account_id)?;
-    call.check_account(&args.from_account_id)
-        .map_err(|_| MethodError::FromAccountNotFound)?;
-    let _ = (&args.if_from_in_state, &args.destroy_from_if_in_state);
-    check_set_size(call, args.create.len())?;
-    let ctx = call.shared.ctx.clone();
-    let account = call.caller.account;
-    let mailboxes = store::mailboxes(&ctx, account).await?;
-    let old = email_state(&mailboxes);
-    if args.if_in_state.as_ref().is_some_and(|s| *s != old) {
-        return Err(MethodError::StateMismatch);
-    }
-    let mut created = BTreeMap::new();
-    let mut not_created = BTreeMap::new();
-    let mut originals = Vec::new();
-    for (cid, c) in args.create {
-        let _ = &c.received_at;
-        let result = async {
-            let (mailbox, uid) = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
-            let to = one_mailbox(call, &c.mailbox_ids, &mailboxes)?;
-            let r = mailbox_ops::request(
-                &ctx,
-                account,
-                MailboxOp::Copy {
-                    from: mailbox,
-                    uids: vec![uid],
-                    to: to.id,
-                    moving: false,
-                },
-            )
-            .await
-            .map_err(|e| SetError::new("serverFail", e))?;
-            let (_, new_uid) = *r.copied.first().ok_or_else(SetError::not_found)?;
-            if let Some(k) = &c.keywords {
-                let flags = flags_of(k)?;
-                mailbox_ops::request(
-                    &ctx,
-                    account,
-                    MailboxOp::Store {
-                        mailbox: to.id,
-                        uids: vec![new_uid],
-                        op: FlagOp::Replace,
-                        flags,
-                        unchanged_since: None,
-                    },
-                )
-                .await
-                .map_err(|e| SetError::new("serverFail", e))?;
-            }
-            let size = store::message(&ctx, account, to.id, new_uid)
-                .await
-                .ok()
-                .flatten()
-                .map_or(0, |m| m.body.size);
-            Ok::<_, SetError>(((mailbox, uid), created_view(call, to.id, new_uid, size).await))
-        }
-        .await;
-        match result {
-            Ok((orig, view)) => {
-                originals.push(orig);
-                call.created.insert(cid.clone(), view.id.clone());
-                created.insert(cid, view);
-            }
-            Err(e) => {
-                not_created.insert(cid, e);
-            }
-        }
-    }
-    let mut out = reply(
-        "Email/copy",
-        &CopyResponse {
-            from_account_id: call.account_id(),
-            account_id: call.account_id(),
-            old_state: Some(old),
-            new_state: email_state(&store::mailboxes(&ctx, account).await?),
-            created,
-            not_created,
-        },
-    )?;
-    if args.on_success_destroy_original && !originals.is_empty() {
-        let mut destroy = Map::new();
-        destroy.insert("accountId".into(), Value::String(call.account_id()));
-        destroy.insert(
-            "destroy".into(),
-            Value::Array(
-                originals
-                    .iter()
-                    .map(|(m, u)| Value::String(ids::email_id(*m, *u)))
-                    .collect(),
-            ),
-        );
-        out.extend(set(call, destroy).await?);
-    }
-    Ok(out)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ImportArgs {
-    account_id: String,
-    #[serde(default)]
-    if_in_state: Option<String>,
-    emails: BTreeMap<String, ImportEmail>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ImportEmail {
-    blob_id: String,
-    mailbox_ids: BTreeMap<String, bool>,
-    #[serde(default)]
-    keywords: BTreeMap<String, bool>,
-    #[serde(default)]
-    received_at: Option<String>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ImportResponse {
-    account_id: String,
-    old_state: Option<String>,
-    new_state: String,
-    created: BTreeMap<String, CreatedEmail>,
-    not_created: BTreeMap<String, SetError>,
-}
-
-pub async fn import(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: ImportArgs = parse(args)?;
-    let _ = &args.account_id;
-    check_set_size(call, args.emails.len())?;
-    let ctx = call.shared.ctx.clone();
-    let account = call.caller.account;
-    let mailboxes = store::mailboxes(&ctx, account).await?;
-    let old = email_state(&mailboxes);
-    if args.if_in_state.as_ref().is_some_and(|s| *s != old) {
-        return Err(MethodError::StateMismatch);
-    }
-    let mut created = BTreeMap::new();
-    let mut not_created = BTreeMap::new();
-    for (cid, e) in args.emails {
-        let result = async {
-            let mb = one_mailbox(call, &e.mailbox_ids, &mailboxes)?;
-            let flags = flags_of(&e.keywords)?;
-            let blob_id = call.resolve_id(&e.blob_id).unwrap_or(e.blob_id.clone());
-            let blob = read_blob(call, &blob_id)
-                .await
-                .map_err(|_| SetError::new("blobNotFound", format!("no blob {blob_id}")))?;
-            let received = match &e.received_at {
-                Some(s) => {
-                    rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["receivedAt"], "not RFC 3339"))?
-                        * 1000
-                }
-                None => now_ms() as i64,
-            };
-            store_message(call, &mb.name, blob.bytes.to_vec(), flags, received).await
-        }
-        .await;
-        match result {
-            Ok((m, u, size)) => {
-                let view = created_view(call, m, u, size).await;
-                call.created.insert(cid.clone(), view.id.clone());
-                created.insert(cid, view);
-            }
-            Err(e) => {
-                not_created.insert(cid, e);
-            }
-        }
-    }
-    reply(
-        "Email/import",
-        &ImportResponse {
-            account_id: call.account_id(),
-            old_state: Some(old),
-            new_state: email_state(&store::mailboxes(&ctx, account).await?),
-            created,
-            not_created,
-        },
-    )
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ParseArgs {
-    account_id: String,
-    blob_ids: Vec<String>,
-    #[serde(default)]
-    properties: Option<Vec<String>>,
-    #[serde(default)]
-    body_properties: Option<Vec<String>>,
-    #[serde(default)]
-    fetch_text_body_values: bool,
-    #[serde(default, rename = "fetchHTMLBodyValues")]
-    fetch_html_body_values: bool,
-    #[serde(default)]
-    fetch_all_body_values: bool,
-    #[serde(default)]
-    max_body_value_bytes: usize,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ParseResponse {
-    account_id: String,
-    parsed: BTreeMap<String, Value>,
-    not_parsable: Vec<String>,
-    not_found: Vec<String>,
-}
-
-/// Email/parse: the Email view of blobs holding messages (not stored).
-pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: ParseArgs = parse(args)?;
-    super::dispatch::check_get_size(call, Some(&args.blob_ids))?;
-    let get_args = EmailGetArgs {
-        account_id: args.account_id.clone(),
-        ids: None,
-        properties: args.properties.clone(),
-        body_properties: args.body_properties.clone(),
-        fetch_text_body_values: args.fetch_text_body_values,
-        fetch_html_body_values: args.fetch_html_body_values,
-        fetch_all_body_values: args.fetch_all_body_values,
-        max_body_value_bytes: args.max_body_value_bytes,
-    };
-    let properties: Vec<String> = args.properties.clone().unwrap_or_else(|| {
-        email_get::DEFAULT_PROPERTIES
-            .iter()
-            .filter(|p| !["id", "mailboxIds", "keywords", "receivedAt", "threadId"].contains(p))
-            .map(|s| s.to_string())
-            .collect()
-    });
-    let mut resp = ParseResponse {
-        account_id: call.account_id(),
-        parsed: BTreeMap::new(),
-        not_parsable: Vec::new(),
-        not_found: Vec::new(),
-    };
-    for blob_id in args.blob_ids {
-        let Ok(blob) = read_blob(call, &blob_id).await else {
-            resp.not_found.push(blob_id);
-            continue;
-        };
-        if mail_parser::MessageParser::default().parse(&blob.bytes[..]).is_none() {
-            resp.not_parsable.push(blob_id);
-            continue;
-        }
-        let origin = super::email_parts::Origin { mailbox: 0, uid: 0 };
-        let limit = if args.max_body_value_bytes > 0 {
-            args.max_body_value_bytes
-        } else {
-            call.shared.limits.max_body_value_bytes
-        };
-        let mut m = email_get::body_properties(&blob.bytes, origin, &get_args, &properties, limit);
-        let summary = crate::summary::summarize(&blob.bytes);
-        let meta = email_get::envelope_properties(&summary.envelope);
-        for (k, v) in meta {
-            m.entry(k).or_insert(v);
-        }
-        m.insert("blobId".into(), Value::String(blob_id.clone()));
-        m.insert("size".into(), Value::from(blob.bytes.len()));
-        let v = super::dispatch::select_properties(Value::Object(m), Some(&properties));
-        resp.parsed.insert(blob_id, v);
-    }
-    reply("Email/parse", &resp)
 }

@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::dispatch::{
-    Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_get_size, check_set_size, parse, reply,
-    select_properties,
+    Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_get_size, parse, reply, select_properties,
 };
 use super::ids::{self, StateVector};
 use super::store;
@@ -340,6 +339,7 @@ pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Re
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SetArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     if_in_state: Option<String>,
@@ -411,18 +411,16 @@ fn full_name(parent: Option<&Mailbox>, leaf: &str) -> String {
 
 pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: SetArgs = parse(args)?;
-    let _ = &args.account_id;
-    let n = args.create.as_ref().map_or(0, |c| c.len())
-        + args.update.as_ref().map_or(0, |u| u.len())
-        + args.destroy.as_ref().map_or(0, |d| d.len());
-    check_set_size(call, n)?;
     let ctx = call.shared.ctx.clone();
     let account = call.caller.account;
     let before = store::mailboxes(&ctx, account).await?;
     let old_state = state_of(&before);
-    if args.if_in_state.as_ref().is_some_and(|s| *s != old_state) {
-        return Err(MethodError::StateMismatch);
-    }
+    super::dispatch::begin_set(
+        call,
+        super::dispatch::set_count(args.create.as_ref(), args.update.as_ref(), args.destroy.as_ref()),
+        args.if_in_state.as_deref(),
+        &old_state,
+    )?;
     let mut resp: SetResponse<Created> = SetResponse {
         account_id: call.account_id(),
         old_state: Some(old_state),

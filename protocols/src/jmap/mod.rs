@@ -6,9 +6,9 @@
 //! - [`dispatch`]: runs a request — capability and limit checks,
 //!   back-references, creation ids, one method after the other.
 //! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`]),
-//!   [`email_query`] (query, changes, snippets), [`email_set`] (set, copy,
-//!   import, parse), [`thread`], [`submission`] (identities, submissions,
-//!   vacation), [`blob`] (upload, download, copy).
+//!   [`email_query`] (query, changes, snippets), [`email_set`] (set), [`email_import`]
+//!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
+//!   [`vacation`], [`blob`] (upload, download, copy).
 //! - [`auth`] (Basic and bearer credentials), [`session`] (the Session
 //!   resource) and [`push`] (StateChange from the shard actors' hints).
 //!
@@ -33,9 +33,12 @@ pub mod auth;
 pub mod blob;
 pub mod dispatch;
 pub mod email_get;
+pub mod email_import;
 pub mod email_parts;
 pub mod email_query;
+pub mod email_query_index;
 pub mod email_set;
+pub mod identity;
 pub mod ids;
 pub mod mailbox;
 pub mod pointer;
@@ -44,6 +47,7 @@ pub mod session;
 pub(crate) mod store;
 pub mod submission;
 pub mod thread;
+pub mod vacation;
 pub mod wire;
 
 pub use dispatch::execute;

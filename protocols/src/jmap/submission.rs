@@ -1,7 +1,9 @@
 //! Identity, EmailSubmission and VacationResponse (RFC 8621 §6–8).
 //!
-//! An account has one identity, its own address: a user sends only as
-//! themselves. EmailSubmission/set hands the message to the same SMTP
+//! A user sends only as themselves: From, Sender and the envelope sender
+//! must each be one of the account's addresses by the rule SMTP submission
+//! applies (`smtp::accept::sender_allowed`), and the identity must be one
+//! of the account's. EmailSubmission/set hands the message to the same SMTP
 //! acceptance path a submission client reaches (`accept_message`, as the
 //! authenticated user, with the user's own address as the envelope
 //! sender): local recipients are delivered through their shard actors and
@@ -12,154 +14,25 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use meshmail_storage::StorageError;
-use meshmail_storage::model::jmap::{self, Submission, Vacation};
+use meshmail_storage::model::jmap::{self, Submission};
 use meshmail_storage::model::{id_from_str, id_to_string, new_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_set_size, parse, reply};
+use super::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, begin_set, parse, reply, set_count};
 use super::email_get::utc_date;
+use super::identity::identities;
 use super::ids;
 use super::mailbox::{Comparator, QueryResponse, SetResponse, clamp_position};
 use super::store;
 use super::wire::{MethodError, SetError};
-use crate::smtp::accept::{Accepted, RcptOutcome, Recipient, accept_message, resolve_recipient};
+use crate::smtp::accept::{Accepted, RcptOutcome, Recipient, accept_message, resolve_recipient, sender_allowed};
 use crate::smtp::{Mailbox as SmtpMailbox, ReversePath};
 
-/// The one identity of an account.
-pub const IDENTITY_ID: &str = "i0";
-const IDENTITY_STATE: &str = "1";
 /// Submissions listed at most (the record is kept for the client's view).
 const SUBMISSIONS_MAX: usize = 10_000;
 /// Recipients per submission (the SMTP listener's limit applies too).
 const RCPT_MAX: usize = 100;
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Identity {
-    id: String,
-    name: String,
-    email: String,
-    reply_to: Option<Value>,
-    bcc: Option<Value>,
-    text_signature: String,
-    html_signature: String,
-    may_delete: bool,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ListResponse<T: Serialize> {
-    account_id: String,
-    state: String,
-    list: Vec<T>,
-    not_found: Vec<String>,
-}
-
-pub async fn identity_get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: GetArgs = parse(args)?;
-    let me = Identity {
-        id: IDENTITY_ID.into(),
-        name: String::new(),
-        email: call.caller.email.clone(),
-        reply_to: None,
-        bcc: None,
-        text_signature: String::new(),
-        html_signature: String::new(),
-        may_delete: false,
-    };
-    let mut resp = ListResponse {
-        account_id: call.account_id(),
-        state: IDENTITY_STATE.into(),
-        list: Vec::new(),
-        not_found: Vec::new(),
-    };
-    match args.ids {
-        None => resp.list.push(me),
-        Some(list) => {
-            let mut me = Some(me);
-            for id in list {
-                match (id == IDENTITY_ID, me.take()) {
-                    (true, Some(i)) => resp.list.push(i),
-                    (_, back) => {
-                        me = back;
-                        resp.not_found.push(id)
-                    }
-                }
-            }
-        }
-    }
-    let list: Vec<Value> = resp
-        .list
-        .into_iter()
-        .map(|i| {
-            super::dispatch::select_properties(serde_json::to_value(i).unwrap_or_default(), args.properties.as_deref())
-        })
-        .collect();
-    reply(
-        "Identity/get",
-        &ListResponse {
-            account_id: resp.account_id,
-            state: resp.state,
-            list,
-            not_found: resp.not_found,
-        },
-    )
-}
-
-pub async fn identity_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: ChangesArgs = parse(args)?;
-    if args.since_state != IDENTITY_STATE {
-        return Err(MethodError::CannotCalculateChanges);
-    }
-    reply(
-        "Identity/changes",
-        &ChangesResponse {
-            account_id: call.account_id(),
-            old_state: args.since_state,
-            new_state: IDENTITY_STATE.into(),
-            ..Default::default()
-        },
-    )
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PlainSetArgs {
-    account_id: String,
-    #[serde(default)]
-    if_in_state: Option<String>,
-    #[serde(default)]
-    create: Option<BTreeMap<String, Value>>,
-    #[serde(default)]
-    update: Option<BTreeMap<String, Value>>,
-    #[serde(default)]
-    destroy: Option<Vec<String>>,
-}
-
-/// Identities are derived from the account: none can be added, changed
-/// or removed.
-pub async fn identity_set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: PlainSetArgs = parse(args)?;
-    let _ = (&args.account_id, &args.if_in_state);
-    let forbidden = || SetError::new("forbidden", "an account has exactly one identity, its own address");
-    let mut resp: SetResponse<Value> = SetResponse {
-        account_id: call.account_id(),
-        old_state: Some(IDENTITY_STATE.into()),
-        new_state: IDENTITY_STATE.into(),
-        ..Default::default()
-    };
-    for (k, _) in args.create.unwrap_or_default() {
-        resp.not_created.insert(k, forbidden());
-    }
-    for (k, _) in args.update.unwrap_or_default() {
-        resp.not_updated.insert(k, forbidden());
-    }
-    for k in args.destroy.unwrap_or_default() {
-        resp.not_destroyed.insert(k, forbidden());
-    }
-    reply("Identity/set", &resp)
-}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -307,7 +180,7 @@ pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     let args: GetArgs = parse(args)?;
     super::dispatch::check_get_size(call, args.ids.as_ref())?;
     let all = submissions(call).await?;
-    let mut resp = ListResponse {
+    let mut resp = super::dispatch::GetResponse {
         account_id: call.account_id(),
         state: submission_state(&all),
         list: Vec::new(),
@@ -368,10 +241,13 @@ pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Ou
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct QueryArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     filter: Option<Map<String, Value>>,
+    /// Accepted; submissions come in creation order, the only one kept.
     #[serde(default)]
+    #[expect(dead_code, reason = "creation order is the only order")]
     sort: Option<Vec<Comparator>>,
     #[serde(default)]
     position: Option<i64>,
@@ -383,7 +259,6 @@ struct QueryArgs {
 
 pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: QueryArgs = parse(args)?;
-    let _ = (&args.account_id, &args.sort);
     let all = submissions(call).await?;
     let mut list: Vec<&Submission> = all.iter().collect();
     if let Some(f) = &args.filter {
@@ -434,6 +309,7 @@ pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Re
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SubmissionSetArgs {
+    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
     account_id: String,
     #[serde(default)]
     if_in_state: Option<String>,
@@ -523,9 +399,14 @@ fn header_recipients(raw: &[u8]) -> (Vec<String>, Vec<String>) {
 }
 
 async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission, SetError> {
-    if c.identity_id != IDENTITY_ID {
-        return Err(SetError::invalid_properties(&["identityId"], "no such identity"));
-    }
+    let identity_id = call.resolve_id(&c.identity_id).unwrap_or_else(|| c.identity_id.clone());
+    let (identities, _) = identities(call)
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))?;
+    let identity = identities
+        .into_iter()
+        .find(|i| i.id == identity_id)
+        .ok_or_else(|| SetError::invalid_properties(&["identityId"], "no such identity"))?;
     let email_id = call
         .resolve_id(&c.email_id)
         .ok_or_else(|| SetError::invalid_properties(&["emailId"], "unknown creation id"))?;
@@ -538,27 +419,33 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
     let raw = store::body(ctx, &msg)
         .await
         .map_err(|e| SetError::new("serverFail", e.to_string()))?;
-    let own = call.caller.email.to_ascii_lowercase();
     let (from_headers, header_rcpts) = header_recipients(&raw);
-    // A user sends only as themselves: the From/Sender addresses and the
-    // envelope sender must all be the account's address.
-    if from_headers.iter().any(|f| f.to_ascii_lowercase() != own) {
-        return Err(SetError::new(
-            "forbiddenFrom",
-            "From and Sender must be your own address",
-        ));
+    let allowed = |address: String| async move {
+        sender_allowed(ctx, &call.caller.email, &address, &call.shared.smtp.routing)
+            .await
+            .map_err(|e| SetError::new("serverFail", e.to_string()))
+    };
+    // A user sends only as themselves: every From/Sender address and the
+    // envelope sender must be the account's own (the SMTP rule).
+    for f in &from_headers {
+        if !allowed(f.clone()).await? {
+            return Err(SetError::new(
+                "forbiddenFrom",
+                format!("{f} is not one of your addresses"),
+            ));
+        }
     }
     let (mail_from, rcpts) = match &c.envelope {
         Some(e) => (
             e.mail_from.email.clone(),
             e.rcpt_to.iter().map(|r| r.email.clone()).collect(),
         ),
-        None => (own.clone(), header_rcpts),
+        None => (identity.email.to_ascii_lowercase(), header_rcpts),
     };
-    if !mail_from.is_empty() && mail_from.to_ascii_lowercase() != own {
+    if !mail_from.is_empty() && !allowed(mail_from.clone()).await? {
         return Err(SetError::new(
             "forbiddenMailFrom",
-            "the envelope sender must be your own address",
+            "the envelope sender must be one of your addresses",
         ));
     }
     if rcpts.is_empty() {
@@ -622,7 +509,7 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
     }
     let record = Submission {
         id: new_id(),
-        identity_id: IDENTITY_ID.into(),
+        identity_id: identity.id.clone(),
         email_id: email_id.clone(),
         thread_id: ids::thread_id(msg.thread_id.as_deref(), mailbox, uid),
         mail_from: mail_from.clone(),
@@ -643,15 +530,13 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
 
 pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: SubmissionSetArgs = parse(args)?;
-    let _ = &args.account_id;
-    let n = args.create.as_ref().map_or(0, |c| c.len())
-        + args.update.as_ref().map_or(0, |u| u.len())
-        + args.destroy.as_ref().map_or(0, |d| d.len());
-    check_set_size(call, n)?;
     let old_state = current_state(call).await?;
-    if args.if_in_state.as_ref().is_some_and(|s| *s != old_state) {
-        return Err(MethodError::StateMismatch);
-    }
+    begin_set(
+        call,
+        set_count(args.create.as_ref(), args.update.as_ref(), args.destroy.as_ref()),
+        args.if_in_state.as_deref(),
+        &old_state,
+    )?;
     let mut resp: SetResponse<CreatedSubmission> = SetResponse {
         account_id: call.account_id(),
         old_state: Some(old_state),
@@ -735,155 +620,6 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         out.extend(super::email_set::set(call, a).await?);
     }
     Ok(out)
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct VacationObject {
-    id: &'static str,
-    is_enabled: bool,
-    from_date: Option<String>,
-    to_date: Option<String>,
-    subject: Option<String>,
-    text_body: Option<String>,
-    html_body: Option<String>,
-}
-
-async fn vacation(call: &Call<'_>) -> Result<Vacation, MethodError> {
-    let account = call.caller.account;
-    Ok(call
-        .shared
-        .ctx
-        .db
-        .read("jmap_vacation", move |txn| async move {
-            jmap::get_vacation(&txn, account).await
-        })
-        .await?)
-}
-
-fn vacation_object(v: &Vacation) -> VacationObject {
-    VacationObject {
-        id: "singleton",
-        is_enabled: v.is_enabled,
-        from_date: v.from_date.clone(),
-        to_date: v.to_date.clone(),
-        subject: v.subject.clone(),
-        text_body: v.text_body.clone(),
-        html_body: v.html_body.clone(),
-    }
-}
-
-/// VacationResponse/get. The setting is stored; sending automatic replies
-/// is the delivery path's job and not built yet.
-pub async fn vacation_get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: GetArgs = parse(args)?;
-    let v = vacation(call).await?;
-    let mut resp = ListResponse {
-        account_id: call.account_id(),
-        state: v.version.to_string(),
-        list: Vec::new(),
-        not_found: Vec::new(),
-    };
-    let wanted = args.ids.unwrap_or_else(|| vec!["singleton".into()]);
-    for id in wanted {
-        if id == "singleton" {
-            resp.list.push(super::dispatch::select_properties(
-                serde_json::to_value(vacation_object(&v)).unwrap_or_default(),
-                args.properties.as_deref(),
-            ));
-        } else {
-            resp.not_found.push(id);
-        }
-    }
-    reply("VacationResponse/get", &resp)
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct VacationPatch {
-    #[serde(default)]
-    is_enabled: Option<bool>,
-    #[serde(default, with = "nullable")]
-    from_date: Option<Option<String>>,
-    #[serde(default, with = "nullable")]
-    to_date: Option<Option<String>>,
-    #[serde(default, with = "nullable")]
-    subject: Option<Option<String>>,
-    #[serde(default, with = "nullable")]
-    text_body: Option<Option<String>>,
-    #[serde(default, with = "nullable")]
-    html_body: Option<Option<String>>,
-}
-
-mod nullable {
-    use serde::{Deserialize, Deserializer};
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-        Option::<String>::deserialize(d).map(Some)
-    }
-}
-
-pub async fn vacation_set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: PlainSetArgs = parse(args)?;
-    let _ = &args.account_id;
-    let mut v = vacation(call).await?;
-    let old = v.version.to_string();
-    if args.if_in_state.as_ref().is_some_and(|s| *s != old) {
-        return Err(MethodError::StateMismatch);
-    }
-    let mut resp: SetResponse<Value> = SetResponse {
-        account_id: call.account_id(),
-        old_state: Some(old),
-        ..Default::default()
-    };
-    for (k, _) in args.create.unwrap_or_default() {
-        resp.not_created
-            .insert(k, SetError::new("singleton", "VacationResponse is a singleton"));
-    }
-    for k in args.destroy.unwrap_or_default() {
-        resp.not_destroyed
-            .insert(k, SetError::new("singleton", "VacationResponse is a singleton"));
-    }
-    for (id, patch) in args.update.unwrap_or_default() {
-        if id != "singleton" {
-            resp.not_updated.insert(id, SetError::not_found());
-            continue;
-        }
-        let p: VacationPatch = match serde_json::from_value(patch) {
-            Ok(p) => p,
-            Err(e) => {
-                resp.not_updated
-                    .insert(id, SetError::new("invalidProperties", e.to_string()));
-                continue;
-            }
-        };
-        if let Some(x) = p.is_enabled {
-            v.is_enabled = x;
-        }
-        for (field, value) in [
-            (&mut v.from_date, p.from_date),
-            (&mut v.to_date, p.to_date),
-            (&mut v.subject, p.subject),
-            (&mut v.text_body, p.text_body),
-            (&mut v.html_body, p.html_body),
-        ] {
-            if let Some(x) = value {
-                *field = x;
-            }
-        }
-        v.version += 1;
-        let (account, rec) = (call.caller.account, v.clone());
-        call.shared
-            .ctx
-            .db
-            .run("jmap_vacation_set", move |txn| {
-                let rec = rec.clone();
-                async move { jmap::put_vacation(&txn, account, &rec) }
-            })
-            .await?;
-        resp.updated.insert(id, None);
-    }
-    resp.new_state = v.version.to_string();
-    reply("VacationResponse/set", &resp)
 }
 
 #[cfg(test)]

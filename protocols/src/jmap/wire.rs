@@ -169,6 +169,9 @@ pub enum MethodError {
     RequestTooLarge,
     #[error("cannotCalculateChanges")]
     CannotCalculateChanges,
+    /// A /queryChanges with more changes than its maxChanges.
+    #[error("tooManyChanges")]
+    TooManyChanges,
     #[error("anchorNotFound")]
     AnchorNotFound,
     #[error("unsupportedFilter: {0}")]
@@ -196,6 +199,7 @@ impl MethodError {
             MethodError::Forbidden(_) => "forbidden",
             MethodError::RequestTooLarge => "requestTooLarge",
             MethodError::CannotCalculateChanges => "cannotCalculateChanges",
+            MethodError::TooManyChanges => "tooManyChanges",
             MethodError::AnchorNotFound => "anchorNotFound",
             MethodError::UnsupportedFilter(_) => "unsupportedFilter",
             MethodError::UnsupportedSort(_) => "unsupportedSort",

@@ -262,6 +262,12 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
                 }
             }
         }
+        if outcome.is_ok()
+            && !m.junk
+            && let Recipient::Local { account, address } = rcpt
+        {
+            super::vacation::after_delivery(shared, *account, address, &sender, &raw).await;
+        }
         replies.push(match outcome {
             Ok(()) => Reply::message_accepted(&id_to_string(&id)),
             Err(DeliveryError::Permanent(why)) => Reply::transaction_failed(&why),

@@ -18,6 +18,7 @@ pub mod reply;
 pub mod routing;
 pub mod session;
 pub mod srs;
+pub mod vacation;
 
 /// Entry points shared by the cargo-fuzz targets (`protocols/fuzz`) and the
 /// stable test that runs them on random inputs.

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{decode, get_record, now_ms, put_record};
+use super::{decode, get_record, next_sequence, now_ms, put_record};
 use crate::error::Result;
 use crate::keyspace::{self, AccountId};
 use crate::kv::{RangeOptions, Txn};
@@ -118,4 +118,96 @@ pub async fn get_vacation(txn: &Txn, account: AccountId) -> Result<Vacation> {
 
 pub fn put_vacation(txn: &Txn, account: AccountId, v: &Vacation) -> Result<()> {
     put_record(txn, &keyspace::vacation(account), v)
+}
+
+/// The last automatic reply to one sender.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VacationReply {
+    pub replied_ms: u64,
+    /// The [`Vacation::version`] it answered for: a changed response is a
+    /// new period.
+    pub version: u64,
+}
+
+/// Records an automatic reply to `sender` unless one was sent in this
+/// period (same response version, less than `period_ms` ago). True when
+/// the caller should send it. The read makes two nodes answering the same
+/// sender at once conflict, so one of them sends.
+pub async fn claim_vacation_reply(
+    txn: &Txn,
+    account: AccountId,
+    sender: &str,
+    version: u64,
+    now_ms: u64,
+    period_ms: u64,
+) -> Result<bool> {
+    let sender = sender.to_ascii_lowercase();
+    let key = keyspace::vacation_reply(account, &sender);
+    let last: Option<VacationReply> = get_record(txn, &key, "vacation reply").await?;
+    if last.is_some_and(|l| l.version == version && now_ms.saturating_sub(l.replied_ms) < period_ms) {
+        return Ok(false);
+    }
+    put_record(
+        txn,
+        &key,
+        &VacationReply {
+            replied_ms: now_ms,
+            version,
+        },
+    )?;
+    Ok(true)
+}
+
+/// Identities an account may have.
+pub const IDENTITIES_MAX: usize = 100;
+
+/// An address with an optional display name (Identity replyTo and bcc).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NamedAddress {
+    pub name: Option<String>,
+    pub email: String,
+}
+
+/// A JMAP Identity (RFC 8621 §6). Its `email` was checked, when it was
+/// created, to be one of the account's own addresses.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct Identity {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+    pub reply_to: Option<Vec<NamedAddress>>,
+    pub bcc: Option<Vec<NamedAddress>>,
+    pub text_signature: String,
+    pub html_signature: String,
+}
+
+/// The stored identities (at most [`IDENTITIES_MAX`]), in id order.
+pub async fn list_identities(txn: &Txn, account: AccountId) -> Result<Vec<Identity>> {
+    let (b, e) = keyspace::identities(account);
+    let rows = txn.get_range(&b, &e, RangeOptions::limit(IDENTITIES_MAX + 1)).await?;
+    rows.iter().map(|(_, v)| decode("identity", v)).collect()
+}
+
+pub async fn identity_state(txn: &Txn, account: AccountId) -> Result<i64> {
+    txn.get_i64(&keyspace::identity_state(account)).await
+}
+
+/// Writes an identity and raises the state.
+pub fn put_identity(txn: &Txn, account: AccountId, identity: &Identity) -> Result<()> {
+    put_record(txn, &keyspace::identity(account, &identity.id), identity)?;
+    txn.add_i64(&keyspace::identity_state(account), 1)
+}
+
+pub fn delete_identity(txn: &Txn, account: AccountId, id: &str) -> Result<()> {
+    txn.clear(&keyspace::identity(account, id))?;
+    txn.add_i64(&keyspace::identity_state(account), 1)
+}
+
+/// A new identity id (`i<n>`; rare, so a read-write counter is fine).
+pub async fn new_identity_id(txn: &Txn, account: AccountId) -> Result<String> {
+    Ok(format!(
+        "i{}",
+        next_sequence(txn, &keyspace::identity_sequence(account)).await?
+    ))
 }

@@ -39,6 +39,11 @@ pub struct Mailbox {
     /// a SELECT announces); at most [`KEYWORDS_MAX`], never shrinks.
     #[serde(default)]
     pub keywords: Vec<String>,
+    /// True when every message of the mailbox has its receivedAt index key
+    /// (mailboxes created since the index exists). Older mailboxes are
+    /// sorted from their rows instead.
+    #[serde(default)]
+    pub date_index: bool,
 }
 
 /// Keywords a mailbox record lists. Beyond that a keyword is still stored
@@ -114,6 +119,7 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
         created_ms: now_ms(),
         recent_uid: 0,
         keywords: Vec::new(),
+        date_index: true,
     };
     put_record(txn, &keyspace::mailbox(account, id), &mb)?;
     txn.set(&name_key, &id.to_le_bytes())?;

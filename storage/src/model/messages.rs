@@ -113,6 +113,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         thread_id: Some(thread_id),
     };
     put_record(txn, &keyspace::message(account, mailbox, uid), &row)?;
+    index_date(txn, account, mailbox, &row)?;
     let unseen = if row.is_seen() { 0 } else { 1 };
     mailboxes::add_counts(
         txn,
@@ -154,6 +155,84 @@ pub async fn list(
     let b = keyspace::message(account, mailbox, from_uid);
     let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
     rows.iter().map(|(_, v)| decode("message", v)).collect()
+}
+
+/// The receivedAt index entry of a stored row.
+fn index_date(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &Message) -> Result<()> {
+    txn.set(
+        &keyspace::message_by_date(account, mailbox, row.internal_date_ms, row.uid),
+        &row.uid.to_le_bytes(),
+    )
+}
+
+/// UIDs in receivedAt order (newest first when `newest_first`; ties by UID
+/// in the same direction), skipping `skip` and taking at most `limit`, from
+/// the receivedAt index (only complete for mailboxes with `date_index`).
+/// Reads at most `skip + limit` keys, in range reads of ≤ 10,000 keys.
+pub async fn uids_by_date(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    newest_first: bool,
+    skip: usize,
+    limit: usize,
+) -> Result<Vec<Uid>> {
+    const PAGE: usize = 10_000;
+    let (mut b, mut e) = keyspace::messages_by_date(account, mailbox);
+    let mut out = Vec::with_capacity(limit.min(PAGE));
+    let mut seen = 0usize;
+    while out.len() < limit {
+        let want = (skip + limit - seen).min(PAGE);
+        let opts = if newest_first {
+            RangeOptions::limit(want).reversed()
+        } else {
+            RangeOptions::limit(want)
+        };
+        let rows = txn.get_range(&b, &e, opts).await?;
+        for (k, v) in &rows {
+            if seen >= skip && out.len() < limit {
+                let uid: [u8; 4] = v.as_slice().try_into().map_err(|_| StorageError::Corrupt {
+                    what: "receivedAt index".into(),
+                    detail: format!("value of {} bytes", v.len()),
+                })?;
+                out.push(Uid::from_le_bytes(uid));
+            }
+            seen += 1;
+            if newest_first {
+                e = k.clone();
+            } else {
+                // The first key after `k`.
+                b = [k.as_slice(), &[0]].concat();
+            }
+        }
+        if rows.len() < want {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// How many messages come before (`date_ms`, `uid`) in receivedAt order
+/// (newest first when `newest_first`), if fewer than `max`: the index of a
+/// message in a sorted mailbox, read as at most `max` index keys.
+pub async fn date_rank(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    date_ms: i64,
+    uid: Uid,
+    newest_first: bool,
+    max: usize,
+) -> Result<Option<usize>> {
+    let (b, e) = keyspace::messages_by_date(account, mailbox);
+    let at = keyspace::message_by_date(account, mailbox, date_ms, uid);
+    let (from, to) = if newest_first {
+        ([at.as_slice(), &[0]].concat(), e)
+    } else {
+        (b, at)
+    };
+    let rows = txn.get_range(&from, &to, RangeOptions::limit(max)).await?;
+    Ok((rows.len() < max).then_some(rows.len()))
 }
 
 /// Every UID of a mailbox in order, read in bounded pages (one short
@@ -205,6 +284,7 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
     mb.highest_modseq += 1;
     mailboxes::put(txn, account, &before, &mb)?;
     txn.clear(&keyspace::message(account, mailbox, uid))?;
+    txn.clear(&keyspace::message_by_date(account, mailbox, msg.internal_date_ms, uid))?;
     if let Some(t) = &msg.thread_id {
         threads::remove_member(txn, account, t, mailbox, uid)?;
     }
@@ -354,6 +434,7 @@ pub async fn copy_to(
         ..msg.clone()
     };
     put_record(txn, &keyspace::message(account, to, new_uid), &row)?;
+    index_date(txn, account, to, &row)?;
     if let Some(t) = &row.thread_id {
         threads::add_member(txn, account, t, to, new_uid)?;
     }
