@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{Node, setup_account};
 
 const PASSWORD: &str = "imap secret";
@@ -15,18 +13,8 @@ fn node(dir: &std::path::Path, user: &str) -> Node {
 }
 
 fn python(script: &str, args: &[&str]) -> String {
-    let out = Command::new("python3")
-        .arg(format!("{}/tests/py/{script}", env!("CARGO_MANIFEST_DIR")))
-        .args(args)
-        .output()
-        .expect("python3");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{text}");
-    assert!(out.status.success(), "{script} failed");
+    let (ok, text) = common::python_script(script, args);
+    assert!(ok, "{script} failed");
     text
 }
 

@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{Node, setup_account};
 
 #[test]
@@ -22,25 +20,15 @@ fn fetch_and_search_agree_with_dovecot() {
     let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], &[]);
     let corpus = format!("{}/../protocols/tests/corpus", env!("CARGO_MANIFEST_DIR"));
     let work = dir.path().join("dovecot-work");
-    let out = Command::new("python3")
-        .arg(format!("{}/tests/py/imap_differential.py", env!("CARGO_MANIFEST_DIR")))
-        .args([node.addr("imap"), user, password, &corpus])
-        .arg(format!("{corpus}/allowed-differences.txt"))
-        .arg(&work)
-        .output()
-        .expect("python3");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let allowed = format!("{corpus}/allowed-differences.txt");
+    let work = work.to_string_lossy().into_owned();
+    let (ok, text) = common::python_script(
+        "imap_differential.py",
+        &[node.addr("imap"), user, password, &corpus, &allowed, &work],
     );
-    eprintln!("{text}");
     assert!(
         text.contains("differential: 320 messages"),
         "the run compared the whole corpus"
     );
-    assert!(
-        out.status.success(),
-        "meshmail and Dovecot disagree (see the DIFF lines)"
-    );
+    assert!(ok, "meshmail and Dovecot disagree (see the DIFF lines)");
 }

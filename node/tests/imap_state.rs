@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{Node, setup_account};
 
 const PASSWORD: &str = "state secret";
@@ -18,18 +16,10 @@ fn stress(env: &[(&str, &str)], sessions: &str, seconds: &str) -> (bool, String)
     let user = "state@example.org";
     setup_account(dir.path(), user, PASSWORD);
     let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], env);
-    let out = Command::new("python3")
-        .arg(format!("{}/tests/py/imap_state_stress.py", env!("CARGO_MANIFEST_DIR")))
-        .args([node.addr("imap"), user, PASSWORD, sessions, seconds])
-        .output()
-        .expect("python3");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{text}");
-    (out.status.success(), text)
+    common::python_script(
+        "imap_state_stress.py",
+        &[node.addr("imap"), user, PASSWORD, sessions, seconds],
+    )
 }
 
 #[test]

@@ -186,3 +186,20 @@ pub fn client_available(program: &str, package: &str) -> bool {
     }
     found
 }
+
+/// Runs `node/tests/py/SCRIPT ARGS...` with python3; (success, stdout and
+/// stderr), the output also printed for a failing test's log.
+pub fn python_script<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> (bool, String) {
+    let out = Command::new("python3")
+        .arg(format!("{}/tests/py/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args)
+        .output()
+        .expect("python3");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    (out.status.success(), text)
+}
