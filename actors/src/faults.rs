@@ -1,5 +1,10 @@
-//! Test-only fault hooks. Off unless the process runs with
-//! `MESHMAIL_FAULT_HOOKS=1`; the integration tests set it to prove that a
+//! Test-only fault hooks, compiled only with this crate's `fault-hooks`
+//! cargo feature (`meshmail-node`'s test builds turn it on through a
+//! dev-dependency, chaos builds with `--features fault-hooks`; release
+//! builds and the shipped systemd unit never do), and even then off unless
+//! the process runs with `MESHMAIL_FAULT_HOOKS=1`. So a release binary
+//! cannot be talked into acknowledging mail without storing it by an
+//! environment variable. The integration tests use the hooks to prove that a
 //! poison message is quarantined and the node keeps serving.
 //!
 //! A delivery whose message carries the header `X-Meshmail-Fault: panic`
@@ -13,9 +18,19 @@ use std::sync::OnceLock;
 
 pub const FAULT_HEADER: &str = "X-Meshmail-Fault";
 
+/// Whether this build has the hooks at all (the node registers its fault
+/// endpoints only then; elsewhere they are 404).
+pub const COMPILED: bool = cfg!(feature = "fault-hooks");
+
+#[cfg(feature = "fault-hooks")]
 pub fn hooks_enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
     *ENABLED.get_or_init(|| std::env::var("MESHMAIL_FAULT_HOOKS").is_ok_and(|v| v == "1"))
+}
+
+#[cfg(not(feature = "fault-hooks"))]
+pub fn hooks_enabled() -> bool {
+    false
 }
 
 /// IMAP sessions leave out the untagged FLAGS that announce a new keyword

@@ -324,7 +324,7 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
     checks.push(Check::zero(
         "fault_errors",
         count("fault_error"),
-        "fault endpoint calls that failed (is MESHMAIL_FAULT_HOOKS honoured?)",
+        "fault endpoint calls that failed (404: the node was not built with --features meshmail-node/fault-hooks)",
     ));
     if let Some(f) = &r.outbound_findings {
         checks.extend(crate::outbound::checks(&scn.outbound, f));

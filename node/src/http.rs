@@ -1,7 +1,7 @@
 //! The HTTP listener: `/metrics` (Prometheus), `/health`, `/status`, the
 //! mesh's event stream `/mesh/events`, and the admin API (quarantine
-//! redelivery, drain, and — only with `MESHMAIL_FAULT_HOOKS=1` — fault
-//! injection for chaos runs).
+//! redelivery, drain, and — only in a `fault-hooks` build — fault
+//! injection for chaos runs: a release build has no such routes (404).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,25 +26,29 @@ pub struct NodeInfo {
 }
 
 pub fn router(info: Arc<NodeInfo>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .route("/status", get(status))
         .route("/mesh/events", get(crate::http_mesh::events))
         .route("/admin/quarantine/{id}/redeliver", axum::routing::post(redeliver))
         .route("/admin/drain", axum::routing::post(crate::http_mesh::drain))
-        .route("/admin/undrain", axum::routing::post(crate::http_mesh::undrain))
+        .route("/admin/undrain", axum::routing::post(crate::http_mesh::undrain));
+    if !meshmail_actors::faults::COMPILED {
+        return router.with_state(info);
+    }
+    router
         .route(
             "/admin/faults/drop-links",
-            axum::routing::post(crate::http_mesh::drop_links),
+            axum::routing::post(crate::http_faults::drop_links),
         )
         .route(
             "/admin/faults/partition",
-            axum::routing::post(crate::http_mesh::partition),
+            axum::routing::post(crate::http_faults::partition),
         )
         .route(
             "/admin/faults/fence-probe",
-            axum::routing::post(crate::http_mesh::fence_probe),
+            axum::routing::post(crate::http_faults::fence_probe),
         )
         .with_state(info)
 }

@@ -11,6 +11,7 @@ mod cluster;
 mod config;
 mod http;
 mod http_cap;
+mod http_faults;
 mod http_jmap;
 mod http_mesh;
 mod https;

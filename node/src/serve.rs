@@ -67,6 +67,7 @@ fn raise_open_files_limit() {
 pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let started = Instant::now();
     raise_open_files_limit();
+    warn_if_fault_hooks();
     let metrics = PrometheusBuilder::new()
         // Histograms (not summaries) so they aggregate across nodes.
         .set_buckets(LATENCY_BUCKETS_S)
@@ -352,5 +353,12 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+/// Says loudly when this process will honour fault-injection requests.
+fn warn_if_fault_hooks() {
+    if meshmail_actors::faults::hooks_enabled() {
+        tracing::warn!("fault hooks are ON (a fault-hooks build with MESHMAIL_FAULT_HOOKS=1): never in production");
     }
 }

@@ -1,0 +1,89 @@
+//! Fault injection over HTTP for chaos runs and tests: drop every mesh
+//! link, partition this node for a while, probe the write fence. Routed
+//! only in a build with fault hooks (`faults::COMPILED`; a release build
+//! answers 404), and even then answering 403 unless the node runs with
+//! `MESHMAIL_FAULT_HOOKS=1`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+
+use crate::http::NodeInfo;
+
+fn faults_enabled() -> Result<(), (StatusCode, String)> {
+    if meshmail_actors::faults::hooks_enabled() {
+        Ok(())
+    } else {
+        Err((
+            StatusCode::FORBIDDEN,
+            "fault injection is off (start the node with MESHMAIL_FAULT_HOOKS=1)\n".into(),
+        ))
+    }
+}
+
+/// `POST /admin/faults/drop-links`: closes every mesh link now.
+pub async fn drop_links(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
+    if let Err(e) = faults_enabled() {
+        return e;
+    }
+    let n = info.mesh.endpoint().map_or(0, |e| e.drop_links());
+    tracing::warn!(links = n, "fault injection: dropped every mesh link");
+    (StatusCode::OK, format!("dropped {n}\n"))
+}
+
+#[derive(Deserialize)]
+pub struct PartitionParams {
+    ms: u64,
+}
+
+/// `POST /admin/faults/partition?ms=N`: drops every link and refuses all
+/// for N ms (both ways).
+pub async fn partition(State(info): State<Arc<NodeInfo>>, Query(p): Query<PartitionParams>) -> impl IntoResponse {
+    if let Err(e) = faults_enabled() {
+        return e;
+    }
+    let ms = p.ms.min(600_000);
+    let n = info
+        .mesh
+        .endpoint()
+        .map_or(0, |e| e.partition(Duration::from_millis(ms)));
+    tracing::warn!(links = n, ms, "fault injection: partitioned from the mesh");
+    (StatusCode::OK, format!("partitioned for {ms} ms (dropped {n})\n"))
+}
+
+#[derive(Deserialize)]
+pub struct ProbeParams {
+    shard: u32,
+    epoch: u64,
+}
+
+/// `POST /admin/faults/fence-probe?shard=N&epoch=E`: tries to commit one
+/// write to `shard` as this incarnation holding lease epoch E, through the
+/// same fence every shard write passes. 200 if it committed, 409 if the
+/// store refused it. Tests use it to show that a stale incarnation cannot
+/// write.
+pub async fn fence_probe(State(info): State<Arc<NodeInfo>>, Query(p): Query<ProbeParams>) -> impl IntoResponse {
+    if let Err(e) = faults_enabled() {
+        return e;
+    }
+    let (name, generation) = (info.name.clone(), info.generation);
+    let result = info
+        .db
+        .run("fence_probe", |txn| {
+            let name = name.clone();
+            async move {
+                meshmail_storage::model::nodes::check_lease(&txn, p.shard, &name, generation, p.epoch).await?;
+                txn.set(&meshmail_storage::keyspace::cursor("fence_probe"), name.as_bytes())?;
+                Ok::<_, meshmail_storage::StorageError>(())
+            }
+        })
+        .await;
+    match result {
+        Ok(()) => (StatusCode::OK, "committed\n".to_string()),
+        Err(e) => (StatusCode::CONFLICT, format!("rejected: {e}\n")),
+    }
+}
