@@ -13,7 +13,7 @@ import tempfile
 import urllib.error
 import urllib.request
 
-ENDPOINTS = ["/admin/faults/drop-links", "/admin/faults/partition?ms=10", "/admin/faults/fence-probe?shard=0&epoch=1"]
+ENDPOINTS = ["/admin/faults/drop-links", "/admin/faults/partition?ms=10", "/admin/faults/fence-probe?shard=0&epoch=1", "/admin/faults/kill-supervisor"]
 
 
 def main() -> int:

@@ -23,12 +23,16 @@ pub struct NodeInfo {
     pub metrics: PrometheusHandle,
     pub ctx: Arc<meshmail_actors::node::NodeCtx>,
     pub mesh: meshmail_mesh::runtime::MeshRuntime,
+    /// False once a vital task ended (the node is about to exit).
+    pub liveness: Arc<crate::vitals::Liveness>,
+    pub supervisor: ractor::ActorCell,
 }
 
 pub fn router(info: Arc<NodeInfo>) -> Router {
     let router = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .route("/status", get(status))
         .route("/mesh/events", get(crate::http_mesh::events))
         .route("/admin/quarantine/{id}/redeliver", axum::routing::post(redeliver))
@@ -50,6 +54,10 @@ pub fn router(info: Arc<NodeInfo>) -> Router {
             "/admin/faults/fence-probe",
             axum::routing::post(crate::http_faults::fence_probe),
         )
+        .route(
+            "/admin/faults/kill-supervisor",
+            axum::routing::post(crate::http_faults::kill_supervisor),
+        )
         .with_state(info)
 }
 
@@ -57,18 +65,51 @@ async fn metrics(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
     info.metrics.render()
 }
 
-/// 200 when the store answers a read, 503 otherwise (load balancers and
-/// supervisors act on this, so it checks the one dependency that matters).
+/// Liveness: 200 while the node's actors run (the root supervisor is up and
+/// no vital task has ended), 503 otherwise. It does not look at the store:
+/// restarting a node does not fix a store that is down (that is `/ready`).
 async fn health(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
+    let supervisor = info.supervisor.get_status();
+    if info.liveness.alive() && supervisor == ractor::ActorStatus::Running {
+        (StatusCode::OK, "ok\n".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not alive: root supervisor {supervisor:?}, vital tasks alive: {}\n",
+                info.liveness.alive()
+            ),
+        )
+    }
+}
+
+/// Readiness: 200 when this node can serve now: alive, the store answers a
+/// read and it holds shard leases (a draining or just-started node that
+/// holds none sends its work elsewhere). 503 with the reasons otherwise.
+async fn ready(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
+    let mut problems = Vec::new();
+    if !info.liveness.alive() || info.supervisor.get_status() != ractor::ActorStatus::Running {
+        problems.push("the node's actors are gone".to_string());
+    }
     let probe = info
         .db
-        .read("health", |txn| async move {
+        .read("ready", |txn| async move {
             txn.get(&meshmail_storage::keyspace::sequence("account_id")).await
         })
         .await;
-    match probe {
-        Ok(_) => (StatusCode::OK, "ok\n".to_string()),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("store unavailable: {e}\n")),
+    if let Err(e) = probe {
+        problems.push(format!("store unavailable: {e}"));
+    }
+    if info.mesh.held() == 0 {
+        problems.push("holds no shard leases".to_string());
+    }
+    if problems.is_empty() {
+        (StatusCode::OK, "ready\n".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}\n", problems.join("; ")),
+        )
     }
 }
 

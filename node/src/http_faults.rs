@@ -1,5 +1,6 @@
 //! Fault injection over HTTP for chaos runs and tests: drop every mesh
-//! link, partition this node for a while, probe the write fence. Routed
+//! link, partition this node for a while, probe the write fence, kill the
+//! root supervisor. Routed
 //! only in a build with fault hooks (`faults::COMPILED`; a release build
 //! answers 404), and even then answering 403 unless the node runs with
 //! `MESHMAIL_FAULT_HOOKS=1`.
@@ -86,4 +87,16 @@ pub async fn fence_probe(State(info): State<Arc<NodeInfo>>, Query(p): Query<Prob
         Ok(()) => (StatusCode::OK, "committed\n".to_string()),
         Err(e) => (StatusCode::CONFLICT, format!("rejected: {e}\n")),
     }
+}
+
+/// `POST /admin/faults/kill-supervisor`: stops the node's root supervisor,
+/// as a bug that killed it would. The node must then exit non-zero
+/// (crash-only) instead of answering on its listeners with no actors.
+pub async fn kill_supervisor(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
+    if let Err(e) = faults_enabled() {
+        return e;
+    }
+    tracing::warn!("fault injection: killing the root supervisor");
+    info.supervisor.kill();
+    (StatusCode::OK, "root supervisor killed\n".to_string())
 }

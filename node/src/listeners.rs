@@ -11,19 +11,23 @@ use meshmail_protocols::imap::session::{ImapSession, ImapShared};
 use meshmail_protocols::smtp::session::{SmtpSession, SmtpShared};
 use tokio::net::TcpListener;
 
+use crate::vitals::Vitals;
+
 /// Binds `addr` and serves SMTP/LMTP/submission sessions on it until the
-/// process ends. Returns the bound address (the port may have been 0).
+/// process ends. Returns the bound address (the port may have been 0); the
+/// accept loop is watched in `vitals`.
 pub async fn spawn_smtp(
     name: &'static str,
     addr: SocketAddr,
     max_connections: usize,
     shared: Arc<SmtpShared>,
+    vitals: &mut Vitals,
 ) -> anyhow::Result<SocketAddr> {
     let busy = format!(
         "421 4.7.0 {} Too many connections, try again later\r\n",
         shared.hostname
     );
-    spawn(name, addr, max_connections, busy, move |stream, peer| {
+    spawn(name, addr, max_connections, busy, vitals, move |stream, peer| {
         Box::new(SmtpSession::new(shared.clone(), stream, peer))
     })
     .await
@@ -35,9 +39,10 @@ pub async fn spawn_imap(
     addr: SocketAddr,
     max_connections: usize,
     shared: Arc<ImapShared>,
+    vitals: &mut Vitals,
 ) -> anyhow::Result<SocketAddr> {
     let busy = "* BYE Too many connections, try again later\r\n".to_string();
-    spawn(name, addr, max_connections, busy, move |stream, peer| {
+    spawn(name, addr, max_connections, busy, vitals, move |stream, peer| {
         Box::new(ImapSession::new(shared.clone(), stream, peer))
     })
     .await
@@ -66,6 +71,7 @@ async fn spawn<F>(
     addr: SocketAddr,
     max_connections: usize,
     busy: String,
+    vitals: &mut Vitals,
     make: F,
 ) -> anyhow::Result<SocketAddr>
 where
@@ -79,7 +85,7 @@ where
         .await
         .map_err(|e| anyhow::anyhow!("starting the {name} supervisor: {e}"))?;
     let permits = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
-    tokio::spawn(async move {
+    let accept_loop = tokio::spawn(async move {
         loop {
             match listener.accept().await {
                 Ok((mut stream, peer)) => {
@@ -110,5 +116,6 @@ where
             }
         }
     });
+    vitals.watch(format!("{name} accept loop"), accept_loop);
     Ok(bound)
 }

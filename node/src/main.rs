@@ -20,6 +20,7 @@ mod mesh;
 mod serve;
 mod tls;
 mod up;
+mod vitals;
 mod webmail;
 
 use clap::Parser;

@@ -33,6 +33,7 @@ use meshmail_storage::keyspace::AccountId;
 use meshmail_storage::model::nodes::Lease;
 
 use crate::config::Config;
+use crate::vitals::Vitals;
 
 const HINT_TAG: &[u8] = b"H:";
 /// A remote delivery waits this long for the owner's commit.
@@ -44,7 +45,7 @@ const WATCH_RENEW: Duration = Duration::from_secs(2);
 /// Starts the mesh of this node. Returns once the first lease round ran
 /// (so "ready" means the node serves what placement gives it), or after
 /// `READY_MAX` if the mesh is slow to settle.
-pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>) -> anyhow::Result<MeshRuntime> {
+pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>, vitals: &mut Vitals) -> anyhow::Result<MeshRuntime> {
     let me = Incarnation::new(ctx.identity.name.clone(), ctx.identity.generation);
     let m = &cfg.mesh;
     let seeds = m
@@ -113,10 +114,13 @@ pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>) -> anyhow::Result<MeshRunti
             cluster,
             me: ctx.identity.name.clone(),
         }));
-        endpoint.spawn_acceptor();
-        tokio::spawn(renew_watches(ctx.clone(), runtime.clone()));
+        vitals.watch("mesh acceptor", endpoint.spawn_acceptor());
+        vitals.watch(
+            "lease renewal watch",
+            tokio::spawn(renew_watches(ctx.clone(), runtime.clone())),
+        );
     }
-    runtime.spawn();
+    vitals.watch("mesh runtime", runtime.spawn());
     const READY_MAX: Duration = Duration::from_secs(30);
     let started = Instant::now();
     while !runtime.converged() && started.elapsed() < READY_MAX {

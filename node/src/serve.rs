@@ -16,6 +16,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 use crate::config::Config;
 use crate::http::{self, NodeInfo};
+use crate::vitals::Vitals;
 use crate::{listeners, tls};
 
 /// Seconds, from 50 µs to 10 s: covers a cached read up to a stalled commit.
@@ -93,6 +94,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .or(cfg.mesh.listen)
         .map(|a| a.to_string())
         .unwrap_or_default();
+    check_shard_count(&db, cfg.shard_count).await?;
     let generation = nodes::register_start(&db, &cfg.node_name, &mesh_addr).await?;
     metrics::gauge!("meshmail_node_generation").set(generation as f64);
     let identity = NodeIdentity {
@@ -100,11 +102,15 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         generation,
     };
     let ctx = NodeCtx::new(db.clone(), blobs, identity, cfg.shard_count, cfg.batchers);
-    let (_supervisor, _sup_handle) = actor_node::start(ctx.clone())
+    let mut vitals = Vitals::default();
+    let (supervisor, sup_handle) = actor_node::start(ctx.clone())
         .await
         .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
+    vitals.watch("root supervisor", sup_handle);
     // Shard leases come from the mesh's control loop (alone, it takes them all).
-    let mesh = crate::mesh::start(&cfg, &ctx).await.context("starting the mesh")?;
+    let mesh = crate::mesh::start(&cfg, &ctx, &mut vitals)
+        .await
+        .context("starting the mesh")?;
 
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
     let auth = Authenticator::new(db.clone(), threads);
@@ -180,7 +186,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             inbound_auth: cfg.smtp.inbound_auth(),
             sink: opts.sink,
         });
-        let bound = listeners::spawn_smtp(name, addr, cfg.listen.smtp_max_connections, shared).await?;
+        let bound = listeners::spawn_smtp(name, addr, cfg.listen.smtp_max_connections, shared, &mut vitals).await?;
         endpoints.push(format!("{name}={bound}"));
     }
 
@@ -197,7 +203,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_sessions_per_account: cfg.imap.max_sessions_per_account,
             sessions_per_account: Default::default(),
         });
-        let bound = listeners::spawn_imap(name, addr, cfg.listen.imap_max_connections, shared).await?;
+        let bound = listeners::spawn_imap(name, addr, cfg.listen.imap_max_connections, shared, &mut vitals).await?;
         endpoints.push(format!("{name}={bound}"));
     }
 
@@ -210,6 +216,8 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         metrics,
         ctx: ctx.clone(),
         mesh: mesh.clone(),
+        liveness: vitals.liveness(),
+        supervisor: supervisor.get_cell(),
     });
     let http_listener = match cfg.listen.http {
         Some(addr) => {
@@ -237,11 +245,12 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         let service = router
             .clone()
             .into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>();
-        tokio::spawn(async move {
+        let https = tokio::spawn(async move {
             if let Err(e) = axum::serve(tls_listener, service).await {
                 tracing::error!(error = %e, "HTTPS listener failed");
             }
         });
+        vitals.watch("https accept loop", https);
     }
     tracing::info!(
         node = %cfg.node_name,
@@ -260,15 +269,29 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         endpoints.join(" ")
     );
 
-    match http_listener {
-        Some(l) => axum::serve(
-            crate::http_cap::Capped::new(l, cfg.jmap.max_connections, "http"),
-            router.into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>(),
-        )
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("HTTP listener failed")?,
-        None => shutdown_signal().await,
+    let serving = async move {
+        match http_listener {
+            Some(l) => axum::serve(
+                crate::http_cap::Capped::new(l, cfg.jmap.max_connections, "http"),
+                router.into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>(),
+            )
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("HTTP listener failed"),
+            None => {
+                shutdown_signal().await;
+                Ok(())
+            }
+        }
+    };
+    // Crash-only: a vital task that ends takes the node down with it (exit
+    // status 1), rather than leaving a process that answers but cannot serve.
+    tokio::select! {
+        result = serving => result?,
+        death = vitals.first_death() => {
+            tracing::error!(cause = %death, "a vital task of the node ended: exiting (crash-only)");
+            anyhow::bail!("{death}: the node cannot serve without it");
+        }
     }
     tracing::info!("meshmail node stopped");
     Ok(())
@@ -360,5 +383,33 @@ async fn shutdown_signal() {
 fn warn_if_fault_hooks() {
     if meshmail_actors::faults::hooks_enabled() {
         tracing::warn!("fault hooks are ON (a fault-hooks build with MESHMAIL_FAULT_HOOKS=1): never in production");
+    }
+}
+
+/// The shard count is a fact of the cluster, fixed at its first start: a
+/// node configured with another count would put an account in a second
+/// shard with a second writer, so it refuses to start.
+async fn check_shard_count(db: &meshmail_storage::Database, configured: u32) -> anyhow::Result<()> {
+    use meshmail_storage::model::cluster::{self, ShardCountCheck};
+    let check = db
+        .run("cluster_shard_count", move |txn| async move {
+            cluster::check_shard_count(&txn, configured).await
+        })
+        .await
+        .context("checking the cluster's shard count")?;
+    match check {
+        ShardCountCheck::Recorded => {
+            tracing::info!(
+                shard_count = configured,
+                "first start of this cluster: shard_count recorded"
+            );
+            Ok(())
+        }
+        ShardCountCheck::Matches => Ok(()),
+        ShardCountCheck::Mismatch { cluster } => anyhow::bail!(
+            "this cluster has shard_count = {cluster} (fixed at its first start) but this node is configured \
+             with shard_count = {configured}: refusing to start, because two counts would put one account in \
+             two shards with two writers. Set shard_count = {cluster} in the node's config."
+        ),
     }
 }

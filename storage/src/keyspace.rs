@@ -203,6 +203,11 @@ pub fn dkim_keys() -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("dkim",)))
 }
 
+/// A fact of the whole cluster fixed at first start (`shard_count`).
+pub fn cluster_fact(name: &str) -> Vec<u8> {
+    pack(&("cluster", name))
+}
+
 /// The generation counter of a node name (grows at every start).
 pub fn node_generation(name: &str) -> Vec<u8> {
     pack(&("ngen", name))

@@ -37,6 +37,24 @@ pub fn run_ok(cmd: &mut Command, stdin: Option<&str>) -> String {
 }
 
 /// A running node and its endpoints by listener name.
+/// `serve` flags putting every listener on a free loopback port.
+pub const LISTENERS_ON_PORT_0: [&str; 14] = [
+    "--smtp",
+    "127.0.0.1:0",
+    "--submission",
+    "127.0.0.1:0",
+    "--submissions",
+    "127.0.0.1:0",
+    "--lmtp",
+    "127.0.0.1:0",
+    "--http",
+    "127.0.0.1:0",
+    "--imap",
+    "127.0.0.1:0",
+    "--imaps",
+    "127.0.0.1:0",
+];
+
 pub struct Node {
     pub child: Child,
     pub endpoints: HashMap<String, String>,
@@ -47,27 +65,10 @@ impl Node {
     /// Starts `meshmail serve` with every listener on port 0 plus `extra` args.
     pub fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let mut cmd = meshmail(data_dir);
-        cmd.args([
-            "serve",
-            "--smtp",
-            "127.0.0.1:0",
-            "--submission",
-            "127.0.0.1:0",
-            "--submissions",
-            "127.0.0.1:0",
-        ])
-        .args([
-            "--lmtp",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--imap",
-            "127.0.0.1:0",
-            "--imaps",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .stdout(Stdio::piped());
+        cmd.arg("serve")
+            .args(LISTENERS_ON_PORT_0)
+            .args(extra)
+            .stdout(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }

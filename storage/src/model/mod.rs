@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod aliases;
+pub mod cluster;
 pub mod dkim;
 pub mod domains;
 pub mod jmap;

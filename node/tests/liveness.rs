@@ -1,0 +1,93 @@
+//! Honest liveness and one cluster truth: a node whose root supervisor dies
+//! exits non-zero instead of answering without actors; `/health` (alive)
+//! and `/ready` (serving) are separate; a node configured with another
+//! shard count than the cluster's refuses to start.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{LISTENERS_ON_PORT_0, Node, http_get, meshmail, write_config};
+
+fn http_post(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn a_dead_root_supervisor_takes_the_node_down_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start(dir.path(), &[], &[("MESHMAIL_FAULT_HOOKS", "1")]);
+    let http = node.addr("http").to_string();
+    assert!(http_get(&http, "/health").contains("200 OK"));
+    let ready = http_get(&http, "/ready");
+    assert!(ready.contains("200 OK") && ready.contains("ready"), "{ready}");
+
+    assert!(http_post(&http, "/admin/faults/kill-supervisor").contains("200 OK"));
+    // Wait for the exit on another thread, bounded (no sleeping poll).
+    let mut child = std::mem::replace(&mut node.child, std::process::Command::new("true").spawn().unwrap());
+    let pid = child.id().to_string();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let Ok(status) = rx.recv_timeout(Duration::from_secs(30)) else {
+        let _ = std::process::Command::new("kill").args(["-9", &pid]).status();
+        panic!("the node must exit once its root supervisor is gone");
+    };
+    let status = status.unwrap();
+    assert!(
+        !status.success(),
+        "crash-only: the exit status says it failed ({status})"
+    );
+}
+
+#[test]
+fn a_node_with_another_shard_count_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first start fixes the cluster's count (the default, 1024).
+    let mut first = Node::start(dir.path(), &[], &[]);
+    first.kill();
+
+    let cfg = write_config(dir.path(), "shard_count = 64\n");
+    let mut child = meshmail(dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .arg("serve")
+        .args(LISTENERS_ON_PORT_0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first stdout line would be the ready line if it (wrongly) started.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first_line = String::new();
+    stdout.read_line(&mut first_line).unwrap();
+    if first_line.starts_with("meshmail ready:") {
+        let _ = child.kill();
+        panic!("a node with another shard count started: {first_line}");
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second shard count must not start: {stderr}");
+    assert!(
+        stderr.contains("shard_count = 1024") && stderr.contains("shard_count = 64"),
+        "the refusal names both counts: {stderr}"
+    );
+
+    // The same count still starts.
+    let cfg = write_config(dir.path(), "shard_count = 1024\n");
+    let again = Node::start(dir.path(), &["--config", cfg.to_str().unwrap()], &[]);
+    assert!(http_get(again.addr("http"), "/health").contains("200 OK"));
+}
