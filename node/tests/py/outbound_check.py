@@ -13,8 +13,10 @@ node/tests/outbound.rs.
     outbound_check.py submit-many SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] SUBJECT N
         Submits N messages (subjects "SUBJECT 0".."SUBJECT N-1") over one session.
 
-    outbound_check.py submit-file SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] FILE
-        Submits FILE's bytes as they are (8-bit content included) with AUTH.
+    outbound_check.py submit-file SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] FILE [MAIL_OPTION...]
+        Submits FILE's bytes as they are (8-bit content included) with AUTH;
+        MAIL_OPTIONs (e.g. REQUIRETLS, which also makes it STARTTLS first)
+        go on MAIL FROM.
 
     outbound_check.py same-content RECEIVED ORIGINAL
         RECEIVED (as a 7-bit peer got it) is all ASCII, and Python's email
@@ -70,7 +72,8 @@ def delivery_status(msg):
         blocks = payload if isinstance(payload, list) else []
         for block in blocks[1:]:
             rcpt = (block.get("Final-Recipient") or "").split(";", 1)[-1].strip()
-            out.append({"recipient": rcpt, "status": block.get("Status"), "action": block.get("Action")})
+            out.append({"recipient": rcpt, "status": block.get("Status"), "action": block.get("Action"),
+                        "diagnostic": block.get("Diagnostic-Code")})
     return out
 
 
@@ -138,13 +141,16 @@ def submit(addr, user, password, sender, rcpts, subject, count=1):
     return 0 if not refused else 1
 
 
-def submit_file(addr, user, password, sender, rcpts, path):
+def submit_file(addr, user, password, sender, rcpts, path, *mail_options):
     import smtplib
     host, port = addr.rsplit(":", 1)
     with smtplib.SMTP(host, int(port)) as s:
         s.ehlo("client.local.test")
+        if "REQUIRETLS" in mail_options:
+            s.starttls()  # REQUIRETLS is only taken over TLS
+            s.ehlo("client.local.test")
         s.login(user, password)
-        refused = s.sendmail(sender, rcpts.split(","), open(path, "rb").read())
+        refused = s.sendmail(sender, rcpts.split(","), open(path, "rb").read(), mail_options=list(mail_options))
     print(json.dumps({"refused": {k: v[0] for k, v in refused.items()}}))
     return 0 if not refused else 1
 
@@ -183,7 +189,7 @@ def main():
     if cmd == "submit-many":
         return submit(*sys.argv[2:9])
     if cmd == "submit-file":
-        return submit_file(*sys.argv[2:8])
+        return submit_file(*sys.argv[2:])
     if cmd == "same-content":
         return same_content(sys.argv[2], sys.argv[3])
     if cmd == "dkim":

@@ -11,12 +11,17 @@ resolver from OUT_DIR/zone.json:
     nullmx.test       MX 0 .            (RFC 7505)
     seven.test        MX 10 mx.seven.test.
     mx.seven.test     A  127.0.0.3
-    sts.test names    MX hosts mx.sts.test (A 127.0.0.4), with TLS_DIR only
+    mx.sts.test       A  127.0.0.4     (the STARTTLS MX, with TLS_DIR only)
+    badtls.test       MX 10 mx.badtls.test.
+    mx.badtls.test    A  127.0.0.5
     anything else     NXDOMAIN
 (a test adds records to OUT_DIR/zone.json as it goes).
 The MX listens on 127.0.0.2 (a free port; meshmail's [outbound] mx_port).
 A second MX on 127.0.0.3, same port, offers neither 8BITMIME nor SMTPUTF8
 and refuses (554) any message with an 8-bit octet: the downgrade peer.
+A fourth MX on 127.0.0.5 offers STARTTLS but answers it with garbage
+instead of a TLS handshake (a broken TLS setup), then closes; without
+STARTTLS it accepts mail.
 With TLS_DIR (cert.pem, key.pem): a third MX on 127.0.0.4, same port,
 offering STARTTLS with that certificate, and an HTTPS server on
 127.0.0.4 serving MTA-STS policies: GET /.well-known/mta-sts.txt with
@@ -52,6 +57,7 @@ OUT = sys.argv[1]
 MX_IP = "127.0.0.2"
 SEVEN_IP = "127.0.0.3"
 TLS_IP = "127.0.0.4"
+BADTLS_IP = "127.0.0.5"
 TLS_DIR = sys.argv[2] if len(sys.argv) > 2 else None
 LOCK = threading.Lock()
 # Connections to the MX: total, open now, most open at once.
@@ -71,6 +77,8 @@ ZONE = {"records": [
     ["seven.test.", "MX", "10 mx.seven.test."],
     ["mx.seven.test.", "A", SEVEN_IP],
     ["mx.sts.test.", "A", TLS_IP],
+    ["badtls.test.", "MX", "10 mx.badtls.test."],
+    ["mx.badtls.test.", "A", BADTLS_IP],
 ]}
 
 
@@ -107,6 +115,13 @@ class CountingSMTP(SMTP):
             self.conn_id = CONNS["total"]
         super().connection_made(transport)
 
+    async def smtp_STARTTLS(self, arg):
+        if not getattr(self, "broken_tls", False):
+            return await super().smtp_STARTTLS(arg)
+        await self.push("220 2.0.0 Ready to start TLS")
+        self.transport.write(b"this is not a TLS handshake\r\n" * 4)
+        self.transport.close()
+
     def connection_lost(self, exc):
         with LOCK:
             CONNS["open"] -= 1
@@ -114,13 +129,15 @@ class CountingSMTP(SMTP):
 
 
 class CountingController(Controller):
-    def __init__(self, *args, seven_bit=False, **kwargs):
+    def __init__(self, *args, seven_bit=False, broken_tls=False, **kwargs):
         self.seven_bit = seven_bit
+        self.broken_tls = broken_tls
         super().__init__(*args, **kwargs)
 
     def factory(self):
         smtp = CountingSMTP(self.handler, **self.SMTP_kwargs)
         smtp.seven_bit = self.seven_bit
+        smtp.broken_tls = self.broken_tls
         smtp.mx_ip = self.hostname
         return smtp
 
@@ -174,6 +191,8 @@ class Handler:
         if getattr(server, "seven_bit", False):
             # The downgrade peer: a plain RFC 5321 server, no 8-bit extensions.
             responses = [r for r in responses if r[4:] not in ("8BITMIME", "SMTPUTF8")]
+        if getattr(server, "broken_tls", False):
+            responses.insert(1, "250-STARTTLS")
         return responses
 
     async def handle_DATA(self, server, session, envelope):
@@ -209,12 +228,14 @@ def main():
     tcp = DNSServer(resolver, port=dns_port, address="127.0.0.1", tcp=True, logger=Quiet())
     udp.start_thread()
     tcp.start_thread()
-    mx_port = free_port([MX_IP, SEVEN_IP, TLS_IP])
+    mx_port = free_port([MX_IP, SEVEN_IP, TLS_IP, BADTLS_IP])
     handler = Handler()
     ctls = [CountingController(handler, hostname=MX_IP, port=mx_port, enable_SMTPUTF8=True,
                                decode_data=False, server_hostname="mx.remote.test"),
             CountingController(handler, hostname=SEVEN_IP, port=mx_port, decode_data=False,
-                               server_hostname="mx.seven.test", seven_bit=True)]
+                               server_hostname="mx.seven.test", seven_bit=True),
+            CountingController(handler, hostname=BADTLS_IP, port=mx_port, decode_data=False,
+                               server_hostname="mx.badtls.test", broken_tls=True)]
     ready = {"event": "ready", "dns": f"127.0.0.1:{dns_port}", "mx": f"{MX_IP}:{mx_port}"}
     https = None
     if TLS_DIR:
