@@ -54,16 +54,7 @@ fn eight_bit_mail_is_downgraded_for_a_7bit_peer() {
     for (name, text) in [("multipart.eml", &multipart), ("plain.eml", &plain)] {
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
-        let (ok, out) = check(&[
-            "submit-file",
-            node.addr("submission"),
-            USER,
-            PASSWORD,
-            USER,
-            "bob@seven.test",
-            path.to_str().unwrap(),
-        ]);
-        assert!(ok, "submission failed: {out}");
+        submit_file(&node, "bob@seven.test", &path, &[]);
         let msg = peer
             .next_message(Duration::from_secs(30))
             .unwrap_or_else(|| panic!("{name} not delivered to the 7-bit MX"));
@@ -88,16 +79,7 @@ fn eight_bit_mail_is_downgraded_for_a_7bit_peer() {
     let header8 = "From: Alice <alice@local.test>\r\nTo: bob@seven.test\r\nSubject: caf\u{e9}\r\n\r\nbody\r\n";
     let path = dir.path().join("header8.eml");
     std::fs::write(&path, header8).unwrap();
-    let (ok, out) = check(&[
-        "submit-file",
-        node.addr("submission"),
-        USER,
-        PASSWORD,
-        USER,
-        "carol@seven.test",
-        path.to_str().unwrap(),
-    ]);
-    assert!(ok, "submission failed: {out}");
+    submit_file(&node, "carol@seven.test", &path, &[]);
     let (ok, text) = check(&["dsn", node.addr("imap"), USER, PASSWORD, "5.6.7", "carol@seven.test"]);
     assert!(ok, "no 5.6.7 DSN for 8-bit headers to a peer without SMTPUTF8: {text}");
     assert!(peer.next_message(Duration::from_millis(500)).is_none());
@@ -279,18 +261,7 @@ fn tls_required_no_overrides_mta_sts() {
         );
         let path = dir.path().join(format!("{name}.eml"));
         std::fs::write(&path, text).unwrap();
-        let mut args = vec![
-            "submit-file",
-            node.addr("submission"),
-            USER,
-            PASSWORD,
-            USER,
-            rcpt,
-            path.to_str().unwrap(),
-        ];
-        args.extend_from_slice(options);
-        let (ok, out) = check(&args);
-        assert!(ok, "submission failed: {out}");
+        submit_file(&node, rcpt, &path, options);
     };
 
     send("tlsno", "bob@tlsno.test", true, &[]);

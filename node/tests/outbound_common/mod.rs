@@ -151,17 +151,23 @@ pub fn start_node(dir: &Path, peer: &Peer, outbound_extra: &str) -> Node {
 }
 
 pub fn check(args: &[&str]) -> (bool, String) {
-    let out = Command::new("python3")
-        .arg(format!("{PY}/outbound_check.py"))
-        .args(args)
-        .output()
-        .expect("python3");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    crate::common::python_script("outbound_check.py", args)
+}
+
+/// Submits the file at `path` as it is, with MAIL FROM `options`.
+pub fn submit_file(node: &Node, rcpt: &str, path: &Path, options: &[&str]) {
+    let mut args = vec![
+        "submit-file",
+        node.addr("submission"),
+        USER,
+        PASSWORD,
+        USER,
+        rcpt,
+        path.to_str().unwrap(),
+    ];
+    args.extend_from_slice(options);
+    let (ok, out) = check(&args);
+    assert!(ok, "submission failed: {out}");
 }
 
 pub fn submit(node: &Node, rcpts: &str, subject: &str) {

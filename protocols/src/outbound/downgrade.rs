@@ -444,19 +444,7 @@ pub fn encode_qp(body: &[u8], crlf: &[u8]) -> Vec<u8> {
         for (i, &c) in line.iter().enumerate() {
             let at_end = i + 1 == line.len();
             let literal = (c == b' ' || c == b'\t') && !at_end || (33..=126).contains(&c) && c != b'=';
-            let width = if literal { 1 } else { 3 };
-            // Room for the soft break's "=" on this line.
-            if col + width > QP_LINE - 1 {
-                out.extend_from_slice(b"=");
-                out.extend_from_slice(crlf);
-                col = 0;
-            }
-            if literal {
-                out.push(c);
-            } else {
-                out.extend_from_slice(format!("={c:02X}").as_bytes());
-            }
-            col += width;
+            push_qp(&mut out, c, literal, &mut col, QP_LINE, crlf);
         }
         if !last {
             out.extend_from_slice(crlf);
@@ -496,20 +484,27 @@ fn escape_qp_strays(body: &[u8], crlf: &[u8]) -> Vec<u8> {
             continue;
         }
         let stray = c >= 0x80 || c == 0 || c == b'\r';
-        let width = if stray { 3 } else { 1 };
-        if col + width > LINE_MAX - 1 {
-            out.extend_from_slice(b"=");
-            out.extend_from_slice(crlf);
-            col = 0;
-        }
-        if stray {
-            out.extend_from_slice(format!("={c:02X}").as_bytes());
-        } else {
-            out.push(c);
-        }
-        col += width;
+        push_qp(&mut out, c, !stray, &mut col, LINE_MAX, crlf);
     }
     out
+}
+
+/// One octet of quoted-printable, as itself (`literal`) or `=XX`, after a
+/// soft line break when the line (at column `col`) would pass `line_max`
+/// with the break's `=`.
+fn push_qp(out: &mut Vec<u8>, c: u8, literal: bool, col: &mut usize, line_max: usize, crlf: &[u8]) {
+    let width = if literal { 1 } else { 3 };
+    if *col + width > line_max - 1 {
+        out.extend_from_slice(b"=");
+        out.extend_from_slice(crlf);
+        *col = 0;
+    }
+    if literal {
+        out.push(c);
+    } else {
+        out.extend_from_slice(format!("={c:02X}").as_bytes());
+    }
+    *col += width;
 }
 
 /// The fuzz entry (cargo-fuzz target `outbound_downgrade`, and
