@@ -388,6 +388,11 @@ pub struct OutboundSection {
     /// The whole policy fetch: connect, TLS, request and answer.
     #[serde(default = "d_mta_sts_timeout")]
     pub mta_sts_timeout_s: u64,
+    /// A connection to a destination is kept this long after its messages
+    /// are done, for the next scan's messages there (RSET before reuse);
+    /// 0: close it at once.
+    #[serde(default = "d_connection_idle")]
+    pub connection_idle_timeout_s: u64,
     /// Run the queue runner on this node. Off: mail for remote recipients
     /// is accepted and stays queued until a node that runs it owns it.
     #[serde(default = "d_true")]
@@ -426,6 +431,9 @@ fn d_command_timeout() -> u64 {
 }
 fn d_data_timeout() -> u64 {
     600
+}
+fn d_connection_idle() -> u64 {
+    5
 }
 fn d_mta_sts_port() -> u16 {
     443
@@ -493,6 +501,7 @@ impl OutboundSection {
                 port: self.mta_sts_port,
                 fetch_timeout: s(self.mta_sts_timeout_s),
             },
+            connection_idle_timeout: Duration::from_secs(self.connection_idle_timeout_s),
             ..OutboundConfig::default()
         })
     }

@@ -296,3 +296,42 @@ fn connections_are_reused_and_capped_per_destination() {
     assert!(peer.next_message(Duration::from_millis(500)).is_none(), "a duplicate");
     verify_ledger(&data);
 }
+
+/// Connections kept across scans: a message queued after the previous
+/// one went out (a later scan) reuses its connection (RSET first); after
+/// `connection_idle_timeout_s` unused, the connection is closed and the
+/// next message opens a new one.
+#[test]
+fn connections_are_kept_across_scans() {
+    if !python_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    let data = dir.path().join("data");
+    let node = start_node(&data, &peer, "connection_idle_timeout_s = 2\n");
+    let mut connections = Vec::new();
+    for n in 0..3 {
+        if n == 2 {
+            // Past the idle timeout (a wait for a timeout, not for readiness).
+            std::thread::sleep(Duration::from_millis(3500));
+        }
+        submit(&node, "bob@remote.test", &format!("kept {n}"));
+        let m = peer
+            .next_message(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("message {n} not delivered"));
+        connections.push(m["connection"].as_u64().unwrap());
+    }
+    assert_eq!(
+        connections[0], connections[1],
+        "the second scan's message reuses the kept connection: {connections:?}"
+    );
+    assert_ne!(
+        connections[1], connections[2],
+        "an idle connection is closed after its timeout: {connections:?}"
+    );
+    assert!(peer.next_message(Duration::from_millis(300)).is_none(), "a duplicate");
+    verify_ledger(&data);
+}

@@ -154,11 +154,26 @@ pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
 
 /// The messages of one domain over reused connections to `hops`.
 async fn deliver_over(o: &Arc<Outbound>, domain: &str, hops: &[Hop], policy: &TlsPolicy, pending: Vec<Message>) {
+    // Kept connections are reused only under the policy they were opened with.
+    let key = format!(
+        "{domain}|{}|{}",
+        policy.tls_optional,
+        policy.sts.as_ref().map_or("", |p| p.id.as_str())
+    );
+    let idle_timeout = o.config.connection_idle_timeout;
     let mut client: Option<SmtpClient> = None;
     let mut last_connect_error = ConnectError::default();
     // Transactions on the current connection: the reused ones start with RSET.
     let mut used = 0u32;
     for m in pending {
+        if client.is_none()
+            && !idle_timeout.is_zero()
+            && let Some(c) = o.pool.take(&key, idle_timeout)
+        {
+            metrics::counter!("meshmail_outbound_pool_reuses_total").increment(1);
+            client = Some(c);
+            used = 1; // a kept connection starts with RSET
+        }
         if used > 0
             && let Some(c) = client.as_mut()
             && let Err(e) = c.rset().await
@@ -192,7 +207,11 @@ async fn deliver_over(o: &Arc<Outbound>, domain: &str, hops: &[Hop], policy: &Tl
         }
     }
     if let Some(c) = client {
-        c.quit().await;
+        if idle_timeout.is_zero() {
+            c.quit().await;
+        } else {
+            o.pool.put(&key, c);
+        }
     }
 }
 

@@ -22,6 +22,7 @@ pub mod mta_sts;
 pub mod mta_sts_fetch;
 pub mod mx;
 pub mod notify;
+pub mod pool;
 pub mod runner;
 pub mod tls_policy;
 
@@ -74,6 +75,10 @@ pub struct OutboundConfig {
     /// Sign mail from local domains that have a key.
     pub dkim_sign: bool,
     pub mta_sts: MtaStsConfig,
+    /// A connection kept idle for the next scan's messages to the same
+    /// destination is closed after this; zero: connections are not kept
+    /// across scans.
+    pub connection_idle_timeout: Duration,
 }
 
 /// MTA-STS (RFC 8461) policy discovery (`[outbound] mta_sts*`).
@@ -117,6 +122,7 @@ impl Default for OutboundConfig {
             claim_timeout: Duration::from_secs(1800),
             dkim_sign: true,
             mta_sts: MtaStsConfig::default(),
+            connection_idle_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -138,6 +144,7 @@ pub struct Outbound {
     pub tls: Option<TlsRoots>,
     pub keys: dkim::KeyCache,
     sts_failures: mta_sts::FetchFailures,
+    pub pool: pool::Pool,
     in_flight: Mutex<HashSet<[u8; 16]>>,
     destinations: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// The lease epoch of each shard at its last scan: a change (takeover)
@@ -154,6 +161,7 @@ impl Outbound {
             tls,
             keys: dkim::KeyCache::default(),
             sts_failures: mta_sts::FetchFailures::default(),
+            pool: pool::Pool::default(),
             in_flight: Mutex::new(HashSet::new()),
             destinations: Mutex::new(HashMap::new()),
             seen_epochs: Mutex::new(HashMap::new()),
