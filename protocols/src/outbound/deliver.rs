@@ -260,7 +260,11 @@ async fn connect(o: &Arc<Outbound>, hops: &[Hop], policy: &TlsPolicy) -> Result<
             let mut attempt =
                 SmtpClient::connect(*addr, &hop.host, &o.config.hostname, o.config.timeouts, o.tls.as_ref()).await;
             if policy.tls_optional
-                && let Err(e @ (ClientError::Tls(_) | ClientError::Timeout("TLS handshake"))) = &attempt
+                && let Err(
+                    e @ (ClientError::Tls(_)
+                    | ClientError::Timeout("TLS handshake")
+                    | ClientError::Rejected { stage: "STARTTLS", .. }),
+                ) = &attempt
             {
                 // RFC 8689 §5: the sender prefers delivery to TLS.
                 tracing::info!(host = %hop.host, error = %e, "STARTTLS failed; TLS-Required: No, so trying plaintext");
