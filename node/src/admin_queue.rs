@@ -132,8 +132,8 @@ pub async fn show(cfg: &Config, id: &str) -> anyhow::Result<()> {
         );
     }
     println!(
-        "options:       smtputf8={} 8bit={} requiretls={} delay-warned={}",
-        i.smtputf8, i.eight_bit, i.require_tls, i.delay_warned
+        "options:       smtputf8={} 8bit={} requiretls={} tls-required-no={} delay-warned={}",
+        i.smtputf8, i.eight_bit, i.require_tls, i.tls_optional, i.delay_warned
     );
     println!(
         "dsn:           ret={:?} envid={:?} notify={:?} orcpt={:?}",

@@ -376,6 +376,23 @@ pub struct OutboundSection {
     /// Sign mail from local domains that have a DKIM key (`meshmail dkim generate`).
     #[serde(default = "d_true")]
     pub dkim_sign: bool,
+    /// Apply MTA-STS policies (RFC 8461) of recipient domains (never with
+    /// a relay: the smarthost is then responsible).
+    #[serde(default = "d_true")]
+    pub mta_sts: bool,
+    /// The HTTPS port policies are fetched from (`mta-sts.<domain>`); 443
+    /// outside tests. The certificate must verify against the system's
+    /// roots plus `tls_ca_file`.
+    #[serde(default = "d_mta_sts_port")]
+    pub mta_sts_port: u16,
+    /// The whole policy fetch: connect, TLS, request and answer.
+    #[serde(default = "d_mta_sts_timeout")]
+    pub mta_sts_timeout_s: u64,
+    /// A connection to a destination is kept this long after its messages
+    /// are done, for the next scan's messages there (RSET before reuse);
+    /// 0: close it at once.
+    #[serde(default = "d_connection_idle")]
+    pub connection_idle_timeout_s: u64,
     /// Run the queue runner on this node. Off: mail for remote recipients
     /// is accepted and stays queued until a node that runs it owns it.
     #[serde(default = "d_true")]
@@ -414,6 +431,15 @@ fn d_command_timeout() -> u64 {
 }
 fn d_data_timeout() -> u64 {
     600
+}
+fn d_connection_idle() -> u64 {
+    5
+}
+fn d_mta_sts_port() -> u16 {
+    443
+}
+fn d_mta_sts_timeout() -> u64 {
+    20
 }
 fn d_scan_interval() -> u64 {
     1000
@@ -470,6 +496,12 @@ impl OutboundSection {
             scan_interval: Duration::from_millis(self.scan_interval_ms.max(50)),
             in_flight_max: self.in_flight_max.max(1),
             dkim_sign: self.dkim_sign,
+            mta_sts: meshmail_protocols::outbound::MtaStsConfig {
+                enabled: self.mta_sts,
+                port: self.mta_sts_port,
+                fetch_timeout: s(self.mta_sts_timeout_s),
+            },
+            connection_idle_timeout: Duration::from_secs(self.connection_idle_timeout_s),
             ..OutboundConfig::default()
         })
     }
@@ -726,6 +758,10 @@ mod tests {
             vec![60, 300, 900, 1800, 3600, 7200, 14400]
         );
         assert_eq!(cfg.outbound.max_lifetime_s, 5 * 24 * 3600);
+        let rt = cfg.outbound.runtime("x").unwrap();
+        assert!(rt.mta_sts.enabled);
+        assert_eq!(rt.mta_sts.port, 443);
+        assert_eq!(rt.mta_sts.fetch_timeout.as_secs(), 20);
         let cfg: Config = toml::from_str(
             "[outbound]\nretry_schedule_s = [1, 2]\nmax_lifetime_s = 5\nrelay = \"127.0.0.1:2526\"\nmx_port = 2599\n",
         )

@@ -5,151 +5,12 @@
 //! parser, flufl.bounce) in `py/outbound_check.py`.
 
 mod common;
+mod outbound_common;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use common::{Node, meshmail, run_ok, setup_account, write_config};
-
-const USER: &str = "alice@local.test";
-const PASSWORD: &str = "outbound test password";
-const PY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py");
-
-/// Whether the Python oracles are installed (CI installs them and sets
-/// MESHMAIL_REQUIRE_CLIENTS=1, which turns a missing one into a failure).
-fn python_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import aiosmtpd, dnslib, dkim, flufl.bounce"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("MESHMAIL_REQUIRE_CLIENTS").is_none(),
-            "python3 with aiosmtpd, dnslib, dkimpy and flufl.bounce is required (.ci/requirements.txt)"
-        );
-        eprintln!(
-            "SKIPPED: python3 with aiosmtpd/dnslib/dkimpy/flufl.bounce missing (pip install -r .ci/requirements.txt)"
-        );
-    }
-    ok
-}
-
-/// The DNS server and remote MX, and the JSON lines they print.
-struct Peer {
-    child: Child,
-    events: Receiver<serde_json::Value>,
-    dns: String,
-    mx_port: u16,
-}
-
-impl Peer {
-    fn start(out: &Path) -> Peer {
-        let mut child = Command::new("python3")
-            .arg(format!("{PY}/outbound_peer.py"))
-            .arg(out)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, events) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
-        let ready = events.recv_timeout(Duration::from_secs(30)).expect("peer ready line");
-        assert_eq!(ready["event"], "ready", "{ready}");
-        let mx = ready["mx"].as_str().unwrap();
-        Peer {
-            dns: ready["dns"].as_str().unwrap().to_string(),
-            mx_port: mx.rsplit_once(':').unwrap().1.parse().unwrap(),
-            events,
-            child,
-        }
-    }
-
-    /// The next message the MX accepted, within `timeout`.
-    fn next_message(&self, timeout: Duration) -> Option<serde_json::Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) if v["event"] == "message" => return Some(v),
-                Ok(_) => continue,
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
-            }
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        // Closing stdin ends it; kill in case it hangs.
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_node(dir: &Path, peer: &Peer, outbound_extra: &str) -> Node {
-    setup_account(dir, USER, PASSWORD);
-    let scan = if outbound_extra.contains("scan_interval_ms") {
-        ""
-    } else {
-        "scan_interval_ms = 200\n"
-    };
-    let cfg = write_config(
-        dir,
-        &format!(
-            "hostname = \"mail.local.test\"\n\
-             [smtp]\nallow_plaintext_auth_on_loopback = true\n\
-             [imap]\nallow_plaintext_auth_on_loopback = true\n\
-             [dns]\nresolver = \"{}\"\ntimeout_ms = 2000\n\
-             [outbound]\nmx_port = {}\n{scan}{outbound_extra}",
-            peer.dns, peer.mx_port
-        ),
-    );
-    Node::start(dir, &["--config", cfg.to_str().unwrap()], &[])
-}
-
-fn check(args: &[&str]) -> (bool, String) {
-    let out = Command::new("python3")
-        .arg(format!("{PY}/outbound_check.py"))
-        .args(args)
-        .output()
-        .expect("python3");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn submit(node: &Node, rcpts: &str, subject: &str) {
-    let (ok, text) = check(&["submit", node.addr("submission"), USER, PASSWORD, USER, rcpts, subject]);
-    assert!(ok, "submission failed: {text}");
-}
-
-fn queue(dir: &Path, args: &[&str]) -> String {
-    let mut cmd = meshmail(dir);
-    cmd.arg("queue").args(args);
-    run_ok(&mut cmd, None)
-}
-
-fn verify_ledger(dir: &Path) -> String {
-    let out = meshmail(dir).args(["verify", "ledger"]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("discrepancies:  0"), "{text}");
-    text
-}
+use outbound_common::*;
 
 /// (a) DKIM: a message submitted with AUTH reaches the remote MX signed,
 /// and dkimpy verifies the signature against the record `dkim generate`
@@ -433,5 +294,44 @@ fn connections_are_reused_and_capped_per_destination() {
     );
     assert!(per_connection.values().any(|&n| n >= 3), "{per_connection:?}");
     assert!(peer.next_message(Duration::from_millis(500)).is_none(), "a duplicate");
+    verify_ledger(&data);
+}
+
+/// Connections kept across scans: a message queued after the previous
+/// one went out (a later scan) reuses its connection (RSET first); after
+/// `connection_idle_timeout_s` unused, the connection is closed and the
+/// next message opens a new one.
+#[test]
+fn connections_are_kept_across_scans() {
+    if !python_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    let data = dir.path().join("data");
+    let node = start_node(&data, &peer, "connection_idle_timeout_s = 2\n");
+    let mut connections = Vec::new();
+    for n in 0..3 {
+        if n == 2 {
+            // Past the idle timeout (a wait for a timeout, not for readiness).
+            std::thread::sleep(Duration::from_millis(3500));
+        }
+        submit(&node, "bob@remote.test", &format!("kept {n}"));
+        let m = peer
+            .next_message(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("message {n} not delivered"));
+        connections.push(m["connection"].as_u64().unwrap());
+    }
+    assert_eq!(
+        connections[0], connections[1],
+        "the second scan's message reuses the kept connection: {connections:?}"
+    );
+    assert_ne!(
+        connections[1], connections[2],
+        "an idle connection is closed after its timeout: {connections:?}"
+    );
+    assert!(peer.next_message(Duration::from_millis(300)).is_none(), "a duplicate");
     verify_ledger(&data);
 }

@@ -90,3 +90,22 @@ fn smtp_data_on_random_inputs() {
         assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");
     }
 }
+
+/// Messages for the 8BITMIME downgrade: nested multiparts with 8-bit,
+/// binary, QP and base64 leaves, an encapsulated message, LF-only lines.
+const MIME_MESSAGES: &[&[u8]] = &[
+    b"Content-Type: multipart/mixed; boundary=b\r\n\r\npre\xff\r\n--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\ncaf\xc3\xa9 =\r\n--b\r\nContent-Type: multipart/alternative; boundary=\"c d\"\r\n\r\n--c d\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n=C3=A9\xe9\r\n--c d--\r\n--b\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: binary\r\n\r\n\x00\r\x01\xff\r\n--b--\r\npost\xfe",
+    b"Content-Type: message/rfc822\r\n\r\nSubject: in\r\nContent-Transfer-Encoding: base64\r\n\r\nw6k=\xff\r\n",
+    b"Subject: x\n\nl\xc3\xa9\nsecond line\n",
+];
+
+#[test]
+fn outbound_downgrade_on_random_inputs() {
+    let seed = 0x8b17_d0e5;
+    let mut rng = StdRng::seed_from_u64(seed);
+    for i in 0..RUNS {
+        let input = random_input(&mut rng, MIME_MESSAGES);
+        let result = std::panic::catch_unwind(|| meshmail_protocols::outbound::downgrade::fuzz(&input));
+        assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");
+    }
+}

@@ -208,6 +208,11 @@ pub fn cluster_fact(name: &str) -> Vec<u8> {
     pack(&("cluster", name))
 }
 
+/// The cached MTA-STS policy (RFC 8461) of a remote domain.
+pub fn mta_sts_policy(domain: &str) -> Vec<u8> {
+    pack(&("sts", domain))
+}
+
 /// The generation counter of a node name (grows at every start).
 pub fn node_generation(name: &str) -> Vec<u8> {
     pack(&("ngen", name))

@@ -13,6 +13,17 @@ node/tests/outbound.rs.
     outbound_check.py submit-many SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] SUBJECT N
         Submits N messages (subjects "SUBJECT 0".."SUBJECT N-1") over one session.
 
+    outbound_check.py submit-file SUBMISSION_ADDR USER PASSWORD FROM RCPT[,RCPT] FILE [MAIL_OPTION...]
+        Submits FILE's bytes as they are (8-bit content included) with AUTH;
+        MAIL_OPTIONs (e.g. REQUIRETLS, which also makes it STARTTLS first)
+        go on MAIL FROM.
+
+    outbound_check.py same-content RECEIVED ORIGINAL
+        RECEIVED (as a 7-bit peer got it) is all ASCII, and Python's email
+        parser decodes it to the same parts as ORIGINAL (content types and
+        decoded text or bytes, part by part). Prints each part's
+        Content-Transfer-Encoding as JSON.
+
     outbound_check.py dsn-delay IMAP_ADDR USER PASSWORD RECIPIENT
         Like dsn, for a delay warning: Action "delayed", and flufl.bounce
         counts RECIPIENT as a temporary failure.
@@ -61,7 +72,8 @@ def delivery_status(msg):
         blocks = payload if isinstance(payload, list) else []
         for block in blocks[1:]:
             rcpt = (block.get("Final-Recipient") or "").split(";", 1)[-1].strip()
-            out.append({"recipient": rcpt, "status": block.get("Status"), "action": block.get("Action")})
+            out.append({"recipient": rcpt, "status": block.get("Status"), "action": block.get("Action"),
+                        "diagnostic": block.get("Diagnostic-Code")})
     return out
 
 
@@ -129,12 +141,57 @@ def submit(addr, user, password, sender, rcpts, subject, count=1):
     return 0 if not refused else 1
 
 
+def submit_file(addr, user, password, sender, rcpts, path, *mail_options):
+    import smtplib
+    host, port = addr.rsplit(":", 1)
+    with smtplib.SMTP(host, int(port)) as s:
+        s.ehlo("client.local.test")
+        if "REQUIRETLS" in mail_options:
+            s.starttls()  # REQUIRETLS is only taken over TLS
+            s.ehlo("client.local.test")
+        s.login(user, password)
+        refused = s.sendmail(sender, rcpts.split(","), open(path, "rb").read(), mail_options=list(mail_options))
+    print(json.dumps({"refused": {k: v[0] for k, v in refused.items()}}))
+    return 0 if not refused else 1
+
+
+def leaves(raw):
+    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    out = []
+    for part in msg.walk():
+        if part.is_multipart():
+            continue
+        content = part.get_content()
+        if part.get("Content-Type") is None:
+            # No MIME headers: the octets are the text (here: UTF-8), which
+            # the us-ascii default would turn into replacement characters.
+            content = part.get_payload(decode=True).decode("utf-8")
+        out.append({"type": part.get_content_type(), "cte": part.get("Content-Transfer-Encoding"),
+                    "content": content if isinstance(content, str) else content.hex()})
+    return out
+
+
+def same_content(received, original):
+    got = open(received, "rb").read()
+    want = open(original, "rb").read()
+    eight_bit = [i for i, b in enumerate(got) if b >= 0x80]
+    a, b = leaves(got), leaves(want)
+    same = len(a) == len(b) and all(x["type"] == y["type"] and x["content"] == y["content"]
+                                    for x, y in zip(a, b))
+    print(json.dumps({"ascii": not eight_bit, "same": same, "received": a, "original": b}))
+    return 0 if same and not eight_bit else 1
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "submit":
         return submit(*sys.argv[2:8])
     if cmd == "submit-many":
         return submit(*sys.argv[2:9])
+    if cmd == "submit-file":
+        return submit_file(*sys.argv[2:])
+    if cmd == "same-content":
+        return same_content(sys.argv[2], sys.argv[3])
     if cmd == "dkim":
         return check_dkim(sys.argv[2], sys.argv[3])
     if cmd == "dsn-delay":

@@ -310,6 +310,20 @@ impl TlsRoots {
         Ok(TlsRoots { verifier, provider })
     }
 
+    /// A configuration that refuses any certificate that does not verify
+    /// (the MTA-STS policy fetch, RFC 8461 §3.3).
+    pub fn verifying_config(&self) -> Result<rustls::ClientConfig, ClientError> {
+        let verifier = self
+            .verifier
+            .clone()
+            .ok_or_else(|| ClientError::Tls("no trusted root certificates".into()))?;
+        Ok(rustls::ClientConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ClientError::Tls(e.to_string()))?
+            .with_webpki_verifier(verifier)
+            .with_no_client_auth())
+    }
+
     fn client_config(&self, verified: Arc<AtomicBool>) -> Result<rustls::ClientConfig, ClientError> {
         let verifier = Arc::new(RecordingVerifier {
             inner: self.verifier.clone(),

@@ -13,9 +13,12 @@ use meshmail_storage::model::outbound::{self, Fence, Finish, OutboundItem};
 use rand::Rng;
 
 use super::client::{ClientError, Envelope, RcptSpec, SmtpClient, SmtpReply, TlsState};
+use super::downgrade::{self, DowngradeError, Target};
 use super::dsn::{Action, Report, status_of};
+use super::mta_sts;
 use super::mx::{self, Hop, RouteError};
 use super::notify::send_dsn;
+use super::tls_policy::{STS_STATUS, TlsPolicy};
 use super::{InFlight, Outbound};
 
 /// The recipients of one domain that share a message (sender, body, options).
@@ -38,6 +41,9 @@ enum Verdict {
     Temporary {
         error: String,
         remote: Option<String>,
+        /// The DSN status when this failure outlives the message (default
+        /// 4.4.7), e.g. 4.7.5 for an MTA-STS refusal.
+        expiry_status: Option<&'static str>,
     },
     Permanent {
         status: String,
@@ -50,6 +56,17 @@ fn temporary(error: impl std::fmt::Display) -> Verdict {
     Verdict::Temporary {
         error: error.to_string(),
         remote: None,
+        expiry_status: None,
+    }
+}
+
+/// A refusal by the destination's TLS policy (MTA-STS): retried like any
+/// temporary failure, bounced as 4.7.5 at expiry.
+fn policy_refusal(error: impl std::fmt::Display) -> Verdict {
+    Verdict::Temporary {
+        error: error.to_string(),
+        remote: None,
+        expiry_status: Some(STS_STATUS),
     }
 }
 
@@ -96,11 +113,67 @@ pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
             return;
         }
     };
+    // Messages that say `TLS-Required: No` go without the domain's
+    // MTA-STS policy (and on their own connections); the others under it.
+    let (optional, bound): (Vec<Message>, Vec<Message>) = pending.into_iter().partition(|m| m.items[0].1.tls_optional);
+    let sts = if !bound.is_empty() && o.config.relay.is_none() && o.config.mta_sts.enabled {
+        mta_sts::policy_for(o, &job.domain).await
+    } else {
+        None
+    };
+    for (messages, policy) in [
+        (
+            bound,
+            TlsPolicy {
+                sts,
+                tls_optional: false,
+            },
+        ),
+        (
+            optional,
+            TlsPolicy {
+                sts: None,
+                tls_optional: true,
+            },
+        ),
+    ] {
+        if messages.is_empty() {
+            continue;
+        }
+        match policy.filter_hops(hops.clone()) {
+            Ok(allowed) => deliver_over(o, &job.domain, &allowed, &policy, messages).await,
+            Err(why) => {
+                let v = policy_refusal(format!("x-meshmail; {why}"));
+                for m in messages {
+                    settle_all(o, m, &v, None).await;
+                }
+            }
+        }
+    }
+}
+
+/// The messages of one domain over reused connections to `hops`.
+async fn deliver_over(o: &Arc<Outbound>, domain: &str, hops: &[Hop], policy: &TlsPolicy, pending: Vec<Message>) {
+    // Kept connections are reused only under the policy they were opened with.
+    let key = format!(
+        "{domain}|{}|{}",
+        policy.tls_optional,
+        policy.sts.as_ref().map_or("", |p| p.id.as_str())
+    );
+    let idle_timeout = o.config.connection_idle_timeout;
     let mut client: Option<SmtpClient> = None;
-    let mut last_connect_error = String::new();
+    let mut last_connect_error = ConnectError::default();
     // Transactions on the current connection: the reused ones start with RSET.
     let mut used = 0u32;
     for m in pending {
+        if client.is_none()
+            && !idle_timeout.is_zero()
+            && let Some(c) = o.pool.take(&key, idle_timeout)
+        {
+            metrics::counter!("meshmail_outbound_pool_reuses_total").increment(1);
+            client = Some(c);
+            used = 1; // a kept connection starts with RSET
+        }
         if used > 0
             && let Some(c) = client.as_mut()
             && let Err(e) = c.rset().await
@@ -110,16 +183,18 @@ pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
         }
         if client.is_none() {
             used = 0;
-            match connect(o, &hops).await {
+            match connect(o, hops, policy).await {
                 Ok(c) => client = Some(c),
                 Err(e) => last_connect_error = e,
             }
         }
         let Some(c) = client.as_mut() else {
-            let v = temporary(format!(
-                "no MX of {} could be reached: {last_connect_error}",
-                job.domain
-            ));
+            let why = format!("no MX of {domain} could be reached: {}", last_connect_error.detail);
+            let v = if last_connect_error.policy {
+                policy_refusal(format!("x-meshmail; {why}"))
+            } else {
+                temporary(why)
+            };
             settle_all(o, m, &v, None).await;
             continue;
         };
@@ -132,7 +207,11 @@ pub async fn deliver_job(o: &Arc<Outbound>, job: Job) {
         }
     }
     if let Some(c) = client {
-        c.quit().await;
+        if idle_timeout.is_zero() {
+            c.quit().await;
+        } else {
+            o.pool.put(&key, c);
+        }
     }
 }
 
@@ -162,14 +241,44 @@ async fn route(o: &Arc<Outbound>, domain: &str) -> Result<Vec<Hop>, Verdict> {
     }
 }
 
-/// Tries every address of every hop in order until one session is up.
-async fn connect(o: &Arc<Outbound>, hops: &[Hop]) -> Result<SmtpClient, String> {
+/// Why no session could be had; `policy`: some host was refused by the
+/// TLS policy (and none was usable otherwise).
+#[derive(Debug, Default)]
+struct ConnectError {
+    detail: String,
+    policy: bool,
+}
+
+/// Tries every address of every hop in order until one session is up that
+/// the TLS policy accepts.
+async fn connect(o: &Arc<Outbound>, hops: &[Hop], policy: &TlsPolicy) -> Result<SmtpClient, ConnectError> {
     let mut errors = Vec::new();
+    let mut refused_by_policy = false;
     let started = Instant::now();
     for hop in hops {
         for addr in &hop.addrs {
-            match SmtpClient::connect(*addr, &hop.host, &o.config.hostname, o.config.timeouts, o.tls.as_ref()).await {
+            let mut attempt =
+                SmtpClient::connect(*addr, &hop.host, &o.config.hostname, o.config.timeouts, o.tls.as_ref()).await;
+            if policy.tls_optional
+                && let Err(
+                    e @ (ClientError::Tls(_)
+                    | ClientError::Timeout("TLS handshake")
+                    | ClientError::Rejected { stage: "STARTTLS", .. }),
+                ) = &attempt
+            {
+                // RFC 8689 §5: the sender prefers delivery to TLS.
+                tracing::info!(host = %hop.host, error = %e, "STARTTLS failed; TLS-Required: No, so trying plaintext");
+                metrics::counter!("meshmail_outbound_tls_fallbacks_total").increment(1);
+                attempt = SmtpClient::connect(*addr, &hop.host, &o.config.hostname, o.config.timeouts, None).await;
+            }
+            match attempt {
                 Ok(mut c) => {
+                    if let Err(why) = policy.check_session(&hop.host, c.tls) {
+                        refused_by_policy = true;
+                        errors.push(why);
+                        c.quit().await;
+                        continue;
+                    }
                     metrics::counter!("meshmail_outbound_connections_total", "tls" => c.tls.label()).increment(1);
                     metrics::histogram!("meshmail_outbound_stage_seconds", "stage" => "connect")
                         .record(started.elapsed().as_secs_f64());
@@ -195,7 +304,10 @@ async fn connect(o: &Arc<Outbound>, hops: &[Hop]) -> Result<SmtpClient, String> 
             }
         }
     }
-    Err(errors.join("; "))
+    Err(ConnectError {
+        detail: errors.join("; "),
+        policy: refused_by_policy,
+    })
 }
 
 /// Whether a message needs SMTPUTF8 of the peer (RFC 6531 §3.2).
@@ -246,30 +358,57 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
             return true;
         }
     };
-    let eight_bit = first.eight_bit || body.iter().any(|b| *b >= 0x80);
-    if eight_bit && !c.caps.eight_bit_mime {
-        let v = permanent(
-            "5.6.3",
-            format!("x-meshmail; the message has 8-bit content and {host} does not offer 8BITMIME"),
-        );
-        settle_all(o, m, &v, Some(body)).await;
-        return true;
-    }
+    // What goes out: the stored message, or its 7-bit (8BITMIME missing)
+    // or text-only (always: this client sends with DATA) conversion.
+    let target = if c.caps.eight_bit_mime {
+        Target::EightBit
+    } else {
+        Target::SevenBit
+    };
+    let sent = match downgrade::downgrade(&body, target) {
+        Ok(None) => body.clone(),
+        Ok(Some(converted)) => {
+            metrics::counter!("meshmail_outbound_downgrades_total", "to" => target.label()).increment(1);
+            Bytes::from(converted)
+        }
+        Err(e) => {
+            let status = if e == DowngradeError::HeaderEightBit {
+                "5.6.7"
+            } else {
+                "5.6.3"
+            };
+            let v = permanent(
+                status,
+                format!(
+                    "x-meshmail; {host} does not offer {}, and the message cannot be converted: {e}",
+                    if c.caps.eight_bit_mime {
+                        "BINARYMIME"
+                    } else {
+                        "8BITMIME"
+                    }
+                ),
+            );
+            settle_all(o, m, &v, Some(body)).await;
+            return true;
+        }
+    };
+    let eight_bit = sent.iter().any(|b| *b >= 0x80);
     if let Some(max) = c.caps.size
         && max > 0
-        && body.len() as u64 > max
+        && sent.len() as u64 > max
     {
         let v = permanent(
             "5.3.4",
             format!(
                 "x-meshmail; the message ({} bytes) is larger than {host} accepts ({max})",
-                body.len()
+                sent.len()
             ),
         );
         settle_all(o, m, &v, Some(body)).await;
         return true;
     }
-    let wire = prepare_body(o, first, &body, c).await;
+    // Signed after the conversion: the signature covers what is sent.
+    let wire = prepare_body(o, first, &sent, c).await;
     let env = Envelope {
         from: first.sender.clone(),
         rcpts: m
@@ -311,6 +450,7 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
                 Verdict::Temporary {
                     error: format!("{host}: {e}"),
                     remote: remote.clone(),
+                    expiry_status: None,
                 }
             };
             (m.items.iter().map(|_| v.clone()).collect(), true)
@@ -319,6 +459,7 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
             let v = Verdict::Temporary {
                 error: format!("{host}: {e}"),
                 remote: remote.clone(),
+                expiry_status: None,
             };
             (m.items.iter().map(|_| v.clone()).collect(), false)
         }
@@ -349,6 +490,7 @@ fn reply_verdict(r: &SmtpReply, host: &str, tls: TlsState) -> Verdict {
         Verdict::Temporary {
             error: format!("{host}: {r}"),
             remote: Some(host.to_string()),
+            expiry_status: None,
         }
     }
 }
@@ -419,8 +561,12 @@ fn decide(
 ) -> (Finish, &'static str, Option<Report>) {
     let expires_ms = item.queued_ms + cfg.max_lifetime.as_millis() as u64;
     let v = match v {
-        Verdict::Temporary { error, remote } if now >= expires_ms => Verdict::Permanent {
-            status: "4.4.7".into(),
+        Verdict::Temporary {
+            error,
+            remote,
+            expiry_status,
+        } if now >= expires_ms => Verdict::Permanent {
+            status: expiry_status.unwrap_or("4.4.7").into(),
             diagnostic: format!(
                 "x-meshmail; gave up after {} attempts over {} s: {error}",
                 item.attempts,
@@ -451,7 +597,7 @@ fn decide(
             };
             (how, "relayed", report)
         }
-        Verdict::Temporary { error, remote } => {
+        Verdict::Temporary { error, remote, .. } => {
             let delay = cfg.retry_delay(item.attempts);
             let jitter_ms = rand::rng().random_range(0..=delay.as_millis() as u64 / 10);
             let next_ms = (now + delay.as_millis() as u64 + jitter_ms).min(expires_ms.max(now + 1000));

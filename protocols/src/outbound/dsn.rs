@@ -210,6 +210,7 @@ mod tests {
             smtputf8: false,
             eight_bit: false,
             require_tls: false,
+            tls_optional: false,
             delay_warned: false,
             claim: None,
             bounce_requested: None,

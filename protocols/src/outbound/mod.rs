@@ -16,10 +16,15 @@
 pub mod client;
 pub mod deliver;
 pub mod dkim;
+pub mod downgrade;
 pub mod dsn;
+pub mod mta_sts;
+pub mod mta_sts_fetch;
 pub mod mx;
 pub mod notify;
+pub mod pool;
 pub mod runner;
+pub mod tls_policy;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -69,6 +74,32 @@ pub struct OutboundConfig {
     pub claim_timeout: Duration,
     /// Sign mail from local domains that have a key.
     pub dkim_sign: bool,
+    pub mta_sts: MtaStsConfig,
+    /// A connection kept idle for the next scan's messages to the same
+    /// destination is closed after this; zero: connections are not kept
+    /// across scans.
+    pub connection_idle_timeout: Duration,
+}
+
+/// MTA-STS (RFC 8461) policy discovery (`[outbound] mta_sts*`).
+#[derive(Debug, Clone)]
+pub struct MtaStsConfig {
+    /// Look policies up and apply them (never with a relay).
+    pub enabled: bool,
+    /// The HTTPS port of `mta-sts.<domain>` (443; tests use their own).
+    pub port: u16,
+    /// The whole policy fetch (connect, TLS, request, answer).
+    pub fetch_timeout: Duration,
+}
+
+impl Default for MtaStsConfig {
+    fn default() -> Self {
+        MtaStsConfig {
+            enabled: true,
+            port: 443,
+            fetch_timeout: Duration::from_secs(20),
+        }
+    }
 }
 
 impl Default for OutboundConfig {
@@ -90,6 +121,8 @@ impl Default for OutboundConfig {
             due_per_shard_max: 100,
             claim_timeout: Duration::from_secs(1800),
             dkim_sign: true,
+            mta_sts: MtaStsConfig::default(),
+            connection_idle_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -110,6 +143,8 @@ pub struct Outbound {
     pub config: OutboundConfig,
     pub tls: Option<TlsRoots>,
     pub keys: dkim::KeyCache,
+    sts_failures: mta_sts::FetchFailures,
+    pub pool: pool::Pool,
     in_flight: Mutex<HashSet<[u8; 16]>>,
     destinations: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// The lease epoch of each shard at its last scan: a change (takeover)
@@ -125,6 +160,8 @@ impl Outbound {
             config,
             tls,
             keys: dkim::KeyCache::default(),
+            sts_failures: mta_sts::FetchFailures::default(),
+            pool: pool::Pool::default(),
             in_flight: Mutex::new(HashSet::new()),
             destinations: Mutex::new(HashMap::new()),
             seen_epochs: Mutex::new(HashMap::new()),
@@ -177,4 +214,34 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.o.in_flight.lock().expect("in_flight").remove(&self.id);
     }
+}
+
+/// Whether the message's header says `TLS-Required: No` (RFC 8689 §5):
+/// the sender prefers delivery over TLS policies (MTA-STS, a failed
+/// STARTTLS). Only the header section is read.
+pub fn tls_required_no(raw: &[u8]) -> bool {
+    let mut lines = raw.split(|&c| c == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            return false;
+        }
+        let Some(colon) = line.iter().position(|&c| c == b':') else {
+            continue;
+        };
+        if !line[..colon].trim_ascii().eq_ignore_ascii_case(b"TLS-Required") {
+            continue;
+        }
+        // The value, unfolded.
+        let mut value = line[colon + 1..].to_vec();
+        while let Some(next) = lines
+            .peek()
+            .filter(|l| l.first().is_some_and(|c| *c == b' ' || *c == b'\t'))
+        {
+            value.extend_from_slice(next.strip_suffix(b"\r").unwrap_or(next));
+            lines.next();
+        }
+        return value.trim_ascii().eq_ignore_ascii_case(b"No");
+    }
+    false
 }

@@ -68,6 +68,7 @@ impl Actor for QueueRunner {
                     // Retried at the next tick; claims already taken stand.
                     Err(e) => tracing::warn!(error = %e, "outbound scan failed"),
                 }
+                st.o.pool.sweep(st.o.config.connection_idle_timeout);
                 metrics::histogram!("meshmail_outbound_scan_seconds").record(started.elapsed().as_secs_f64());
                 me.send_after(st.o.config.scan_interval, || RunnerMsg::Tick);
             }

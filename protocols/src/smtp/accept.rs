@@ -57,6 +57,9 @@ pub struct EnvelopeParams {
     pub smtputf8: bool,
     pub eight_bit: bool,
     pub require_tls: bool,
+    /// The message carries `TLS-Required: No` (RFC 8689 §5); set from the
+    /// header at acceptance.
+    pub tls_optional: bool,
     /// One per recipient, in the order of `Accepted::recipients` (missing
     /// entries mean no parameters).
     pub rcpt_dsn: Vec<RcptDsn>,
@@ -214,6 +217,8 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
         ReversePath::Null => String::new(),
         ReversePath::Mailbox(mb) => mb.to_string(),
     };
+    let mut queue_envelope = m.envelope.clone();
+    queue_envelope.tls_optional = crate::outbound::tls_required_no(&raw);
     let mut replies = Vec::with_capacity(m.recipients.len());
     for (i, (rcpt, id)) in m.recipients.iter().zip(ids).enumerate() {
         let mut outcome = Err(DeliveryError::BodySwept);
@@ -248,7 +253,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
                         _ => sender.clone(),
                     };
                     let rcpt_dsn = m.envelope.rcpt_dsn.get(i).cloned().unwrap_or_default();
-                    queue_remote(ctx, id, &sender, address, &prepared, &m.envelope, rcpt_dsn).await
+                    queue_remote(ctx, id, &sender, address, &prepared, &queue_envelope, rcpt_dsn).await
                 }
             };
             if outcome != Err(DeliveryError::BodySwept) {
@@ -326,6 +331,8 @@ pub async fn queue_remote(
         smtputf8: envelope.smtputf8,
         eight_bit: envelope.eight_bit,
         require_tls: envelope.require_tls,
+        // RFC 8689 §5: REQUIRETLS wins over the header.
+        tls_optional: envelope.tls_optional && !envelope.require_tls,
         delay_warned: false,
         claim: None,
         bounce_requested: None,

@@ -363,6 +363,7 @@ impl State {
                 Some(super::command::BodyType::EightBitMime | super::command::BodyType::BinaryMime)
             ),
             require_tls: params.requiretls,
+            tls_optional: false,
             rcpt_dsn: Vec::new(),
         };
         self.txn = Some(MailTxn {

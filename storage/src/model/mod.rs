@@ -12,6 +12,7 @@ pub mod jmap;
 pub mod ledger;
 pub mod mailboxes;
 pub mod messages;
+pub mod mta_sts;
 pub mod nodes;
 pub mod outbound;
 pub mod quarantine;

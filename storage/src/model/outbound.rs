@@ -114,6 +114,11 @@ pub struct OutboundItem {
     /// RFC 8689 REQUIRETLS: only over verified TLS to a peer that offers it.
     #[serde(default)]
     pub require_tls: bool,
+    /// The message says `TLS-Required: No` (RFC 8689 §5) and REQUIRETLS
+    /// was not asked for: MTA-STS is not applied, and a failed STARTTLS
+    /// falls back to plaintext.
+    #[serde(default)]
+    pub tls_optional: bool,
     /// The delay warning DSN was sent.
     #[serde(default)]
     pub delay_warned: bool,

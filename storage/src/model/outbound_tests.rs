@@ -31,6 +31,7 @@ fn item(shard: u32) -> OutboundItem {
         smtputf8: false,
         eight_bit: false,
         require_tls: false,
+        tls_optional: false,
         delay_warned: false,
         claim: None,
         bounce_requested: None,
