@@ -220,14 +220,17 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
             C::Status { mailbox, items }
         }
         "APPEND" => append(r)?,
-        "SEARCH" | "SORT" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_command(r, &name, false)?,
+        "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_command(r, &name, false)?,
         "UID" => {
             r.sp()?;
             let sub = r.word()?;
             if sub == "EXPUNGE" {
                 r.sp()?;
                 C::UidExpunge(r.sequence_set()?)
-            } else if matches!(sub.as_str(), "SEARCH" | "SORT" | "FETCH" | "STORE" | "COPY" | "MOVE") {
+            } else if matches!(
+                sub.as_str(),
+                "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE"
+            ) {
                 uid_command(r, &sub, true)?
             } else {
                 return err("unknown UID command");
@@ -398,6 +401,9 @@ fn uid_command(r: &mut Reader<'_>, name: &str, uid: bool) -> R<CommandKind> {
     }
     if name == "SORT" {
         return super::sort::parse_sort(r, uid).map(CommandKind::Sort);
+    }
+    if name == "THREAD" {
+        return super::thread::parse_thread(r, uid).map(CommandKind::Thread);
     }
     let set = r.sequence_set()?;
     r.sp()?;

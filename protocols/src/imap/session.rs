@@ -184,6 +184,8 @@ impl State {
             "UIDPLUS",
             "MOVE",
             "SORT",
+            "THREAD=ORDEREDSUBJECT",
+            "THREAD=REFERENCES",
             "UNSELECT",
             "CHILDREN",
             "LIST-EXTENDED",
@@ -295,6 +297,7 @@ impl State {
             | K::UidExpunge(_)
             | K::Search(_)
             | K::Sort(_)
+            | K::Thread(_)
             | K::Fetch(_)
             | K::Store(_)
             | K::Copy { .. }

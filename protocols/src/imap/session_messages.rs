@@ -27,6 +27,7 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
         K::Fetch(cmd) => fetch(st, conn, tag, cmd).await,
         K::Search(cmd) => super::session_search::search(st, conn, tag, cmd).await,
         K::Sort(cmd) => super::session_search::sort(st, conn, tag, cmd).await,
+        K::Thread(cmd) => super::session_search::thread(st, conn, tag, cmd).await,
         K::Store(cmd) => {
             let uid = cmd.uid;
             let uids = resolve(st, &cmd.set, uid);

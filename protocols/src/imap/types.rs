@@ -83,6 +83,7 @@ pub enum CommandKind {
     UidExpunge(SequenceSet),
     Search(SearchCommand),
     Sort(SortCommand),
+    Thread(ThreadCommand),
     Fetch(FetchCommand),
     Store(StoreCommand),
     Copy {
@@ -140,6 +141,8 @@ impl CommandKind {
             Search(_) => "SEARCH",
             Sort(s) if s.uid => "UID SORT",
             Sort(_) => "SORT",
+            Thread(t) if t.uid => "UID THREAD",
+            Thread(_) => "THREAD",
             Fetch(f) if f.uid => "UID FETCH",
             Fetch(_) => "FETCH",
             Store(s) if s.uid => "UID STORE",
@@ -404,6 +407,20 @@ pub struct SortCommand {
     pub uid: bool,
     pub criteria: Vec<SortCriterion>,
     pub search: SearchCommand,
+}
+
+/// THREAD (RFC 5256): an algorithm, then a search program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadCommand {
+    pub uid: bool,
+    pub algorithm: ThreadAlgorithm,
+    pub search: SearchCommand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadAlgorithm {
+    OrderedSubject,
+    References,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
