@@ -220,7 +220,8 @@ class Mailboxes(unittest.TestCase):
         self.assertRegex(last, r"APPENDUID \d+ \d+[:,]\d+")
         typ, data = c.getquotaroot("INBOX")
         self.assertEqual(typ, "OK")
-        self.assertTrue(any(b"STORAGE" in x for x in data[1]))
+        self.assertEqual(data[0], [b'"INBOX" ""'])
+        self.assertEqual(data[1], [b'"" ()'], "no limits set: no resources listed")
         c.logout()
 
 

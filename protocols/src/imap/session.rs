@@ -198,6 +198,7 @@ impl State {
             "QRESYNC",
             "QUOTA",
             "QUOTA=RES-STORAGE",
+            "QUOTA=RES-MESSAGE",
             "BINARY",
             "UTF8=ACCEPT",
             "STATUS=SIZE",

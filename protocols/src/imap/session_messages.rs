@@ -382,6 +382,7 @@ async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &Seque
         moving,
     };
     match write(st, op).await {
+        Ok(r) if r.over_quota => st.tagged(conn, tag, Status::No, Some("OVERQUOTA"), "Over quota: nothing copied"),
         Ok(r) if r.copied.is_empty() => st.tagged(conn, tag, Status::Ok, None, "Nothing to copy"),
         Ok(r) => {
             let src: Vec<u32> = r.copied.iter().map(|p| p.0).collect();

@@ -14,6 +14,7 @@ pub mod messages;
 pub mod nodes;
 pub mod outbound;
 pub mod quarantine;
+pub mod quota;
 pub mod secrets;
 pub mod threads;
 pub mod verify;
