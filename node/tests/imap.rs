@@ -1,6 +1,7 @@
 //! IMAP over real sockets: Python's imaplib suite (and QUOTA enforced at
-//! SMTP, LMTP, APPEND and COPY, on the same node), the IDLE push latency,
-//! and a real client (mbsync) round trip with 1,000 varied messages.
+//! SMTP, LMTP, APPEND and COPY, and COMPRESS=DEFLATE, on the same node),
+//! the IDLE push latency, and a real client (mbsync) round trip with 1,000
+//! varied messages.
 
 mod common;
 
@@ -37,6 +38,8 @@ fn imaplib_suite() {
         "imap_quota.py",
         &[n.addr("smtp"), n.addr("lmtp"), n.addr("imap"), limited, PASSWORD, user],
     );
+    let out = python("imap_compress.py", &[n.addr("imap"), n.addr("imaps"), user, PASSWORD]);
+    assert!(out.contains("compress over tls"), "{out}");
     let show = common::meshmail(dir.path())
         .args(["quota", "show", limited])
         .output()

@@ -127,6 +127,10 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
             let password = String::from_utf8(r.astring()?).or(err("password is not UTF-8"))?;
             C::Login { username, password }
         }
+        "COMPRESS" => {
+            r.sp()?;
+            C::Compress(r.word()?)
+        }
         "ENABLE" => {
             let mut caps = Vec::new();
             while r.more() {

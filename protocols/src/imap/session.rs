@@ -199,6 +199,7 @@ impl State {
             "QUOTA",
             "QUOTA=RES-STORAGE",
             "QUOTA=RES-MESSAGE",
+            "COMPRESS=DEFLATE",
             "BINARY",
             "UTF8=ACCEPT",
             "STATUS=SIZE",
@@ -338,6 +339,17 @@ impl State {
                 mechanism,
                 initial_response,
             } => return self.authenticate(conn, &tag, &mechanism, initial_response).await,
+            K::Compress(mechanism) => {
+                if conn.is_compressed() {
+                    self.tagged(conn, &tag, Status::No, Some("COMPRESSIONACTIVE"), "DEFLATE is active");
+                } else if mechanism != "DEFLATE" {
+                    self.tagged(conn, &tag, Status::Bad, None, "Only COMPRESS DEFLATE is supported");
+                } else {
+                    self.tagged(conn, &tag, Status::Ok, None, "DEFLATE active");
+                    conn.start_deflate().await?;
+                    metrics::counter!("meshmail_imap_compress_sessions_total").increment(1);
+                }
+            }
             K::Enable(caps) => {
                 let mut enabled = Vec::new();
                 for c in caps {

@@ -36,6 +36,8 @@ pub enum CommandKind {
     },
     /// Upper-cased capability names.
     Enable(Vec<String>),
+    /// `COMPRESS mechanism` (RFC 4978), upper-cased.
+    Compress(String),
     /// `ID NIL` is `None`; otherwise the field/value pairs (RFC 2971).
     Id(Option<Vec<(String, Option<String>)>>),
     Select {
@@ -118,6 +120,7 @@ impl CommandKind {
             Authenticate { .. } => "AUTHENTICATE",
             Login { .. } => "LOGIN",
             Enable(_) => "ENABLE",
+            Compress(_) => "COMPRESS",
             Id(_) => "ID",
             Select { .. } => "SELECT",
             Examine { .. } => "EXAMINE",
