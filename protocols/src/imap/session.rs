@@ -200,6 +200,7 @@ impl State {
             "QUOTA=RES-STORAGE",
             "QUOTA=RES-MESSAGE",
             "COMPRESS=DEFLATE",
+            "OBJECTID",
             "BINARY",
             "UTF8=ACCEPT",
             "STATUS=SIZE",

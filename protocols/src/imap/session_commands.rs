@@ -32,12 +32,19 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
             let r = write(
                 st,
                 MailboxOp::Create {
-                    name,
+                    name: name.clone(),
                     special_use: special,
                 },
             )
             .await;
-            reply(st, conn, tag, r, "CREATE completed");
+            // OBJECTID (RFC 8474 §4.1): the new mailbox's id in the OK.
+            match (&r, find(st, &name).await) {
+                (Ok(_), Ok(Some(mb))) => {
+                    let code = format!("MAILBOXID ({})", crate::jmap::ids::mailbox_id(mb.id));
+                    st.tagged(conn, tag, Status::Ok, Some(&code), "CREATE completed");
+                }
+                _ => reply(st, conn, tag, r, "CREATE completed"),
+            }
         }
         K::Delete(name) => {
             if st
@@ -210,6 +217,12 @@ async fn select(
         Status::Ok,
         Some(&format!("UIDNEXT {}", mb.uid_next)),
         "Predicted next UID",
+    ));
+    // OBJECTID (RFC 8474 §4): the JMAP Mailbox id.
+    out.extend_from_slice(&response::untagged(
+        Status::Ok,
+        Some(&format!("MAILBOXID ({})", crate::jmap::ids::mailbox_id(mb.id))),
+        "Ok",
     ));
     if st.condstore {
         out.extend_from_slice(&response::untagged(

@@ -288,6 +288,16 @@ fn render(
                 f.modseq(m.modseq);
                 has_modseq = true;
             }
+            // The same ids JMAP gives the message (OBJECTID, RFC 8474).
+            FetchAttr::EmailId => {
+                let mailbox = st.selected.as_ref().map_or(0, |s| s.id);
+                f.object_id("EMAILID", &crate::jmap::ids::email_id(mailbox, m.uid));
+            }
+            FetchAttr::ThreadId => {
+                let mailbox = st.selected.as_ref().map_or(0, |s| s.id);
+                let id = crate::jmap::ids::thread_id(m.thread_id.as_deref(), mailbox, m.uid);
+                f.object_id("THREADID", &id);
+            }
             FetchAttr::Envelope => {
                 f.envelope(&summary.envelope);
             }

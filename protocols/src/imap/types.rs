@@ -539,6 +539,9 @@ pub enum FetchAttr {
     BodyStructure,
     Uid,
     ModSeq,
+    /// OBJECTID (RFC 8474): the JMAP Email id and Thread id of the message.
+    EmailId,
+    ThreadId,
     /// `BODY[section]<partial>` / `BODY.PEEK[...]`.
     BodySection {
         peek: bool,
