@@ -1,6 +1,6 @@
 //! IMAP over real sockets: Python's imaplib suite (and QUOTA enforced at
-//! SMTP, LMTP, APPEND and COPY, COMPRESS=DEFLATE, and OBJECTID ids equal
-//! to JMAP's, on the same node),
+//! SMTP, LMTP, APPEND and COPY, COMPRESS=DEFLATE, OBJECTID ids equal to
+//! JMAP's, and UTF8=ACCEPT, on the same node),
 //! the IDLE push latency, and a real client (mbsync) round trip with 1,000
 //! varied messages.
 
@@ -43,6 +43,8 @@ fn imaplib_suite() {
     assert!(out.contains("compress over tls"), "{out}");
     let out = python("imap_objectid.py", &[n.addr("imap"), n.addr("http"), user, PASSWORD]);
     assert!(out.contains("equal JMAP's"), "{out}");
+    let out = python("imap_utf8.py", &[n.addr("imap"), user, PASSWORD]);
+    assert!(out.contains("APPEND UTF8"), "{out}");
     let show = common::meshmail(dir.path())
         .args(["quota", "show", limited])
         .output()

@@ -384,10 +384,26 @@ fn append(r: &mut Reader<'_>) -> R<CommandKind> {
             date = Some(r.date_time()?);
             r.sp()?;
         }
+        // RFC 6855 §4: `UTF8 (literal8)`, a message with UTF-8 headers,
+        // only after ENABLE UTF8=ACCEPT.
+        let utf8_data = r.eat_word("UTF8");
+        if utf8_data {
+            if !r.utf8_accept() {
+                return err("APPEND UTF8 needs ENABLE UTF8=ACCEPT first");
+            }
+            r.sp()?;
+            r.expect(b'(', "expected ( after UTF8")?;
+            if r.peek() != Some(b'~') {
+                return err("APPEND UTF8 takes a literal8 (~{n})");
+            }
+        }
         if !matches!(r.peek(), Some(b'{' | b'~')) {
             return err("expected the message as a literal");
         }
         let (data, binary) = r.literal()?;
+        if utf8_data {
+            r.expect(b')', "expected ) after the UTF8 literal")?;
+        }
         messages.push(AppendMessage {
             flags,
             date,
