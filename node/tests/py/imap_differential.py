@@ -16,6 +16,7 @@ section); anything else fails the run. Prints a summary line
 import email
 import email.policy
 import os
+import re
 import sys
 import tempfile
 
@@ -299,6 +300,9 @@ def main():
         ours = session(MESHMAIL)
         load(ref, messages)
         load(ours, messages)
+        # STATUS=SIZE (RFC 8438): the mailbox's total RFC822.SIZE.
+        status = [c.command("STATUS INBOX (MESSAGES SIZE)")[0] for c in (ref, ours)]
+        status_lines = [b" ".join(ln for ln in u if ln.startswith(b"* STATUS")) for u in status]
         for c in (ref, ours):
             c.ok("SELECT INBOX")
         rules = allowed_rules()
@@ -347,6 +351,11 @@ def main():
                     where = f"first at position {k}: dovecot {a[k:k + 5]} meshmail {b[k:k + 5]}" if k is not None \
                         else f"dovecot {short(a)} meshmail {short(b)}"
                     print(f"DIFF SORT {criteria} {query} {where}")
+        compared += 1
+        sizes = [re.search(rb"MESSAGES (\d+) SIZE (\d+)", ln) for ln in status_lines]
+        if not all(sizes) or sizes[0].groups() != sizes[1].groups():
+            differ += 1
+            print(f"DIFF STATUS (MESSAGES SIZE)\n  dovecot:  {status_lines[0]}\n  meshmail: {status_lines[1]}")
         for algorithm in THREAD_ALGORITHMS:
             for query in THREAD_QUERIES:
                 compared += 1
