@@ -40,18 +40,23 @@ pub(super) fn parse_sort(r: &mut Reader<'_>, uid: bool) -> R<SortCommand> {
         return err("expected sort criteria");
     }
     r.sp()?;
-    let charset = r.text()?.to_ascii_uppercase();
-    r.sp()?;
-    let key = parse_search_keys(r)?;
     Ok(SortCommand {
         uid,
         criteria,
-        search: SearchCommand {
-            uid,
-            ret: None,
-            charset: Some(charset),
-            key,
-        },
+        search: parse_charset_and_keys(r, uid)?,
+    })
+}
+
+/// `charset SP search-keys`, the tail SORT and THREAD share (RFC 5256).
+pub(super) fn parse_charset_and_keys(r: &mut Reader<'_>, uid: bool) -> R<SearchCommand> {
+    let charset = r.text()?.to_ascii_uppercase();
+    r.sp()?;
+    let key = parse_search_keys(r)?;
+    Ok(SearchCommand {
+        uid,
+        ret: None,
+        charset: Some(charset),
+        key,
     })
 }
 

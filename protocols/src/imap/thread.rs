@@ -9,9 +9,8 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::parser_reader::{R, Reader, err};
-use super::search::parse_search_keys;
-use super::sort::base_subject_marked;
-use super::types::{SearchCommand, ThreadAlgorithm, ThreadCommand};
+use super::sort::{base_subject_marked, parse_charset_and_keys};
+use super::types::{ThreadAlgorithm, ThreadCommand};
 
 /// Messages threaded in one command at most (a bound on the work; more
 /// is answered NO by the session). Each costs a few hundred bytes here.
@@ -25,18 +24,10 @@ pub(super) fn parse_thread(r: &mut Reader<'_>, uid: bool) -> R<ThreadCommand> {
         _ => return err("unknown threading algorithm"),
     };
     r.sp()?;
-    let charset = r.text()?.to_ascii_uppercase();
-    r.sp()?;
-    let key = parse_search_keys(r)?;
     Ok(ThreadCommand {
         uid,
         algorithm,
-        search: SearchCommand {
-            uid,
-            ret: None,
-            charset: Some(charset),
-            key,
-        },
+        search: parse_charset_and_keys(r, uid)?,
     })
 }
 
