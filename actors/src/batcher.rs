@@ -19,7 +19,7 @@ use std::time::Instant;
 use meshmail_storage::keyspace::{AccountId, MailboxId};
 use meshmail_storage::model::ledger::{self, LedgerState};
 use meshmail_storage::model::messages::{self, NewMessage};
-use meshmail_storage::model::{mailboxes, nodes, quarantine as qmodel};
+use meshmail_storage::model::{mailboxes, nodes, quarantine as qmodel, quota};
 use meshmail_storage::{StorageError, Txn, blob};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
@@ -252,6 +252,12 @@ async fn deliver_one(
             req.mailbox, req.recipient
         ))));
     };
+    // Quota: the account's usage in this transaction (earlier deliveries
+    // of the batch included), checked by its single writer.
+    if quota::check(txn, req.account, 1, req.body.body.size).await?.is_some() {
+        metrics::counter!("meshmail_delivery_over_quota_total").increment(1);
+        return Ok(Err(DeliveryError::OverQuota));
+    }
     match blob::reference(txn, &req.body).await {
         Ok(()) => {}
         Err(e) if blob::is_body_swept(&e) => return Ok(Err(DeliveryError::BodySwept)),

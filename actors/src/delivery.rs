@@ -92,6 +92,10 @@ pub enum DeliveryError {
     /// The body was swept between prepare and commit: prepare again.
     #[error("message body must be written again")]
     BodySwept,
+    /// The account's quota has no room for it (SMTP 552 5.2.2, IMAP
+    /// `NO [OVERQUOTA]`, JMAP `overQuota`); nothing was stored.
+    #[error("over quota")]
+    OverQuota,
     /// Will not succeed by retrying (SMTP 554/550).
     #[error("permanent failure: {0}")]
     Permanent(String),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::messages::{self, FlagOp};
-use meshmail_storage::model::{mailboxes, nodes};
+use meshmail_storage::model::{mailboxes, nodes, quota};
 use meshmail_storage::{StorageError, Txn, blob};
 
 use crate::node::NodeCtx;
@@ -76,6 +76,10 @@ pub struct OpResult {
     /// ClaimRecent: the UIDs in `(from, to]` are recent for the caller.
     #[serde(default)]
     pub recent: Option<(Uid, Uid)>,
+    /// COPY: refused, nothing copied: the account's quota has no room
+    /// (IMAP `NO [OVERQUOTA]`).
+    #[serde(default)]
+    pub over_quota: bool,
 }
 
 /// Runs one operation for `account` in bounded, lease-fenced transactions.
@@ -162,6 +166,14 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
                 mailbox: Some(to),
                 ..Default::default()
             };
+            // A MOVE leaves the usage as it is; a COPY must fit whole
+            // (checked before its first chunk: the shard actor is the
+            // account's only writer of mailbox operations).
+            if !moving && !copy_fits(ctx, account, from, &uids).await? {
+                metrics::counter!("meshmail_imap_copy_over_quota_total").increment(1);
+                out.over_quota = true;
+                return Ok(out);
+            }
             for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
                 let (chunk, f) = (chunk.to_vec(), fence.clone());
                 let (pairs, validity) = ctx
@@ -386,6 +398,52 @@ pub const OP_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 
 /// How long an operation keeps looking for its shard's owner.
 pub const OP_ROUTE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether copying `uids` of `from` stays within the account's quota.
+async fn copy_fits(
+    ctx: &Arc<NodeCtx>,
+    account: AccountId,
+    from: MailboxId,
+    uids: &[Uid],
+) -> Result<bool, StorageError> {
+    let limits = ctx
+        .db
+        .read("copy_quota", move |txn| async move { quota::get(&txn, account).await })
+        .await?;
+    if limits.is_unlimited() {
+        return Ok(true);
+    }
+    let (mut count, mut bytes) = (0u64, 0u64);
+    for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
+        let chunk = chunk.to_vec();
+        let (n, b) = ctx
+            .db
+            .read("copy_sizes", move |txn| {
+                let chunk = chunk.clone();
+                async move {
+                    let (mut n, mut b) = (0u64, 0u64);
+                    for uid in chunk {
+                        if let Some(m) = messages::get(&txn, account, from, uid).await? {
+                            n += 1;
+                            b += m.body.size;
+                        }
+                    }
+                    Ok::<_, StorageError>((n, b))
+                }
+            })
+            .await?;
+        count += n;
+        bytes += b;
+    }
+    let usage = ctx
+        .db
+        .read(
+            "copy_usage",
+            move |txn| async move { quota::usage(&txn, account).await },
+        )
+        .await?;
+    Ok(quota::exceeds(&limits, &usage, count, bytes).is_none())
+}
 
 /// Sends an operation to the account's shard actor — here or on the node
 /// that owns the shard — and waits for it. An operation is retried on

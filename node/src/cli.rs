@@ -62,6 +62,12 @@ pub enum Command {
         #[command(subcommand)]
         cmd: AliasCmd,
     },
+    /// Quotas per account (RFC 9208: storage in KiB, message count),
+    /// enforced at delivery, APPEND and COPY.
+    Quota {
+        #[command(subcommand)]
+        cmd: QuotaCmd,
+    },
     /// Check the store's invariants.
     Verify {
         #[command(subcommand)]
@@ -158,6 +164,22 @@ pub enum AliasCmd {
     Remove { address: String },
     /// List aliases and catch-alls.
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuotaCmd {
+    /// Set an account's limits; a limit left out is unchanged, 0 removes it.
+    ///
+    /// Example: meshmail quota set alice@example.org --storage-kib 1048576 --messages 50000
+    Set {
+        user: String,
+        #[arg(long)]
+        storage_kib: Option<u64>,
+        #[arg(long)]
+        messages: Option<u64>,
+    },
+    /// Show an account's limits and usage.
+    Show { user: String },
 }
 
 #[derive(Debug, Subcommand)]

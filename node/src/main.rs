@@ -6,6 +6,7 @@ mod admin;
 mod admin_alias;
 mod admin_mesh;
 mod admin_queue;
+mod admin_quota;
 mod cli;
 mod cluster;
 mod config;
@@ -26,8 +27,8 @@ mod webmail;
 use clap::Parser;
 
 use cli::{
-    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, TokenCmd,
-    VerifyCmd,
+    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, QuotaCmd,
+    TokenCmd, VerifyCmd,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -56,6 +57,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             AliasCmd::Add { address, targets } => admin_alias::add(&cfg, &address, &targets).await,
             AliasCmd::Remove { address } => admin_alias::remove(&cfg, &address).await,
             AliasCmd::List => admin_alias::list(&cfg).await,
+        },
+        Command::Quota { cmd } => match cmd {
+            QuotaCmd::Set {
+                user,
+                storage_kib,
+                messages,
+            } => admin_quota::set(&cfg, &user, storage_kib, messages).await,
+            QuotaCmd::Show { user } => admin_quota::show(&cfg, &user).await,
         },
         Command::Verify {
             what: VerifyCmd::Ledger { chunk },

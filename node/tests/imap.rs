@@ -1,5 +1,8 @@
-//! IMAP over real sockets: Python's imaplib suite, the IDLE push latency,
-//! and a real client (mbsync) round trip with 1,000 varied messages.
+//! IMAP over real sockets: Python's imaplib suite (and QUOTA enforced at
+//! SMTP, LMTP, APPEND and COPY, COMPRESS=DEFLATE, OBJECTID ids equal to
+//! JMAP's, and UTF8=ACCEPT, on the same node),
+//! the IDLE push latency, and a real client (mbsync) round trip with 1,000
+//! varied messages.
 
 mod common;
 
@@ -22,8 +25,32 @@ fn python(script: &str, args: &[&str]) -> String {
 fn imaplib_suite() {
     let dir = tempfile::tempdir().unwrap();
     let user = "ivy@example.org";
+    // The quota account and its limits are set with no node running.
+    let limited = "quota@example.org";
+    setup_account(dir.path(), limited, PASSWORD);
+    let set = common::meshmail(dir.path())
+        .args(["quota", "set", limited, "--storage-kib", "8", "--messages", "3"])
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
     let n = node(dir.path(), user);
     python("imap_suite.py", &[n.addr("smtp"), n.addr("imap"), user, PASSWORD]);
+    python(
+        "imap_quota.py",
+        &[n.addr("smtp"), n.addr("lmtp"), n.addr("imap"), limited, PASSWORD, user],
+    );
+    let out = python("imap_compress.py", &[n.addr("imap"), n.addr("imaps"), user, PASSWORD]);
+    assert!(out.contains("compress over tls"), "{out}");
+    let out = python("imap_objectid.py", &[n.addr("imap"), n.addr("http"), user, PASSWORD]);
+    assert!(out.contains("equal JMAP's"), "{out}");
+    let out = python("imap_utf8.py", &[n.addr("imap"), user, PASSWORD]);
+    assert!(out.contains("APPEND UTF8"), "{out}");
+    let show = common::meshmail(dir.path())
+        .args(["quota", "show", limited])
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("of 8 KiB, messages 3 of 3"), "{show}");
     let verify = common::meshmail(dir.path())
         .args(["verify", "ledger"])
         .output()

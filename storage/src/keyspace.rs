@@ -97,6 +97,16 @@ pub fn counter(account: AccountId, mailbox: MailboxId, kind: &str) -> Vec<u8> {
     pack(&("cnt", account, mailbox, kind))
 }
 
+/// Every per-mailbox counter of an account (quota usage sums them).
+pub fn account_counters(account: AccountId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("cnt", account)))
+}
+
+/// An account's quota limits (RFC 9208 STORAGE and MESSAGE).
+pub fn quota(account: AccountId) -> Vec<u8> {
+    pack(&("quota", account))
+}
+
 /// The change log: one entry per MODSEQ, for CONDSTORE/QRESYNC and JMAP.
 pub fn change(account: AccountId, mailbox: MailboxId, modseq: u64) -> Vec<u8> {
     pack(&("chg", account, mailbox, modseq))

@@ -16,6 +16,7 @@ section); anything else fails the run. Prints a summary line
 import email
 import email.policy
 import os
+import re
 import sys
 import tempfile
 
@@ -113,6 +114,11 @@ SORTS = [
     "(FROM SIZE)",
 ]
 
+# THREAD (RFC 5256) algorithms, each over these search programs (the
+# corpus's messages 320-343 are reply chains made for this).
+THREAD_ALGORITHMS = ["REFERENCES", "ORDEREDSUBJECT"]
+THREAD_QUERIES = ["ALL", "SEEN", "UID 300:*", "NOT SUBJECT planning"]
+
 
 def corpus():
     names = sorted(n for n in os.listdir(CORPUS) if n.endswith(".eml"))
@@ -207,6 +213,25 @@ def sort(conn, criteria, query):
     return [int(x) for ln in untagged if ln.startswith(b"* SORT") for x in ln.split()[2:]]
 
 
+def thread(conn, algorithm, query):
+    """The threads of `UID THREAD` as a list of top-level thread strings."""
+    untagged, tagged = conn.command(f"UID THREAD {algorithm} UTF-8 {query}")
+    if tagged.split(b" ", 2)[1] != b"OK":
+        return ("refused", tagged.decode().strip())
+    text = b"".join(ln[len(b"* THREAD"):].strip() for ln in untagged if ln.startswith(b"* THREAD")).decode()
+    threads, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                threads.append(text[start:i + 1])
+    return threads
+
+
 def allowed_rules():
     rules = []
     for ln in open(ALLOWED, encoding="utf-8"):
@@ -275,6 +300,9 @@ def main():
         ours = session(MESHMAIL)
         load(ref, messages)
         load(ours, messages)
+        # STATUS=SIZE (RFC 8438): the mailbox's total RFC822.SIZE.
+        status = [c.command("STATUS INBOX (MESSAGES SIZE)")[0] for c in (ref, ours)]
+        status_lines = [b" ".join(ln for ln in u if ln.startswith(b"* STATUS")) for u in status]
         for c in (ref, ours):
             c.ok("SELECT INBOX")
         rules = allowed_rules()
@@ -323,6 +351,24 @@ def main():
                     where = f"first at position {k}: dovecot {a[k:k + 5]} meshmail {b[k:k + 5]}" if k is not None \
                         else f"dovecot {short(a)} meshmail {short(b)}"
                     print(f"DIFF SORT {criteria} {query} {where}")
+        compared += 1
+        sizes = [re.search(rb"MESSAGES (\d+) SIZE (\d+)", ln) for ln in status_lines]
+        if not all(sizes) or sizes[0].groups() != sizes[1].groups():
+            differ += 1
+            print(f"DIFF STATUS (MESSAGES SIZE)\n  dovecot:  {status_lines[0]}\n  meshmail: {status_lines[1]}")
+        for algorithm in THREAD_ALGORITHMS:
+            for query in THREAD_QUERIES:
+                compared += 1
+                a, b = thread(ref, algorithm, query), thread(ours, algorithm, query)
+                if a != b:
+                    differ += 1
+                    if is_allowed(rules, -1, f"THREAD:{algorithm}_{query}".replace(" ", "_")):
+                        allowed += 1
+                        continue
+                    only_ref = [t for t in a if t not in b] if isinstance(a, list) and isinstance(b, list) else a
+                    only_ours = [t for t in b if t not in a] if isinstance(a, list) and isinstance(b, list) else b
+                    print(f"DIFF THREAD {algorithm} {query}\n  only dovecot: {short(only_ref, 600)}"
+                          f"\n  only meshmail: {short(only_ours, 600)}")
         ref.close()
         ours.close()
     print(f"differential: {n} messages, {compared} items compared, {differ} differ ({allowed} allowed)")

@@ -220,7 +220,8 @@ class Mailboxes(unittest.TestCase):
         self.assertRegex(last, r"APPENDUID \d+ \d+[:,]\d+")
         typ, data = c.getquotaroot("INBOX")
         self.assertEqual(typ, "OK")
-        self.assertTrue(any(b"STORAGE" in x for x in data[1]))
+        self.assertEqual(data[0], [b'"INBOX" ""'])
+        self.assertEqual(data[1], [b'"" ()'], "no limits set: no resources listed")
         c.logout()
 
 
@@ -283,6 +284,31 @@ class Messages(unittest.TestCase):
         typ, data = c.fetch(seq, "(BODY[TEXT])")
         typ, data = c.fetch(seq, "(FLAGS)")
         self.assertIn(b"\\Seen", data[0], "BODY[] sets \\Seen")
+        c.logout()
+
+    def test_thread_references_and_orderedsubject(self):
+        c = login()
+        self.assertIn("THREAD=REFERENCES", c.capabilities)
+        self.assertIn("THREAD=ORDEREDSUBJECT", c.capabilities)
+        with self.assertRaises(imaplib.IMAP4.error, msg="THREAD needs a selected mailbox"):
+            c.thread("REFERENCES", "UTF-8", "ALL")
+        c.create("Threads")
+        for mid, refs, subject, date in [("<r@t>", "", "topic", "01-Dec-2026 10:00:00 +0000"),
+                                         ("<x@t>", "", "other", "01-Dec-2026 09:00:00 +0000"),
+                                         ("<s@t>", "References: <r@t>\r\n", "Re: topic",
+                                          "01-Dec-2026 11:00:00 +0000")]:
+            msg = f"Message-ID: {mid}\r\n{refs}Subject: {subject}\r\n\r\nbody\r\n"
+            c.append("Threads", None, f'"{date}"', msg.encode())
+        c.select("Threads")
+        typ, data = c.thread("REFERENCES", "UTF-8", "ALL")
+        self.assertEqual((typ, data), ("OK", [b"(2)(1 3)"]), "sorted by (internal) date, reply under root")
+        typ, data = c.uid("THREAD", "ORDEREDSUBJECT", "UTF-8", "SUBJECT", "topic")
+        uids = c.uid("SEARCH", "SUBJECT", "topic")[1][0].split()
+        self.assertEqual(data, [b"(" + b" ".join(uids) + b")"], "UID THREAD answers UIDs")
+        with self.assertRaises(imaplib.IMAP4.error, msg="unknown algorithm"):
+            c.thread("REFS-BOGUS", "UTF-8", "ALL")
+        c.close()
+        c.delete("Threads")
         c.logout()
 
     def test_search_keys_and_esearch(self):

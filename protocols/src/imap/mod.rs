@@ -39,6 +39,7 @@ mod session_messages;
 mod session_search;
 pub mod session_view;
 mod sort;
+pub mod thread;
 
 #[cfg(test)]
 mod parser_tests;

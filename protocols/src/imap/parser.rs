@@ -127,6 +127,10 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
             let password = String::from_utf8(r.astring()?).or(err("password is not UTF-8"))?;
             C::Login { username, password }
         }
+        "COMPRESS" => {
+            r.sp()?;
+            C::Compress(r.word()?)
+        }
         "ENABLE" => {
             let mut caps = Vec::new();
             while r.more() {
@@ -220,14 +224,17 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
             C::Status { mailbox, items }
         }
         "APPEND" => append(r)?,
-        "SEARCH" | "SORT" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_command(r, &name, false)?,
+        "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_command(r, &name, false)?,
         "UID" => {
             r.sp()?;
             let sub = r.word()?;
             if sub == "EXPUNGE" {
                 r.sp()?;
                 C::UidExpunge(r.sequence_set()?)
-            } else if matches!(sub.as_str(), "SEARCH" | "SORT" | "FETCH" | "STORE" | "COPY" | "MOVE") {
+            } else if matches!(
+                sub.as_str(),
+                "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE"
+            ) {
                 uid_command(r, &sub, true)?
             } else {
                 return err("unknown UID command");
@@ -377,10 +384,26 @@ fn append(r: &mut Reader<'_>) -> R<CommandKind> {
             date = Some(r.date_time()?);
             r.sp()?;
         }
+        // RFC 6855 §4: `UTF8 (literal8)`, a message with UTF-8 headers,
+        // only after ENABLE UTF8=ACCEPT.
+        let utf8_data = r.eat_word("UTF8");
+        if utf8_data {
+            if !r.utf8_accept() {
+                return err("APPEND UTF8 needs ENABLE UTF8=ACCEPT first");
+            }
+            r.sp()?;
+            r.expect(b'(', "expected ( after UTF8")?;
+            if r.peek() != Some(b'~') {
+                return err("APPEND UTF8 takes a literal8 (~{n})");
+            }
+        }
         if !matches!(r.peek(), Some(b'{' | b'~')) {
             return err("expected the message as a literal");
         }
         let (data, binary) = r.literal()?;
+        if utf8_data {
+            r.expect(b')', "expected ) after the UTF8 literal")?;
+        }
         messages.push(AppendMessage {
             flags,
             date,
@@ -398,6 +421,9 @@ fn uid_command(r: &mut Reader<'_>, name: &str, uid: bool) -> R<CommandKind> {
     }
     if name == "SORT" {
         return super::sort::parse_sort(r, uid).map(CommandKind::Sort);
+    }
+    if name == "THREAD" {
+        return super::thread::parse_thread(r, uid).map(CommandKind::Thread);
     }
     let set = r.sequence_set()?;
     r.sp()?;

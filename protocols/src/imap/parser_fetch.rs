@@ -86,6 +86,8 @@ fn fetch_attr(r: &mut Reader<'_>) -> R<FetchAttr> {
         b"BODYSTRUCTURE" => A::BodyStructure,
         b"UID" => A::Uid,
         b"MODSEQ" => A::ModSeq,
+        b"EMAILID" => A::EmailId,
+        b"THREADID" => A::ThreadId,
         b"BODY" if r.peek() != Some(b'[') => A::Body,
         b"BODY" | b"BODY.PEEK" => A::BodySection {
             peek: name.len() > 4,

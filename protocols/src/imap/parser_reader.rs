@@ -172,6 +172,11 @@ impl<'a> Reader<'a> {
     }
 
     /// `{n}`, `{n+}` or (returned as binary) `~{n}`, then CRLF and n bytes.
+    /// Whether UTF8=ACCEPT is enabled for this parse.
+    pub(super) fn utf8_accept(&self) -> bool {
+        self.utf8
+    }
+
     pub(super) fn literal(&mut self) -> R<(Vec<u8>, bool)> {
         let binary = self.eat(b'~');
         self.expect(b'{', "expected a literal")?;

@@ -195,6 +195,15 @@ fn select_and_mailbox_names() {
     // Raw UTF-8 is accepted either way.
     let c = parse_command("a SELECT \"Entwürfe\"".as_bytes()).unwrap();
     assert!(matches!(c.kind, CommandKind::Select { mailbox, .. } if mailbox == "Entwürfe"));
+    // APPEND UTF8 (~{n}) (RFC 6855 §4): only after ENABLE UTF8=ACCEPT.
+    let utf8_append = "a APPEND INBOX UTF8 (~{8}\r\nSubj: ü)".as_bytes();
+    let c = parse_command_with(utf8_append, opts).unwrap();
+    assert!(matches!(c.kind, CommandKind::Append { messages, .. } if messages[0].data == "Subj: ü".as_bytes()));
+    assert!(parse_command(utf8_append).is_err(), "not without UTF8=ACCEPT");
+    assert!(
+        parse_command_with(b"a APPEND INBOX UTF8 ({3}\r\nabc)", opts).is_err(),
+        "literal8 only"
+    );
 }
 
 #[test]

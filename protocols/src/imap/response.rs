@@ -440,6 +440,13 @@ impl FetchResponse {
         self
     }
 
+    /// `EMAILID (id)` / `THREADID (id)` (RFC 8474 §5: an objectid is
+    /// `1*255(ALPHA / DIGIT / "_" / "-")`, sent bare in parentheses).
+    pub fn object_id(&mut self, name: &str, id: &str) -> &mut Self {
+        self.item(&format!("{name} ({id})"));
+        self
+    }
+
     pub fn modseq(&mut self, modseq: u64) -> &mut Self {
         self.item(&format!("MODSEQ ({modseq})"));
         self

@@ -184,6 +184,8 @@ impl State {
             "UIDPLUS",
             "MOVE",
             "SORT",
+            "THREAD=ORDEREDSUBJECT",
+            "THREAD=REFERENCES",
             "UNSELECT",
             "CHILDREN",
             "LIST-EXTENDED",
@@ -196,6 +198,9 @@ impl State {
             "QRESYNC",
             "QUOTA",
             "QUOTA=RES-STORAGE",
+            "QUOTA=RES-MESSAGE",
+            "COMPRESS=DEFLATE",
+            "OBJECTID",
             "BINARY",
             "UTF8=ACCEPT",
             "STATUS=SIZE",
@@ -295,6 +300,7 @@ impl State {
             | K::UidExpunge(_)
             | K::Search(_)
             | K::Sort(_)
+            | K::Thread(_)
             | K::Fetch(_)
             | K::Store(_)
             | K::Copy { .. }
@@ -334,6 +340,17 @@ impl State {
                 mechanism,
                 initial_response,
             } => return self.authenticate(conn, &tag, &mechanism, initial_response).await,
+            K::Compress(mechanism) => {
+                if conn.is_compressed() {
+                    self.tagged(conn, &tag, Status::No, Some("COMPRESSIONACTIVE"), "DEFLATE is active");
+                } else if mechanism != "DEFLATE" {
+                    self.tagged(conn, &tag, Status::Bad, None, "Only COMPRESS DEFLATE is supported");
+                } else {
+                    self.tagged(conn, &tag, Status::Ok, None, "DEFLATE active");
+                    conn.start_deflate().await?;
+                    metrics::counter!("meshmail_imap_compress_sessions_total").increment(1);
+                }
+            }
             K::Enable(caps) => {
                 let mut enabled = Vec::new();
                 for c in caps {

@@ -8,6 +8,7 @@ use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver
 use meshmail_actors::mailbox_ops::{MailboxOp, request};
 use meshmail_storage::StorageError;
 use meshmail_storage::model::mailboxes::{self, Mailbox};
+use meshmail_storage::model::quota;
 use meshmail_storage::model::{new_id, now_ms};
 
 use super::list_tree::{self, Existing};
@@ -31,12 +32,19 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
             let r = write(
                 st,
                 MailboxOp::Create {
-                    name,
+                    name: name.clone(),
                     special_use: special,
                 },
             )
             .await;
-            reply(st, conn, tag, r, "CREATE completed");
+            // OBJECTID (RFC 8474 §4.1): the new mailbox's id in the OK.
+            match (&r, find(st, &name).await) {
+                (Ok(_), Ok(Some(mb))) => {
+                    let code = format!("MAILBOXID ({})", crate::jmap::ids::mailbox_id(mb.id));
+                    st.tagged(conn, tag, Status::Ok, Some(&code), "CREATE completed");
+                }
+                _ => reply(st, conn, tag, r, "CREATE completed"),
+            }
         }
         K::Delete(name) => {
             if st
@@ -210,6 +218,12 @@ async fn select(
         Some(&format!("UIDNEXT {}", mb.uid_next)),
         "Predicted next UID",
     ));
+    // OBJECTID (RFC 8474 §4): the JMAP Mailbox id.
+    out.extend_from_slice(&response::untagged(
+        Status::Ok,
+        Some(&format!("MAILBOXID ({})", crate::jmap::ids::mailbox_id(mb.id))),
+        "Ok",
+    ));
     if st.condstore {
         out.extend_from_slice(&response::untagged(
             Status::Ok,
@@ -334,32 +348,29 @@ async fn list(st: &mut State, conn: &mut Conn, tag: &str, cmd: ListCommand, kind
     st.tagged(conn, tag, Status::Ok, None, &format!("{kind} completed"));
 }
 
+/// `* QUOTA "" (...)`: the account's one quota root, with the resources
+/// that have a limit (RFC 9208 §5.1: STORAGE in KiB, MESSAGE).
 async fn quota(st: &State, conn: &mut Conn) {
-    let account = st.account.as_ref().expect("authenticated");
-    let id = account.id;
-    let used = st
+    let id = st.account.as_ref().expect("authenticated").id;
+    let read = st
         .shared
         .ctx
         .db
         .read("imap_quota", move |txn| async move {
-            let mut bytes = 0i64;
-            for mb in mailboxes::list(&txn, id).await? {
-                bytes += mailboxes::counts(&txn, id, mb.id).await?.bytes;
-            }
-            Ok::<_, StorageError>(bytes.max(0) as u64)
+            Ok::<_, StorageError>((quota::get(&txn, id).await?, quota::usage(&txn, id).await?))
         })
-        .await
-        .unwrap_or(0);
-    // Unlimited accounts report their usage against u32::MAX KiB.
-    let limit_kib = if account.quota_bytes == 0 {
-        u64::from(u32::MAX)
-    } else {
-        account.quota_bytes / 1024
+        .await;
+    let Ok((limits, usage)) = read else {
+        return;
     };
-    conn.send(&response::quota_line(
-        "",
-        &[("STORAGE", used.div_ceil(1024), limit_kib)],
-    ));
+    let mut resources = Vec::new();
+    if let Some(l) = limits.storage_kib {
+        resources.push(("STORAGE", usage.storage_kib(), l));
+    }
+    if let Some(l) = limits.messages {
+        resources.push(("MESSAGE", usage.messages, l));
+    }
+    conn.send(&response::quota_line("", &resources));
 }
 
 async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages: Vec<AppendMessage>) {
@@ -399,6 +410,11 @@ async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages
         };
         match deliver(&ctx, req).await {
             Ok(Outcome::Delivered { uid, .. }) => uids.push(uid),
+            Err(DeliveryError::OverQuota) => {
+                // Messages before this one stay (each APPEND message is
+                // its own delivery), as with any failure mid-MULTIAPPEND.
+                return st.tagged(conn, tag, Status::No, Some("OVERQUOTA"), "Over quota");
+            }
             Ok(Outcome::Quarantined { .. }) | Err(DeliveryError::Permanent(_)) => {
                 return st.tagged(conn, tag, Status::No, Some("CANNOT"), "The message could not be stored");
             }

@@ -27,6 +27,7 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
         K::Fetch(cmd) => fetch(st, conn, tag, cmd).await,
         K::Search(cmd) => super::session_search::search(st, conn, tag, cmd).await,
         K::Sort(cmd) => super::session_search::sort(st, conn, tag, cmd).await,
+        K::Thread(cmd) => super::session_search::thread(st, conn, tag, cmd).await,
         K::Store(cmd) => {
             let uid = cmd.uid;
             let uids = resolve(st, &cmd.set, uid);
@@ -287,6 +288,16 @@ fn render(
                 f.modseq(m.modseq);
                 has_modseq = true;
             }
+            // The same ids JMAP gives the message (OBJECTID, RFC 8474).
+            FetchAttr::EmailId => {
+                let mailbox = st.selected.as_ref().map_or(0, |s| s.id);
+                f.object_id("EMAILID", &crate::jmap::ids::email_id(mailbox, m.uid));
+            }
+            FetchAttr::ThreadId => {
+                let mailbox = st.selected.as_ref().map_or(0, |s| s.id);
+                let id = crate::jmap::ids::thread_id(m.thread_id.as_deref(), mailbox, m.uid);
+                f.object_id("THREADID", &id);
+            }
             FetchAttr::Envelope => {
                 f.envelope(&summary.envelope);
             }
@@ -381,6 +392,7 @@ async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &Seque
         moving,
     };
     match write(st, op).await {
+        Ok(r) if r.over_quota => st.tagged(conn, tag, Status::No, Some("OVERQUOTA"), "Over quota: nothing copied"),
         Ok(r) if r.copied.is_empty() => st.tagged(conn, tag, Status::Ok, None, "Nothing to copy"),
         Ok(r) => {
             let src: Vec<u32> = r.copied.iter().map(|p| p.0).collect();

@@ -1,4 +1,4 @@
-//! SEARCH and SORT of the selected mailbox: the matching (rows from the
+//! SEARCH, SORT and THREAD of the selected mailbox: the matching (rows from the
 //! store, bodies parsed only when a key needs them) and the answers. The
 //! key semantics are in [`super::search`], the sort keys in [`super::sort`].
 
@@ -11,8 +11,9 @@ use super::sequence::IdSet;
 use super::session::State;
 use super::session_messages::summary_of;
 use super::session_view::load_rows;
-use super::sort::{SortValue, compare, sort_values};
-use super::types::{SearchCommand, SearchKey, SortCommand};
+use super::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
+use super::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
+use super::types::{SearchCommand, SearchKey, SortCommand, ThreadCommand};
 use crate::net::Conn;
 use crate::summary::{Envelope, Summary};
 
@@ -182,6 +183,38 @@ pub(super) async fn sort(st: &mut State, conn: &mut Conn, tag: &str, cmd: SortCo
     conn.send(&line);
     st.sync(conn, cmd.uid).await;
     st.tagged(conn, tag, Status::Ok, None, "SORT completed");
+}
+
+/// THREAD (RFC 5256): the matches threaded by the algorithm.
+pub(super) async fn thread(st: &mut State, conn: &mut Conn, tag: &str, cmd: ThreadCommand) {
+    let Some(found) = matching(st, &cmd.search.key).await else {
+        st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
+        return;
+    };
+    if found.len() > THREAD_MESSAGES_MAX {
+        st.tagged(conn, tag, Status::No, Some("LIMIT"), "Too many messages to thread");
+        return;
+    }
+    let msgs: Vec<ThreadMessage> = found
+        .iter()
+        .map(|(seq, m)| {
+            let s = summary_of(m);
+            let env = &s.envelope;
+            ThreadMessage {
+                id: if cmd.uid { m.uid } else { *seq },
+                seq: *seq,
+                date_ms: sent_date_ms(m, &s),
+                subject: sort_subject(&s).to_string(),
+                message_id: env.message_id.clone(),
+                references: env.references.clone(),
+                in_reply_to: env.in_reply_to.clone(),
+            }
+        })
+        .collect();
+    let threads = super::thread::thread(cmd.algorithm, &msgs);
+    conn.send(&thread_line(&threads, &msgs));
+    st.sync(conn, cmd.uid).await;
+    st.tagged(conn, tag, Status::Ok, None, "THREAD completed");
 }
 
 pub(super) async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: SearchCommand) {

@@ -40,18 +40,23 @@ pub(super) fn parse_sort(r: &mut Reader<'_>, uid: bool) -> R<SortCommand> {
         return err("expected sort criteria");
     }
     r.sp()?;
-    let charset = r.text()?.to_ascii_uppercase();
-    r.sp()?;
-    let key = parse_search_keys(r)?;
     Ok(SortCommand {
         uid,
         criteria,
-        search: SearchCommand {
-            uid,
-            ret: None,
-            charset: Some(charset),
-            key,
-        },
+        search: parse_charset_and_keys(r, uid)?,
+    })
+}
+
+/// `charset SP search-keys`, the tail SORT and THREAD share (RFC 5256).
+pub(super) fn parse_charset_and_keys(r: &mut Reader<'_>, uid: bool) -> R<SearchCommand> {
+    let charset = r.text()?.to_ascii_uppercase();
+    r.sp()?;
+    let key = parse_search_keys(r)?;
+    Ok(SearchCommand {
+        uid,
+        ret: None,
+        charset: Some(charset),
+        key,
     })
 }
 
@@ -69,24 +74,28 @@ pub fn sort_values(criteria: &[SortCriterion], m: &Message, s: &Summary) -> Vec<
         .map(|c| match c.key {
             SortKey::Arrival => SortValue::Number(m.internal_date_ms),
             SortKey::Size => SortValue::Number(m.body.size as i64),
-            // The sent date in UTC, else the internal date (RFC 5256 §2.2).
-            SortKey::Date => SortValue::Number(
-                s.envelope
-                    .date_timestamp
-                    .map_or(m.internal_date_ms, |t| t.saturating_mul(1000)),
-            ),
+            SortKey::Date => SortValue::Number(sent_date_ms(m, s)),
             SortKey::From => SortValue::Text(first_mailbox(&s.envelope.from)),
             SortKey::To => SortValue::Text(first_mailbox(&s.envelope.to)),
             SortKey::Cc => SortValue::Text(first_mailbox(&s.envelope.cc)),
-            // The first Subject header when there are several (as Dovecot
-            // sorts; the envelope shows the last).
-            SortKey::Subject => SortValue::Text({
-                let env = &s.envelope;
-                let first = env.other_subjects.first().or(env.subject.as_ref());
-                base_subject(first.map_or("", |h| h.decoded.as_str())).into_bytes()
-            }),
+            SortKey::Subject => SortValue::Text(base_subject(sort_subject(s)).into_bytes()),
         })
         .collect()
+}
+
+/// The sent date in UTC (ms), else the internal date (RFC 5256 §2.2).
+pub fn sent_date_ms(m: &Message, s: &Summary) -> i64 {
+    s.envelope
+        .date_timestamp
+        .map_or(m.internal_date_ms, |t| t.saturating_mul(1000))
+}
+
+/// The decoded subject SORT and THREAD use: the first Subject header when
+/// there are several (as Dovecot does; the envelope shows the last).
+pub fn sort_subject(s: &Summary) -> &str {
+    let env = &s.envelope;
+    let first = env.other_subjects.first().or(env.subject.as_ref());
+    first.map_or("", |h| h.decoded.as_str())
 }
 
 /// Orders two messages' values by the criteria (REVERSE per criterion).
@@ -121,7 +130,15 @@ fn first_mailbox(list: &AddressList) -> Vec<u8> {
 /// `[blob]`s and trailing `(fwd)` removed, whitespace collapsed, case
 /// folded (ASCII).
 pub fn base_subject(decoded: &str) -> String {
+    base_subject_marked(decoded).0
+}
+
+/// The base subject, and whether the subject was a reply or forward: it
+/// held a subj-refwd (`Re:`, `Fw:`, `Fwd:`) or a `[Fwd: ...]` wrapper
+/// (RFC 5256 §2.1; THREAD=REFERENCES step 6 prefers the original).
+pub fn base_subject_marked(decoded: &str) -> (String, bool) {
     let mut s: String = decoded.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut marked = false;
     loop {
         let before = s.clone();
         // (2) trailing "(fwd)" and whitespace.
@@ -140,6 +157,7 @@ pub fn base_subject(decoded: &str) -> String {
             let inner = s.clone();
             if let Some(rest) = strip_leader(&s) {
                 s = rest;
+                marked = true;
             }
             if let Some(rest) = strip_blob(&s)
                 && !rest.trim().is_empty()
@@ -158,12 +176,13 @@ pub fn base_subject(decoded: &str) -> String {
             .and_then(|_| t[5..].strip_suffix(']'))
         {
             s = inner.trim().to_string();
+            marked = true;
         }
         if s == before {
             break;
         }
     }
-    s.trim().to_ascii_lowercase()
+    (s.trim().to_ascii_lowercase(), marked)
 }
 
 fn strip_suffix_ci<'a>(s: &'a str, suffix: &str) -> Option<&'a str> {
@@ -196,7 +215,7 @@ fn strip_leader(s: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::base_subject;
+    use super::{base_subject, base_subject_marked};
 
     #[test]
     fn base_subjects() {
@@ -209,5 +228,9 @@ mod tests {
         assert_eq!(base_subject(""), "");
         assert_eq!(base_subject("日本語 test"), "日本語 test");
         assert_eq!(base_subject("[日本]"), "[日本]");
+        assert!(base_subject_marked("[list] Re: x").1);
+        assert!(base_subject_marked("[Fwd: x]").1);
+        assert!(!base_subject_marked("[list] x (fwd)").1);
+        assert!(!base_subject_marked("Rex: y").1);
     }
 }

@@ -36,6 +36,8 @@ pub enum CommandKind {
     },
     /// Upper-cased capability names.
     Enable(Vec<String>),
+    /// `COMPRESS mechanism` (RFC 4978), upper-cased.
+    Compress(String),
     /// `ID NIL` is `None`; otherwise the field/value pairs (RFC 2971).
     Id(Option<Vec<(String, Option<String>)>>),
     Select {
@@ -83,6 +85,7 @@ pub enum CommandKind {
     UidExpunge(SequenceSet),
     Search(SearchCommand),
     Sort(SortCommand),
+    Thread(ThreadCommand),
     Fetch(FetchCommand),
     Store(StoreCommand),
     Copy {
@@ -117,6 +120,7 @@ impl CommandKind {
             Authenticate { .. } => "AUTHENTICATE",
             Login { .. } => "LOGIN",
             Enable(_) => "ENABLE",
+            Compress(_) => "COMPRESS",
             Id(_) => "ID",
             Select { .. } => "SELECT",
             Examine { .. } => "EXAMINE",
@@ -140,6 +144,8 @@ impl CommandKind {
             Search(_) => "SEARCH",
             Sort(s) if s.uid => "UID SORT",
             Sort(_) => "SORT",
+            Thread(t) if t.uid => "UID THREAD",
+            Thread(_) => "THREAD",
             Fetch(f) if f.uid => "UID FETCH",
             Fetch(_) => "FETCH",
             Store(s) if s.uid => "UID STORE",
@@ -406,6 +412,20 @@ pub struct SortCommand {
     pub search: SearchCommand,
 }
 
+/// THREAD (RFC 5256): an algorithm, then a search program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadCommand {
+    pub uid: bool,
+    pub algorithm: ThreadAlgorithm,
+    pub search: SearchCommand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadAlgorithm {
+    OrderedSubject,
+    References,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SortCriterion {
     pub reverse: bool,
@@ -519,6 +539,9 @@ pub enum FetchAttr {
     BodyStructure,
     Uid,
     ModSeq,
+    /// OBJECTID (RFC 8474): the JMAP Email id and Thread id of the message.
+    EmailId,
+    ThreadId,
     /// `BODY[section]<partial>` / `BODY.PEEK[...]`.
     BodySection {
         peek: bool,

@@ -286,6 +286,10 @@ pub async fn store_message(
             Ok(Outcome::Delivered { mailbox, uid, .. }) => return Ok((mailbox, uid, size)),
             Ok(Outcome::Quarantined { .. }) => return Err(SetError::new("serverFail", "the message was quarantined")),
             Err(DeliveryError::BodySwept) => continue,
+            // RFC 8620 §5.3 / RFC 8621 §4.8: the account's quota has no room.
+            Err(DeliveryError::OverQuota) => {
+                return Err(SetError::new("overQuota", "the account's quota has no room for it"));
+            }
             Err(e) => return Err(SetError::new("serverFail", e.to_string())),
         }
     }

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -80,8 +81,20 @@ pub enum Line {
     TooLong,
 }
 
+/// A deflate layer over the stream (IMAP COMPRESS=DEFLATE, RFC 4978):
+/// raw deflate (no zlib header) both ways, each flush a sync flush so the
+/// client can decode every reply at once.
+struct Deflate {
+    compress: Compress,
+    decompress: Decompress,
+    /// Compressed bytes read and not yet inflated.
+    raw_in: Vec<u8>,
+}
+
 pub struct Conn {
     stream: Stream,
+    /// Set once COMPRESS DEFLATE took effect; never unset (RFC 4978 §3).
+    deflate: Option<Box<Deflate>>,
     inbuf: Vec<u8>,
     /// Where the next CRLF search starts: bytes before it hold no LF.
     scanned: usize,
@@ -95,6 +108,7 @@ impl Conn {
         let tls = matches!(stream, Stream::Tls(_));
         Conn {
             stream,
+            deflate: None,
             inbuf: Vec::new(),
             scanned: 0,
             out: Vec::new(),
@@ -112,9 +126,69 @@ impl Conn {
         self.out.extend_from_slice(bytes);
     }
 
+    pub fn is_compressed(&self) -> bool {
+        self.deflate.is_some()
+    }
+
+    /// Starts COMPRESS DEFLATE: everything queued so far (the tagged OK) is
+    /// sent as is, everything after is deflated; bytes the client already
+    /// sent after the command are compressed ones.
+    pub async fn start_deflate(&mut self) -> Result<(), ConnError> {
+        self.flush().await?;
+        let raw_in = std::mem::take(&mut self.inbuf);
+        self.scanned = 0;
+        self.deflate = Some(Box::new(Deflate {
+            compress: Compress::new(Compression::default(), false),
+            decompress: Decompress::new(false),
+            raw_in,
+        }));
+        Ok(())
+    }
+
+    /// Deflates `out` with a sync flush.
+    fn deflate_out(d: &mut Deflate, out: &[u8]) -> io::Result<Vec<u8>> {
+        let mut z = Vec::with_capacity(out.len() / 2 + 64);
+        let mut pos = 0;
+        loop {
+            z.reserve((out.len() - pos).max(1024));
+            let before = d.compress.total_in();
+            d.compress
+                .compress_vec(&out[pos..], &mut z, FlushCompress::Sync)
+                .map_err(io::Error::other)?;
+            pos += (d.compress.total_in() - before) as usize;
+            // Done when all input is in and the flush did not fill the room.
+            if pos == out.len() && z.len() < z.capacity() {
+                return Ok(z);
+            }
+        }
+    }
+
+    /// Inflates buffered compressed bytes into `inbuf`, at most `chunk`
+    /// bytes of output per call (a small input cannot blow up memory).
+    fn inflate_in(&mut self, chunk: usize) -> io::Result<usize> {
+        let Some(d) = self.deflate.as_mut() else { return Ok(0) };
+        let mut tmp = vec![0u8; chunk];
+        let (in_before, out_before) = (d.decompress.total_in(), d.decompress.total_out());
+        d.decompress
+            .decompress(&d.raw_in, &mut tmp, FlushDecompress::Sync)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let consumed = (d.decompress.total_in() - in_before) as usize;
+        let produced = (d.decompress.total_out() - out_before) as usize;
+        d.raw_in.drain(..consumed);
+        self.inbuf.extend_from_slice(&tmp[..produced]);
+        Ok(produced)
+    }
+
     pub async fn flush(&mut self) -> Result<(), ConnError> {
         if !self.out.is_empty() {
             let mut out = std::mem::take(&mut self.out);
+            if let Some(d) = self.deflate.as_mut() {
+                let z = Self::deflate_out(d, &out)?;
+                tokio::time::timeout(self.idle, self.stream.write_all(&z))
+                    .await
+                    .map_err(|_| ConnError::TimedOut)??;
+                out.clear();
+            }
             tokio::time::timeout(self.idle, self.stream.write_all(&out))
                 .await
                 .map_err(|_| ConnError::TimedOut)??;
@@ -137,6 +211,9 @@ impl Conn {
         if self.inbuf.is_empty() && self.inbuf.capacity() > BUFFER_KEEP_MAX {
             self.inbuf.shrink_to(chunk);
         }
+        if self.deflate.is_some() {
+            return self.fill_deflated(chunk).await;
+        }
         self.inbuf.reserve(chunk);
         // `read_buf` appends only what was read, so a read cancelled by a
         // `select!` (IDLE waits on the socket and on change hints) loses nothing.
@@ -147,6 +224,26 @@ impl Conn {
             return Err(ConnError::Closed);
         }
         Ok(n)
+    }
+
+    /// `fill` under COMPRESS: reads until at least one byte inflates.
+    /// Cancel-safe like `fill`: read bytes are kept in `raw_in` and
+    /// inflated bytes in `inbuf` before the next await.
+    async fn fill_deflated(&mut self, chunk: usize) -> Result<usize, ConnError> {
+        loop {
+            let n = self.inflate_in(chunk)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            let d = self.deflate.as_mut().expect("deflate on");
+            d.raw_in.reserve(chunk);
+            let read = tokio::time::timeout(self.idle, self.stream.read_buf(&mut d.raw_in))
+                .await
+                .map_err(|_| ConnError::TimedOut)??;
+            if read == 0 {
+                return Err(ConnError::Closed);
+            }
+        }
     }
 
     /// Waits until at least one more byte is buffered (cancel-safe).

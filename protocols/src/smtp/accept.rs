@@ -13,7 +13,7 @@ use meshmail_actors::faults;
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
 use meshmail_storage::model::outbound::{self, DsnParams, OutboundItem};
-use meshmail_storage::model::{domains, id_to_string, new_id, now_ms, secrets};
+use meshmail_storage::model::{domains, id_to_string, new_id, now_ms, quota, secrets};
 use meshmail_storage::{StorageError, Txn};
 
 use super::address::Mailbox;
@@ -126,6 +126,36 @@ pub async fn resolve_recipient(
         Route::Unknown => RcptOutcome::Unknown,
         Route::Misconfigured(why) => RcptOutcome::Misconfigured(why),
     })
+}
+
+/// Whether every target of a RCPT is a local account already at its quota
+/// (RFC 9208 limits reached): refused at RCPT with 552 5.2.2. A message
+/// that would only exceed the quota is refused at DATA by the delivery.
+pub async fn all_over_quota(ctx: &NodeCtx, targets: &[Recipient]) -> Result<bool, StorageError> {
+    let mut accounts = Vec::new();
+    for t in targets {
+        match t {
+            Recipient::Local { account, .. } => accounts.push(*account),
+            Recipient::Remote { .. } => return Ok(false),
+        }
+    }
+    if accounts.is_empty() {
+        return Ok(false);
+    }
+    ctx.db
+        .read("smtp_rcpt_quota", move |txn| {
+            let accounts = accounts.clone();
+            async move {
+                for a in accounts {
+                    let q = quota::get(&txn, a).await?;
+                    if q.is_unlimited() || !quota::is_full(&q, &quota::usage(&txn, a).await?) {
+                        return Ok(false);
+                    }
+                }
+                Ok::<_, StorageError>(true)
+            }
+        })
+        .await
 }
 
 /// Whether the account may use `address` as its sender: its own address,
@@ -276,6 +306,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
         replies.push(match outcome {
             Ok(()) => Reply::message_accepted(&id_to_string(&id)),
             Err(DeliveryError::Permanent(why)) => Reply::transaction_failed(&why),
+            Err(DeliveryError::OverQuota) => Reply::over_quota(),
             Err(e) => {
                 tracing::warn!(error = %e, "delivery failed: answering 451");
                 Reply::local_error()

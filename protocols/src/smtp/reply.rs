@@ -256,6 +256,11 @@ impl Reply {
         Reply::new(553, Some((5, 6, 7)), "Non-ASCII address requires SMTPUTF8")
     }
     /// 554 5.0.0 transaction failed.
+    /// 552 5.2.2 mailbox full (RFC 3463): the account's quota has no room.
+    pub fn over_quota() -> Reply {
+        Reply::new(552, Some((5, 2, 2)), "Mailbox full: over quota")
+    }
+
     pub fn transaction_failed(text: &str) -> Reply {
         Reply::new(554, Some((5, 0, 0)), text.to_string())
     }

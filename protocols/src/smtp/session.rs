@@ -405,6 +405,14 @@ impl State {
         let outcome =
             super::accept::resolve_recipient(&self.shared.ctx, &mailbox, submission, &self.shared.routing).await;
         let reply = match outcome {
+            Ok(RcptOutcome::Accept(found))
+                if super::accept::all_over_quota(&self.shared.ctx, &found)
+                    .await
+                    .unwrap_or(false) =>
+            {
+                metrics::counter!("meshmail_smtp_rcpt_over_quota_total").increment(1);
+                Reply::over_quota()
+            }
             Ok(RcptOutcome::Accept(found)) => {
                 let lmtp = self.shared.mode == Mode::Lmtp;
                 let txn = self.txn.as_mut().expect("checked");

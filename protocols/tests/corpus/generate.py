@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the IMAP differential corpus: 320 varied messages as NNN.eml.
+"""Writes the IMAP differential corpus: 344 varied messages as NNN.eml
+(320 varied ones, then 24 reply chains for THREAD).
 
 The corpus is committed; this script documents how it was made and can
 rebuild it byte for byte (fixed seed). The messages are built by hand
@@ -283,6 +284,59 @@ def build(i):
     return msg(headers(i, mime + [f"Content-Type: {ct}", "Content-Language: de"]), body)
 
 
+# Reply chains for THREAD (RFC 5256), messages 320-343: (Message-ID or
+# None, References or None, In-Reply-To or None, Subject, Date). They add
+# no rng draws, so messages 000-319 stay byte for byte as they were.
+T = "@thread.example"
+THREADS = [
+    # A chain with a branch and a reply whose References is truncated.
+    (f"<t0{T}>", None, None, "Planning meeting", "Mon, 02 Nov 2026 09:00:00 +0000"),
+    (f"<t1{T}>", f"<t0{T}>", f"<t0{T}>", "Re: Planning meeting", "Mon, 02 Nov 2026 10:00:00 +0000"),
+    (f"<t2{T}>", f"<t0{T}> <t1{T}>", f"<t1{T}>", "Re: Re: Planning meeting", "Mon, 02 Nov 2026 11:00:00 +0000"),
+    (f"<t3{T}>", f"<t0{T}> <t1{T}>", f"<t1{T}>", "RE: Planning meeting", "Mon, 02 Nov 2026 10:30:00 +0000"),
+    (f"<t4{T}>", f"<t2{T}>", f"<t2{T}>", "Re: Planning meeting", "Mon, 02 Nov 2026 12:00:00 +0000"),
+    # Two replies to a message not in the mailbox; one reply to another.
+    (f"<t5{T}>", f"<gone-a{T}>", None, "Re: Lost parent", "Tue, 03 Nov 2026 08:00:00 +0000"),
+    (f"<t6{T}>", f"<gone-a{T}>", None, "Re: Lost parent", "Tue, 03 Nov 2026 07:00:00 +0000"),
+    (f"<t7{T}>", f"<gone-b{T}>", None, "Re: Alone", "Tue, 03 Nov 2026 09:00:00 +0000"),
+    # Same base subject, no references: merged by subject (step 6).
+    (f"<t8{T}>", None, None, "Lunch", "Wed, 04 Nov 2026 12:00:00 +0000"),
+    (f"<t9{T}>", None, None, "Re: Lunch", "Wed, 04 Nov 2026 12:05:00 +0000"),
+    (f"<t10{T}>", None, None, "Lunch", "Wed, 04 Nov 2026 13:00:00 +0000"),
+    (f"<t11{T}>", None, None, "Fwd: Lunch", "Wed, 04 Nov 2026 14:00:00 +0000"),
+    # A duplicate Message-ID, and a reply by In-Reply-To only.
+    (f"<t0{T}>", None, None, "Duplicate id", "Thu, 05 Nov 2026 09:00:00 +0000"),
+    (f"<t13{T}>", None, f"<t8{T}> (the lunch one)", "Re: Lunch", "Thu, 05 Nov 2026 10:00:00 +0000"),
+    # A References loop.
+    (f"<t14{T}>", f"<t15{T}>", None, "Loop one", "Fri, 06 Nov 2026 09:00:00 +0000"),
+    (f"<t15{T}>", f"<t14{T}>", None, "Loop two", "Fri, 06 Nov 2026 10:00:00 +0000"),
+    # Equal dates (ties by sequence), no Message-ID, a reply dated before
+    # its parent, and junk in References.
+    (f"<t16{T}>", None, None, "Tie", "Sat, 07 Nov 2026 09:00:00 +0000"),
+    (None, f"<t16{T}>", None, "Re: Tie", "Sat, 07 Nov 2026 09:00:00 +0000"),
+    (f"<t18{T}>", f"<t16{T}>", None, "Re: Tie", "Sat, 07 Nov 2026 09:00:00 +0000"),
+    (f"<t19{T}>", f"not-an-id <t18{T}>", None, "Re: Tie", "Fri, 06 Nov 2026 08:00:00 +0000"),
+    # A [Fwd: ...] wrapper, and a dummy root later filled by its message.
+    (f"<t20{T}>", None, None, "[Fwd: Planning meeting]", "Sun, 08 Nov 2026 09:00:00 +0000"),
+    (f"<t21{T}>", f"<t22{T}>", None, "Re: Late root", "Sun, 08 Nov 2026 10:00:00 +0000"),
+    (f"<t22{T}>", None, None, "Late root", "Sun, 08 Nov 2026 08:00:00 +0000"),
+    (f"<t23{T}>", f"<t22{T}> <t21{T}>", None, "Re: [list] Late root (fwd)", "Sun, 08 Nov 2026 11:00:00 +0000"),
+]
+
+
+def thread_message(k):
+    mid, refs, irt, subject, date = THREADS[k]
+    h = [f"From: {addr(k)}", "To: list@thread.example", f"Subject: {subject}", f"Date: {date}"]
+    if mid:
+        h.append(f"Message-ID: {mid}")
+    if refs:
+        h.append(f"References: {refs}")
+    if irt:
+        h.append(f"In-Reply-To: {irt}")
+    h.append(f"X-Corpus-Id: {320 + k}")
+    return msg(h, f"Thread message {k}.\r\n".encode())
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".eml"):
@@ -290,6 +344,9 @@ def main():
     for i in range(320):
         with open(os.path.join(HERE, f"{i:03}.eml"), "wb") as f:
             f.write(build(i))
+    for k in range(len(THREADS)):
+        with open(os.path.join(HERE, f"{320 + k:03}.eml"), "wb") as f:
+            f.write(thread_message(k))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ pub mod mta_sts;
 pub mod nodes;
 pub mod outbound;
 pub mod quarantine;
+pub mod quota;
 pub mod secrets;
 pub mod threads;
 pub mod verify;
