@@ -20,19 +20,41 @@ use tokio::sync::oneshot;
 pub const HASH_QUEUE_MAX: usize = 256;
 /// How long a verified credential is trusted without hashing again.
 pub const CACHE_TTL: Duration = Duration::from_secs(300);
-/// Failures allowed per window, per client IP and per account.
-pub const FAILURES_PER_IP_MAX: u32 = 10;
-pub const FAILURES_PER_ACCOUNT_MAX: u32 = 20;
-pub const FAILURE_WINDOW: Duration = Duration::from_secs(300);
 const TRACKED_KEYS_MAX: usize = 100_000;
+
+/// How many failed logins are allowed, per client IP and per account, in a
+/// window that starts at the first failure (`[auth]` in the config). Past
+/// a limit every attempt of that IP or account is refused, without hashing,
+/// until the window ends; the refusal says when (Retry-After). The counts
+/// are per node: an attacker spreading over N nodes gets N times the
+/// attempts, which the per-account limit still bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthLimits {
+    pub failures_per_ip_max: u32,
+    pub failures_per_account_max: u32,
+    pub failure_window: Duration,
+}
+
+impl Default for AuthLimits {
+    fn default() -> Self {
+        AuthLimits {
+            failures_per_ip_max: 10,
+            failures_per_account_max: 20,
+            failure_window: Duration::from_secs(300),
+        }
+    }
+}
 
 #[derive(Debug)]
 pub enum AuthOutcome {
     Ok(Account),
     /// Wrong user or password (indistinguishable on purpose).
     Failed,
-    /// Too many recent failures from this IP or for this account.
-    RateLimited,
+    /// Too many recent failures from this IP or for this account: no
+    /// attempt is checked before `retry_after` has passed.
+    RateLimited {
+        retry_after: Duration,
+    },
     /// The store or the hash pool cannot answer now: try later.
     Unavailable(String),
 }
@@ -49,11 +71,12 @@ pub struct Authenticator {
     cache_key: [u8; 32],
     cache: Mutex<HashMap<[u8; 32], (String, Instant)>>,
     failures: Mutex<HashMap<String, (u32, Instant)>>,
+    limits: AuthLimits,
 }
 
 impl Authenticator {
     /// Starts `threads` hashing threads (at least 1).
-    pub fn new(db: Database, threads: usize) -> Arc<Self> {
+    pub fn new(db: Database, threads: usize, limits: AuthLimits) -> Arc<Self> {
         let (tx, rx) = sync_channel::<Job>(HASH_QUEUE_MAX);
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..threads.max(1) {
@@ -81,6 +104,7 @@ impl Authenticator {
             cache_key: rand::random(),
             cache: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            limits,
         })
     }
 
@@ -95,9 +119,15 @@ impl Authenticator {
     pub async fn authenticate(&self, user: &str, password: &str, ip: IpAddr) -> AuthOutcome {
         let user = user.trim().to_ascii_lowercase();
         let (ip_key, acct_key) = (format!("ip:{ip}"), format!("acct:{user}"));
-        if self.over_limit(&ip_key, FAILURES_PER_IP_MAX) || self.over_limit(&acct_key, FAILURES_PER_ACCOUNT_MAX) {
+        let wait = [
+            self.locked_for(&ip_key, self.limits.failures_per_ip_max),
+            self.locked_for(&acct_key, self.limits.failures_per_account_max),
+        ];
+        if let Some(retry_after) = wait.into_iter().flatten().max() {
+            let by = if wait[0].is_some() { "ip" } else { "account" };
             metrics::counter!("meshmail_auth_total", "result" => "rate_limited").increment(1);
-            return AuthOutcome::RateLimited;
+            metrics::counter!("meshmail_auth_rate_limited_total", "by" => by).increment(1);
+            return AuthOutcome::RateLimited { retry_after };
         }
         let u = user.clone();
         let account = match self
@@ -172,18 +202,23 @@ impl Authenticator {
         wait.await.map_err(|_| "hashing thread failed".to_string())
     }
 
-    fn over_limit(&self, key: &str, max: u32) -> bool {
+    /// How long `key` stays locked out, if it has reached `max` failures in
+    /// the current window.
+    fn locked_for(&self, key: &str, max: u32) -> Option<Duration> {
         let failures = self.failures.lock().expect("failures");
-        matches!(failures.get(key), Some((n, since)) if *n >= max && since.elapsed() < FAILURE_WINDOW)
+        let (n, since) = failures.get(key)?;
+        let left = self.limits.failure_window.checked_sub(since.elapsed())?;
+        (*n >= max).then_some(left.max(Duration::from_secs(1)))
     }
 
     fn record_failure(&self, key: &str) {
         let mut failures = self.failures.lock().expect("failures");
         if failures.len() >= TRACKED_KEYS_MAX {
-            failures.retain(|_, (_, since)| since.elapsed() < FAILURE_WINDOW);
+            let window = self.limits.failure_window;
+            failures.retain(|_, (_, since)| since.elapsed() < window);
         }
         let entry = failures.entry(key.to_string()).or_insert((0, Instant::now()));
-        if entry.1.elapsed() >= FAILURE_WINDOW {
+        if entry.1.elapsed() >= self.limits.failure_window {
             *entry = (0, Instant::now());
         }
         entry.0 += 1;

@@ -45,6 +45,8 @@ pub struct Config {
     pub jmap: JmapSection,
     #[serde(default)]
     pub outbound: OutboundSection,
+    #[serde(default)]
+    pub auth: crate::config_auth::AuthSection,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,

@@ -97,12 +97,17 @@ fn request_problem(e: &RequestError) -> Response {
 fn auth_problem(e: &AuthError) -> Response {
     metrics::counter!("meshmail_jmap_auth_refused_total").increment(1);
     let (status, kind) = match e {
-        AuthError::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "about:blank"),
+        AuthError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "about:blank"),
         AuthError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "about:blank"),
         AuthError::PlaintextRefused => (StatusCode::FORBIDDEN, "about:blank"),
         _ => (StatusCode::UNAUTHORIZED, "about:blank"),
     };
     let mut r = problem(status, kind, &e.to_string(), None);
+    if let AuthError::RateLimited { retry_after } = e {
+        // RFC 9110 §10.2.3: when to try again, in seconds.
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(retry_after.as_secs()));
+    }
     if status == StatusCode::UNAUTHORIZED {
         // No `Basic` challenge: a browser would pop up its own login
         // dialog over the webmail page; the scheme is in the Session docs.

@@ -10,6 +10,7 @@ mod admin_quota;
 mod cli;
 mod cluster;
 mod config;
+mod config_auth;
 mod http;
 mod http_cap;
 mod http_faults;

@@ -113,7 +113,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .context("starting the mesh")?;
 
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
-    let auth = Authenticator::new(db.clone(), threads);
+    let auth = Authenticator::new(db.clone(), threads, cfg.auth.limits());
     let tls = tls::acceptor(
         cfg.tls.cert.as_deref(),
         cfg.tls.key.as_deref(),

@@ -598,14 +598,9 @@ impl State {
                 }
                 Ok(Next::Continue)
             }
-            AuthOutcome::RateLimited => {
-                self.tagged(
-                    conn,
-                    tag,
-                    Status::No,
-                    Some("UNAVAILABLE"),
-                    "Too many failed attempts; try later",
-                );
+            AuthOutcome::RateLimited { retry_after } => {
+                let text = format!("Too many failed attempts; try again in {} s", retry_after.as_secs());
+                self.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &text);
                 Ok(Next::Continue)
             }
             AuthOutcome::Unavailable(_) => {

@@ -23,8 +23,8 @@ pub enum AuthError {
     Malformed,
     #[error("invalid credentials")]
     Failed,
-    #[error("too many failed attempts; try later")]
-    RateLimited,
+    #[error("too many failed attempts; try again in {} s", retry_after.as_secs())]
+    RateLimited { retry_after: std::time::Duration },
     #[error("credentials over plaintext HTTP are refused (use HTTPS)")]
     PlaintextRefused,
     #[error("authentication is unavailable: {0}")]
@@ -74,7 +74,7 @@ async fn basic(shared: &JmapShared, value: &str, ip: IpAddr, tls: bool) -> Resul
             tls,
         }),
         AuthOutcome::Failed => Err(AuthError::Failed),
-        AuthOutcome::RateLimited => Err(AuthError::RateLimited),
+        AuthOutcome::RateLimited { retry_after } => Err(AuthError::RateLimited { retry_after }),
         AuthOutcome::Unavailable(e) => Err(AuthError::Unavailable(e)),
     }
 }

@@ -117,10 +117,10 @@ pub async fn sasl_auth(
     Ok(match auth.authenticate(&user, &password, ip).await {
         AuthOutcome::Ok(account) => AuthStep::Ok(account),
         AuthOutcome::Failed => AuthStep::Reply(Reply::auth_failed()),
-        AuthOutcome::RateLimited => AuthStep::Reply(Reply::new(
+        AuthOutcome::RateLimited { retry_after } => AuthStep::Reply(Reply::new(
             454,
             Some((4, 7, 0)),
-            "Too many failed attempts, try again later",
+            format!("Too many failed attempts, try again in {} s", retry_after.as_secs()),
         )),
         AuthOutcome::Unavailable(why) => {
             tracing::warn!(error = %why, "authentication unavailable");

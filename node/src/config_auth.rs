@@ -1,0 +1,47 @@
+//! `[auth]`: limits on failed logins, shared by SMTP AUTH, IMAP and JMAP.
+
+use std::time::Duration;
+
+use meshmail_actors::auth::AuthLimits;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    /// Failed logins from one client IP per window before it is refused.
+    #[serde(default = "d_per_ip")]
+    pub failures_per_ip_max: u32,
+    /// Failed logins for one account per window before it is refused (from
+    /// any IP: this is what stops a password guess spread over many IPs).
+    #[serde(default = "d_per_account")]
+    pub failures_per_account_max: u32,
+    /// The window, from its first failure; refusals say how much is left.
+    #[serde(default = "d_window")]
+    pub failure_window_s: u64,
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+impl AuthSection {
+    pub fn limits(&self) -> AuthLimits {
+        AuthLimits {
+            failures_per_ip_max: self.failures_per_ip_max.max(1),
+            failures_per_account_max: self.failures_per_account_max.max(1),
+            failure_window: Duration::from_secs(self.failure_window_s.max(1)),
+        }
+    }
+}
+
+fn d_per_ip() -> u32 {
+    AuthLimits::default().failures_per_ip_max
+}
+fn d_per_account() -> u32 {
+    AuthLimits::default().failures_per_account_max
+}
+fn d_window() -> u64 {
+    AuthLimits::default().failure_window.as_secs()
+}
