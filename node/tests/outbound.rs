@@ -22,17 +22,8 @@ fn dkim_retries_and_bounce() {
     if !python_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("mx");
-    std::fs::create_dir_all(&out).unwrap();
-    let peer = Peer::start(&out);
-    let data = dir.path().join("data");
-    let _ = meshmail(&data).args(["domain", "add", "local.test"]).output();
-    let zone_line = run_ok(
-        meshmail(&data).args(["dkim", "generate", "local.test", "--selector", "s1"]),
-        None,
-    );
-    let zone_line = zone_line.trim().to_string();
+    let (_dir, peer, data) = scratch_peer();
+    let zone_line = local_domain_with_dkim(&data);
     assert!(
         zone_line.starts_with("s1._domainkey.local.test. IN TXT \"v=DKIM1; k=rsa; p="),
         "{zone_line}"
@@ -124,11 +115,7 @@ fn expiry_and_null_mx_bounce() {
     if !python_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("mx");
-    std::fs::create_dir_all(&out).unwrap();
-    let peer = Peer::start(&out);
-    let data = dir.path().join("data");
+    let (_dir, peer, data) = scratch_peer();
     let node = start_node(
         &data,
         &peer,
@@ -166,10 +153,7 @@ fn a_killed_node_loses_no_queued_message() {
     if !python_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("mx");
-    std::fs::create_dir_all(&out).unwrap();
-    let peer = Peer::start(&out);
+    let (_dir, peer, data) = scratch_peer();
     // An MX that accepts connections and never says a word.
     let silent = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
     let silent_port = silent.local_addr().unwrap().port();
@@ -179,7 +163,6 @@ fn a_killed_node_loses_no_queued_message() {
             held.push(s);
         }
     });
-    let data = dir.path().join("data");
     setup_account(&data, USER, PASSWORD);
     let config = |port: u16| {
         format!(
@@ -258,11 +241,7 @@ fn connections_are_reused_and_capped_per_destination() {
     if !python_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("mx");
-    std::fs::create_dir_all(&out).unwrap();
-    let peer = Peer::start(&out);
-    let data = dir.path().join("data");
+    let (_dir, peer, data) = scratch_peer();
     // A long scan interval: the twelve are claimed by one or two scans.
     let node = start_node(&data, &peer, "per_destination_max = 2\nscan_interval_ms = 3000\n");
     let (ok, text) = check(&[
@@ -306,11 +285,7 @@ fn connections_are_kept_across_scans() {
     if !python_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("mx");
-    std::fs::create_dir_all(&out).unwrap();
-    let peer = Peer::start(&out);
-    let data = dir.path().join("data");
+    let (_dir, peer, data) = scratch_peer();
     let node = start_node(&data, &peer, "connection_idle_timeout_s = 2\n");
     let mut connections = Vec::new();
     for n in 0..3 {
@@ -323,6 +298,15 @@ fn connections_are_kept_across_scans() {
             .next_message(Duration::from_secs(30))
             .unwrap_or_else(|| panic!("message {n} not delivered"));
         connections.push(m["connection"].as_u64().unwrap());
+        if n == 0 {
+            // The MX sees the message before the client has committed it and
+            // put the connection back: wait until a scan reports it idle.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !common::http_get(node.addr("http"), "/metrics").contains("meshmail_outbound_idle_connections 1") {
+                assert!(Instant::now() < deadline, "the connection never went back to the pool");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
     }
     assert_eq!(
         connections[0], connections[1],

@@ -10,7 +10,6 @@ mod outbound_common;
 
 use std::time::Duration;
 
-use common::{meshmail, run_ok};
 use outbound_common::*;
 
 /// A multipart message with an 8-bit text part, a 7-bit part and an 8-bit
@@ -24,16 +23,8 @@ fn eight_bit_mail_is_downgraded_for_a_7bit_peer() {
     if !python_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("mx");
-    std::fs::create_dir_all(&out).unwrap();
-    let peer = Peer::start(&out);
-    let data = dir.path().join("data");
-    let _ = meshmail(&data).args(["domain", "add", "local.test"]).output();
-    let zone_line = run_ok(
-        meshmail(&data).args(["dkim", "generate", "local.test", "--selector", "s1"]),
-        None,
-    );
+    let (dir, peer, data) = scratch_peer();
+    let zone_line = local_domain_with_dkim(&data);
     let node = start_node(&data, &peer, "retry_schedule_s = [1]\ndelay_warning_s = 0\n");
 
     let multipart = format!(
@@ -71,7 +62,7 @@ fn eight_bit_mail_is_downgraded_for_a_7bit_peer() {
             );
             assert!(raw.contains("Content-Transfer-Encoding: quoted-printable"), "{raw}");
         }
-        let (ok, out) = check(&["dkim", file, zone_line.trim()]);
+        let (ok, out) = check(&["dkim", file, &zone_line]);
         assert!(ok, "{name}: dkimpy did not verify the downgraded copy: {out}\n{raw}");
     }
 

@@ -35,6 +35,31 @@ pub fn python_available() -> bool {
     ok
 }
 
+/// A test's scratch directory, the peer (DNS + remote MX) writing under its
+/// `mx/`, and the node's data directory `data/` (not created yet). Bind as
+/// `let (_dir, peer, data) = scratch_peer();`: the peer stops before the
+/// directory goes.
+pub fn scratch_peer() -> (tempfile::TempDir, Peer, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mx");
+    std::fs::create_dir_all(&out).unwrap();
+    let peer = Peer::start(&out);
+    let data = dir.path().join("data");
+    (dir, peer, data)
+}
+
+/// Adds the local domain `local.test` and a DKIM key for it (selector
+/// `s1`); returns the zone line `dkim generate` printed, trimmed.
+pub fn local_domain_with_dkim(data: &Path) -> String {
+    let _ = meshmail(data).args(["domain", "add", "local.test"]).output();
+    run_ok(
+        meshmail(data).args(["dkim", "generate", "local.test", "--selector", "s1"]),
+        None,
+    )
+    .trim()
+    .to_string()
+}
+
 /// The DNS server and remote MX, and the JSON lines they print.
 pub struct Peer {
     child: Child,
