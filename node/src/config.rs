@@ -750,6 +750,8 @@ mod tests {
         assert_eq!(prod.listen.smtp.unwrap().port(), 25);
         assert_eq!(prod.listen.imaps.unwrap().port(), 993);
         assert!(matches!(prod.store, Some(KvConfig::Fdb { .. })));
+        assert_eq!(prod.auth.failures_per_ip_max, 10);
+        assert_eq!(prod.auth.failure_window_s, 300);
     }
 
     #[test]
