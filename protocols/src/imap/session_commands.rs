@@ -15,7 +15,7 @@ use super::list_tree::{self, Existing};
 use super::response::{self, ListItem, Status};
 use super::session::State;
 use super::session_view::Selected;
-use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem};
+use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem, StatusValue};
 use crate::ingest::ingest;
 use crate::net::{Conn, ConnError};
 
@@ -244,7 +244,7 @@ async fn select(
     Ok(())
 }
 
-async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(StatusItem, u64)> {
+async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(StatusItem, StatusValue)> {
     let account = account_id(st);
     let id = mb.id;
     let counts = st
@@ -270,31 +270,35 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
                 .await
                 .map(|u| u.iter().filter(|u| **u > mb.recent_uid).count() as u64)
                 .unwrap_or(0),
-            StatusItem::Deleted => {
-                let uids = meshmail_storage::model::messages::all_uids(&st.shared.ctx.db, account, id)
-                    .await
-                    .unwrap_or_default();
-                let sel_like = Selected {
-                    account,
-                    id,
-                    name: mb.name.clone(),
-                    read_only: true,
-                    uid_validity: mb.uid_validity,
-                    uids: uids.clone(),
-                    known_modseq: 0,
-                    pending_expunges: vec![],
-                    reported: Default::default(),
-                    recent: Default::default(),
-                    recent_checked: 0,
-                    announced: Vec::new(),
-                };
-                super::session_messages::deleted_uids(st, &sel_like, &uids)
-                    .await
-                    .map(|d| d.len() as u64)
-                    .unwrap_or(0)
+            StatusItem::Deleted => deleted_in(st, mb).await.len() as u64,
+            StatusItem::DeletedStorage => deleted_in(st, mb).await.iter().map(|m| m.body.size).sum(),
+            StatusItem::MailboxId => {
+                out.push((*item, StatusValue::ObjectId(crate::jmap::ids::mailbox_id(id))));
+                continue;
             }
         };
-        out.push((*item, v));
+        out.push((*item, StatusValue::Number(v)));
+    }
+    out
+}
+
+/// The mailbox's messages flagged `\Deleted` (STATUS DELETED and
+/// DELETED-STORAGE of a mailbox that need not be selected); empty when
+/// the store cannot be read.
+async fn deleted_in(st: &State, mb: &Mailbox) -> Vec<meshmail_storage::model::messages::Message> {
+    let (db, account) = (&st.shared.ctx.db, account_id(st));
+    let Ok(uids) = meshmail_storage::model::messages::all_uids(db, account, mb.id).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for chunk in uids.chunks(super::session_view::ROWS_PER_READ) {
+        let Ok(rows) = super::session_view::load_rows(db, account, mb.id, chunk).await else {
+            return Vec::new();
+        };
+        out.extend(
+            rows.into_iter()
+                .filter(|m| m.flags.iter().any(|f| f.eq_ignore_ascii_case("\\Deleted"))),
+        );
     }
     out
 }

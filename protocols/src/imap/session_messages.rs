@@ -18,8 +18,7 @@ use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, Secti
 use crate::net::{Conn, ConnError};
 use crate::summary::Summary;
 
-/// Messages loaded per read while fetching or searching.
-const ROWS_PER_READ: usize = 200;
+use super::session_view::ROWS_PER_READ;
 
 pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: CommandKind) -> Result<(), ConnError> {
     use CommandKind as K;

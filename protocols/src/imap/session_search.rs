@@ -17,12 +17,12 @@ use super::types::{SearchCommand, SearchKey, SortCommand, ThreadCommand};
 use crate::net::Conn;
 use crate::summary::{Envelope, Summary};
 
-/// Messages loaded per read while searching.
-const ROWS_PER_READ: usize = 200;
+use super::session_view::ROWS_PER_READ;
 
 /// A message as SEARCH sees it; the body is parsed only if the key needs it.
 struct View<'a> {
     m: &'a Message,
+    mailbox: meshmail_storage::keyspace::MailboxId,
     seq: u32,
     recent: bool,
     summary: Summary,
@@ -33,6 +33,12 @@ struct View<'a> {
 impl MessageView for View<'_> {
     fn uid(&self) -> u32 {
         self.m.uid
+    }
+    fn email_id(&self) -> String {
+        crate::jmap::ids::email_id(self.mailbox, self.m.uid)
+    }
+    fn thread_id(&self) -> String {
+        crate::jmap::ids::thread_id(self.m.thread_id.as_deref(), self.mailbox, self.m.uid)
     }
     fn seq(&self) -> u32 {
         self.seq
@@ -145,6 +151,7 @@ async fn matching(st: &State, key: &SearchKey) -> Option<Vec<(u32, Message)>> {
             };
             let view = View {
                 m: &m,
+                mailbox,
                 seq,
                 recent: sel.recent.contains(&m.uid),
                 summary: summary_of(&m),
