@@ -272,6 +272,9 @@ impl State {
                 conn.flush().await?;
             }
             let data = conn.read_exact_capped(lit.len, lit.len).await?.unwrap_or_default();
+            // The rest of the command line may be held by the client's
+            // Nagle until this literal is acknowledged.
+            conn.ack_now();
             buf.extend_from_slice(b"\r\n");
             buf.extend_from_slice(&data);
         }
