@@ -26,6 +26,8 @@ pub struct NodeInfo {
     /// False once a vital task ended (the node is about to exit).
     pub liveness: Arc<crate::vitals::Liveness>,
     pub supervisor: ractor::ActorCell,
+    /// The outbound queue runner's supervisor (None with `[outbound]` off).
+    pub outbound_supervisor: Option<ractor::ActorCell>,
 }
 
 pub fn router(info: Arc<NodeInfo>) -> Router {

@@ -130,7 +130,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let routing = cfg.smtp.routing()?;
     // Outbound delivery: the queue runner runs the queue items of the
     // shards whose lease this node holds (granted by the mesh above).
-    let _outbound = if cfg.outbound.enabled {
+    let outbound = if cfg.outbound.enabled {
         let tls_ca = match &cfg.outbound.tls_ca_file {
             Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
             None => None,
@@ -143,11 +143,11 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             cfg.outbound.runtime(&cfg.hostname)?,
             Some(roots),
         );
-        Some(
-            meshmail_protocols::outbound::runner::start(o)
-                .await
-                .map_err(|e| anyhow::anyhow!("starting the outbound queue runner: {e}"))?,
-        )
+        let (runner, handle) = meshmail_protocols::outbound::runner::start(o)
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the outbound queue runner: {e}"))?;
+        vitals.watch("outbound runner supervisor", handle);
+        Some(runner)
     } else {
         None
     };
@@ -218,6 +218,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         mesh: mesh.clone(),
         liveness: vitals.liveness(),
         supervisor: supervisor.get_cell(),
+        outbound_supervisor: outbound.as_ref().map(|o| o.get_cell()),
     });
     let http_listener = match cfg.listen.http {
         Some(addr) => {
