@@ -17,7 +17,9 @@
 //! - *acquire*: a shard placed on us whose lease is free, released, held by
 //!   one of our own older generations, or held by an incarnation not in the
 //!   live set (dead) — at most `moves_per_round`. Before the view is
-//!   *settled* only the first three; and a node that sees at most half the
+//!   *settled* only the first three, and a stranger's (a name this node
+//!   does not know yet: at start it has only learnt its seeds) only after
+//!   the start grace; and a node that sees at most half the
 //!   known members alive (the minority side of a partition) takes nothing
 //!   from a member it believes dead. Neither rule is needed for safety (the
 //!   lease epoch fences every write) but they keep shards from ping-ponging.
@@ -42,8 +44,14 @@ pub struct Round<'a> {
     /// Names placement leaves out: peers that announced they are draining,
     /// and our own name while we drain.
     pub excluded: &'a BTreeSet<String>,
-    /// Whether the membership view can be trusted to name every live peer.
+    /// Whether the membership view can be trusted to name every live peer
+    /// it knows of (every known peer linked, or the start grace over).
     pub settled: bool,
+    /// Whether the start grace is over, so an incarnation not even known
+    /// by name (a stranger) is gone rather than not linked yet.
+    pub grace_over: bool,
+    /// The names this node knows of (its directory, itself included).
+    pub members: &'a BTreeSet<String>,
     /// Members known, us included (the quorum's denominator).
     pub known: usize,
     /// Acquisitions, and separately releases, per round.
@@ -120,7 +128,11 @@ pub fn decide(r: &Round<'_>) -> Decision {
                     d.acquire.push(shard);
                 }
             }
-            Some(l) if r.settled && quorum && !r.live.contains(&l.node, l.generation) => {
+            Some(l)
+                if quorum
+                    && !r.live.contains(&l.node, l.generation)
+                    && (r.grace_over || (r.settled && r.members.contains(&l.node))) =>
+            {
                 d.acquire.push(shard);
                 d.takeovers
                     .push((shard, Incarnation::new(l.node.clone(), l.generation)));
@@ -152,6 +164,7 @@ mod tests {
         held: Vec<Lease>,
         live: LiveSet,
         excluded: BTreeSet<String>,
+        members: BTreeSet<String>,
         handing_off: BTreeSet<u32>,
     }
 
@@ -167,11 +180,16 @@ mod tests {
                 owners,
                 held,
                 excluded: BTreeSet::new(),
+                members: ["a", "b", "c"].into_iter().map(String::from).collect(),
                 handing_off: BTreeSet::new(),
             }
         }
 
         fn decide(&self, settled: bool, known: usize, moves: usize) -> Decision {
+            self.decide_graced(settled, settled, known, moves)
+        }
+
+        fn decide_graced(&self, settled: bool, grace_over: bool, known: usize, moves: usize) -> Decision {
             decide(&Round {
                 me: &self.me,
                 owners: &self.owners,
@@ -179,6 +197,8 @@ mod tests {
                 live: &self.live,
                 excluded: &self.excluded,
                 settled,
+                grace_over,
+                members: &self.members,
                 known,
                 moves_per_round: moves,
                 handing_off: &self.handing_off,
@@ -207,6 +227,13 @@ mod tests {
             "2 of 4 alive: no quorum"
         );
         assert_eq!(f.decide(true, 3, 5).acquire, mine[..5], "bounded by moves_per_round");
+        // A holder this node has not heard of yet may just not have linked:
+        // its leases wait for the start grace, even when every known peer
+        // is linked.
+        let mut f = f;
+        f.members.remove("c");
+        assert!(f.decide_graced(true, false, 3, 1000).acquire.is_empty());
+        assert_eq!(f.decide_graced(true, true, 3, 1000).acquire, mine);
     }
 
     #[test]

@@ -50,6 +50,12 @@ use crate::leases::{Incarnation, LiveSet};
 /// unserved for longer than this, whatever the configuration says.
 pub const MAX_DEAD_AFTER: Duration = Duration::from_secs(600);
 
+/// The shortest start grace of [`Membership::settled`]: a second-long
+/// `dead_after` is right for a peer that stopped answering, but too short
+/// for a just-started node to learn every member from announcements and
+/// link to it.
+pub const SETTLE_MIN: Duration = Duration::from_secs(3);
+
 /// What membership reports about a peer incarnation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberEvent {
@@ -168,14 +174,15 @@ impl Membership {
         self.false_deaths
     }
 
-    /// Whether this view can be trusted to name every live peer: `dead_after`
-    /// has passed since start. Before that, an incarnation missing from
-    /// [`Membership::live_set`] may just not have linked yet, so a node must
-    /// not take over leases it finds held by strangers (its own older
-    /// generations excepted: those are certainly gone). Assumes a live
-    /// peer links within `dead_after`, i.e. `backoff.min` well below it.
+    /// Whether this view can be trusted to name every live peer:
+    /// `dead_after`, and at least [`SETTLE_MIN`], has passed since start.
+    /// Before that, an incarnation missing from [`Membership::live_set`] may
+    /// just not have linked yet, so a node must not take over leases it
+    /// finds held by strangers (its own older generations excepted: those
+    /// are certainly gone). Assumes a live peer links within that time,
+    /// i.e. `backoff.min` well below it.
     pub fn settled(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.started) >= self.config.dead_after
+        now.saturating_duration_since(self.started) >= self.config.dead_after.max(SETTLE_MIN)
     }
 
     pub fn me(&self) -> &Incarnation {

@@ -458,9 +458,15 @@ impl MeshRuntime {
                 "suspect"
             }
             MemberEvent::Dead(id, g) => {
-                let silent = membership.silence(id, now).unwrap_or_default();
-                tracing::warn!(peer = %id, generation = g, silent_ms = silent.as_millis() as u64, "mesh: member dead");
-                metrics::histogram!("meshmail_mesh_detection_seconds").record(silent.as_secs_f64());
+                // A death by silence (not by a successor's link: then the
+                // current generation is the newer one, and nothing was
+                // detected, the restart said so).
+                let by_silence = membership.status(id).is_some_and(|(current, _)| current == *g);
+                let silent = membership.silence(id, now).filter(|_| by_silence);
+                tracing::warn!(peer = %id, generation = g, silent_ms = silent.map(|s| s.as_millis() as u64), "mesh: member dead");
+                if let Some(silent) = silent {
+                    metrics::histogram!("meshmail_mesh_detection_seconds").record(silent.as_secs_f64());
+                }
                 let mut dead = self.shared.dead_at.lock().expect("dead_at");
                 dead.insert(Incarnation::new(id.to_string(), *g), now);
                 // Bounded: only recent deaths matter for the takeover time.
@@ -528,7 +534,15 @@ impl MeshRuntime {
         if self.draining() {
             excluded.insert(shared.me.name.clone());
         }
-        let known = shared.directory.lock().expect("directory").len() + 1;
+        let mut members: BTreeSet<String> = shared
+            .directory
+            .lock()
+            .expect("directory")
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        members.insert(shared.me.name.clone());
+        let known = members.len();
         let held = shared.leases.held();
         let handing_off = shared.handing_off.lock().expect("handing_off").clone();
         let decision = balance::decide(&balance::Round {
@@ -538,6 +552,8 @@ impl MeshRuntime {
             live: &live,
             excluded: &excluded,
             settled,
+            grace_over: membership.settled(Instant::now()),
+            members: &members,
             known,
             moves_per_round: shared.config.moves_per_round,
             handing_off: &handing_off,
@@ -545,9 +561,16 @@ impl MeshRuntime {
         metrics::gauge!("meshmail_mesh_members_alive").set(live.nodes().len() as f64);
         metrics::gauge!("meshmail_mesh_members_known").set(known as f64);
 
+        if let Some(first) = decision.lost.first() {
+            let current = owners.get(*first as usize).cloned().flatten();
+            tracing::warn!(
+                shards = decision.lost.len(),
+                first,
+                ?current,
+                "mesh: leases lost; no longer serving those shards"
+            );
+        }
         for &shard in &decision.lost {
-            let current = owners.get(shard as usize).cloned().flatten();
-            tracing::warn!(shard, ?current, "mesh: lease lost; no longer serving the shard");
             shared.host.revoke(shard);
             let _ = shared.leases.release(shard).await;
             metrics::counter!("meshmail_lease_changes_total", "kind" => "lost").increment(1);

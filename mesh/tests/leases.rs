@@ -63,6 +63,7 @@ async fn decide(m: &LeaseManager, live: &LiveSet, moves: usize) -> Decision {
         owners[i] = Some(l);
     }
     let (held, none, excluded) = (m.held(), BTreeSet::new(), BTreeSet::new());
+    let members: BTreeSet<String> = live.nodes().into_iter().map(|k| k.name).collect();
     balance::decide(&balance::Round {
         me: m.incarnation(),
         owners: &owners,
@@ -70,6 +71,8 @@ async fn decide(m: &LeaseManager, live: &LiveSet, moves: usize) -> Decision {
         live,
         excluded: &excluded,
         settled: true,
+        grace_over: true,
+        members: &members,
         known: live.nodes().len(),
         moves_per_round: moves,
         handing_off: &none,

@@ -418,6 +418,7 @@ async fn act(r: &mut Running, now: Instant, names: &[NodeId]) -> Result<(), Leas
     let held = r.leases.held();
     let none = BTreeSet::new();
     let excluded = BTreeSet::new();
+    let members: BTreeSet<String> = names.iter().map(|n| n.to_string()).collect();
     let decision = balance::decide(&balance::Round {
         me: &r.inc,
         owners: &owners,
@@ -425,6 +426,8 @@ async fn act(r: &mut Running, now: Instant, names: &[NodeId]) -> Result<(), Leas
         live: &live,
         excluded: &excluded,
         settled,
+        grace_over: r.membership.settled(now),
+        members: &members,
         known: names.len(),
         moves_per_round: MAX_PER_STEP,
         handing_off: &none,
