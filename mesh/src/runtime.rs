@@ -750,7 +750,7 @@ impl MeshRuntime {
                 node: id.to_string(),
                 generation,
                 addr: Some(addr.to_string()),
-                link: if status == Status::Up { "up" } else { "down" }.into(),
+                link: if membership.linked(id) { "up" } else { "down" }.into(),
                 status: match status {
                     Status::Up | Status::Down => "alive",
                     Status::Suspect => "suspect",
