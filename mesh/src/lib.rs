@@ -41,6 +41,7 @@
 //! `meshmail_lease_changes_total{kind}`, `meshmail_shards_owned`.
 
 pub mod backoff;
+pub mod balance;
 pub mod ca;
 pub mod cluster;
 pub mod error;

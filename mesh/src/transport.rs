@@ -244,6 +244,23 @@ impl MeshEndpoint {
         self.shared.registry.live()
     }
 
+    /// Every live link with the number of UDP datagrams received on it so
+    /// far: the mesh's heartbeat. Both sides send a QUIC PING after
+    /// `keep_alive` of quiet and the other acknowledges it, so a peer whose
+    /// count stops growing for several keep-alive intervals is silent — long
+    /// before the idle timeout closes the link.
+    pub fn link_traffic(&self) -> Vec<(NodeId, u64, u64)> {
+        let registry = &self.shared.registry;
+        registry
+            .live()
+            .into_iter()
+            .filter_map(|(id, generation)| {
+                let conn = registry.handle(&id, generation)?;
+                Some((id, generation, conn.stats().udp_rx.datagrams))
+            })
+            .collect()
+    }
+
     /// Dials `addr`, which must present a certificate for `expected`.
     pub async fn connect(&self, addr: SocketAddr, expected: &NodeId) -> Result<PeerLink> {
         let shared = &self.shared;
