@@ -489,7 +489,7 @@ fn a_killed_node_is_found_dead_by_silence_and_its_shards_taken_over() {
 /// redial backoff grown during the partition says so. The bound leaves room
 /// for a debug build's TLS handshakes with other tests' nodes on the same
 /// two cores (1.5 s held alone, 4-6 s with four more 3-node tests running);
-/// the release figure is in soak/reports/failover-2026-12-01.md.
+/// a release measurement is still owed (soak/reports/failover-2026-12-01.md).
 #[test]
 fn links_come_back_promptly_after_a_partition_heals() {
     let tmp = tempfile::tempdir().unwrap();
