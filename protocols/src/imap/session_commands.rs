@@ -256,6 +256,15 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
         })
         .await
         .unwrap_or_default();
+    // DELETED and DELETED-STORAGE read the same rows: once for both.
+    let deleted = if items
+        .iter()
+        .any(|i| matches!(i, StatusItem::Deleted | StatusItem::DeletedStorage))
+    {
+        deleted_in(st, mb).await
+    } else {
+        Vec::new()
+    };
     let mut out = Vec::new();
     for item in items {
         let v = match item {
@@ -270,8 +279,8 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
                 .await
                 .map(|u| u.iter().filter(|u| **u > mb.recent_uid).count() as u64)
                 .unwrap_or(0),
-            StatusItem::Deleted => deleted_in(st, mb).await.len() as u64,
-            StatusItem::DeletedStorage => deleted_in(st, mb).await.iter().map(|m| m.body.size).sum(),
+            StatusItem::Deleted => deleted.len() as u64,
+            StatusItem::DeletedStorage => deleted.iter().map(|m| m.body.size).sum(),
             StatusItem::MailboxId => {
                 out.push((*item, StatusValue::ObjectId(crate::jmap::ids::mailbox_id(id))));
                 continue;
