@@ -95,12 +95,18 @@ impl ImapClient {
         )
         .await
         .context("write timed out")??;
+        self.until_tagged(&tag, command).await
+    }
+
+    /// Reads responses up to the tagged one of `tag`: the untagged ones
+    /// (literals inlined) and the tagged line. A NO or BAD is an error.
+    async fn until_tagged(&mut self, tag: &str, what: &str) -> anyhow::Result<(Vec<String>, String)> {
         let mut untagged = Vec::new();
         loop {
             let resp = self.response().await?;
             if resp.starts_with(&format!("{tag} ")) {
                 if !resp[tag.len() + 1..].starts_with("OK") {
-                    bail!("{command:?} failed: {}", resp.trim_end());
+                    bail!("{what:?} failed: {}", resp.trim_end());
                 }
                 return Ok((untagged, resp));
             }
@@ -134,15 +140,7 @@ impl ImapClient {
         })
         .await
         .context("write timed out")??;
-        loop {
-            let resp = self.response().await?;
-            if resp.starts_with(&format!("{tag} ")) {
-                if !resp[tag.len() + 1..].starts_with("OK") {
-                    bail!("APPEND failed: {}", resp.trim_end());
-                }
-                return Ok(resp);
-            }
-        }
+        Ok(self.until_tagged(&tag, "APPEND").await?.1)
     }
 
     pub async fn login(&mut self, user: &str, password: &str) -> anyhow::Result<()> {
