@@ -4,7 +4,8 @@
 //! `dovecot-imapd`, started on loopback with a throwaway config by
 //! `py/dovecot_peer.py`), and FETCH items, SEARCH queries, SORT and THREAD
 //! answers must agree except where `allowed-differences.txt` says, with the
-//! RFC section, why meshmail is right.
+//! RFC section, why meshmail is right. The session phases (which commands
+//! each state accepts) are compared the same way (`py/imap_phases.py`).
 
 mod common;
 
@@ -32,4 +33,22 @@ fn fetch_and_search_agree_with_dovecot() {
         "the run compared the whole corpus"
     );
     assert!(ok, "meshmail and Dovecot disagree (see the DIFF lines)");
+}
+
+#[test]
+fn session_phases_agree_with_dovecot() {
+    if !common::client_available("dovecot", "dovecot-imapd") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (user, password) = ("phases@example.org", "phases secret");
+    setup_account(dir.path(), user, password);
+    let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], &[]);
+    let work = dir.path().join("dovecot-work");
+    let (ok, text) = common::python_script(
+        "imap_phases.py",
+        &[node.addr("imap"), user, password, &work.to_string_lossy()],
+    );
+    assert!(text.contains("phases: "), "the script ran: {text}");
+    assert!(ok, "a command was accepted or refused in the wrong phase:\n{text}");
 }
