@@ -1,0 +1,120 @@
+//! Carrying out one planned fault (see `schedule.rs`) on the running mesh,
+//! and lifting network faults when their time is up. A fault that cannot
+//! be injected right now (too many nodes down, its node not serving) is
+//! recorded as `skipped`, so the report shows plan and execution side by side.
+
+use std::time::{Duration, Instant};
+
+use crate::runner::Run;
+use crate::schedule::{FaultKind, Planned};
+
+impl Run {
+    pub(crate) async fn inject(&mut self, p: &Planned, now: Instant, max_down: usize) -> anyhow::Result<()> {
+        let guard = p.kind.isolates() && self.down(now) >= max_down;
+        let target = if guard {
+            None
+        } else {
+            self.pick_serving(now, p.node, p.pick)
+        };
+        let Some(i) = target else {
+            let why = if guard {
+                format!("{} nodes down already", self.down(now))
+            } else {
+                "no eligible node serving".into()
+            };
+            let i = p.node.unwrap_or(0);
+            self.record(
+                "skipped",
+                i,
+                format!("{} at {:.1} s ({}): {why}", p.kind.name(), p.t_s, p.source),
+            );
+            return Ok(());
+        };
+        match p.kind {
+            FaultKind::Kill => {
+                self.h.kill(i).await?;
+                let delay = p.duration_s;
+                self.record("kill", i, format!("SIGKILL, restart in {delay:.1} s"));
+                self.set_view(i);
+                self.restarts.push((now + Duration::from_secs_f64(delay), i, 0));
+                self.poll_shards("kill", i, now);
+            }
+            FaultKind::LinkDrop => {
+                if self
+                    .post_fault(i, "/admin/faults/drop-links", "link_drop", String::new())
+                    .await
+                {
+                    self.poll_links("link_drop", i, now);
+                }
+            }
+            FaultKind::Partition => self.transport_partition(i, p.duration_s, now).await,
+            FaultKind::Pause => {
+                let d = p.duration_s;
+                self.h.mesh.pause(i)?;
+                self.record("pause", i, format!("SIGSTOP for {d:.1} s"));
+                self.set_view(i);
+                self.resumes.push((now + Duration::from_secs_f64(d), i));
+            }
+            kind => self.inject_net(kind, p, i, now).await,
+        }
+        Ok(())
+    }
+
+    /// The transport's partition endpoint: node `i` has no links for `seconds`.
+    async fn transport_partition(&mut self, i: usize, seconds: f64, now: Instant) {
+        let ms = (seconds * 1000.0) as u64;
+        let path = format!("/admin/faults/partition?ms={ms}");
+        if self.post_fault(i, &path, "partition", format!("{ms} ms")).await {
+            let heal = now + Duration::from_millis(ms);
+            self.isolated_until[i] = Some(heal);
+            self.poll_links("partition", i, heal);
+        }
+    }
+
+    /// A namespace fault on node `i` for `p.duration_s`.
+    async fn inject_net(&mut self, kind: FaultKind, p: &Planned, i: usize, now: Instant) {
+        let Some(net) = self.netns.as_ref() else {
+            // No namespaces here: a partition (one-way or not) becomes the
+            // transport's partition; shaping has no fallback.
+            if matches!(kind, FaultKind::NetnsPartition | FaultKind::NetnsOneway) && self.transport_fallback {
+                self.transport_partition(i, p.duration_s, now).await;
+                return;
+            }
+            self.record(
+                "skipped",
+                i,
+                format!("{}: no network namespaces in this run", kind.name()),
+            );
+            return;
+        };
+        let applied = net.apply(kind, i, &p.netem).await;
+        match applied {
+            Ok(detail) => {
+                let until = now + Duration::from_secs_f64(p.duration_s);
+                self.record(kind.name(), i, format!("{detail} for {:.1} s", p.duration_s));
+                if kind.isolates() {
+                    self.isolated_until[i] = Some(until);
+                }
+                self.heals.push((until, i, kind));
+            }
+            Err(e) => self.record("fault_error", i, format!("{}: {e:#}", kind.name())),
+        }
+    }
+
+    /// Lifts the network faults whose time is up and measures their recovery.
+    pub(crate) async fn heal_due(&mut self, now: Instant) {
+        let due: Vec<_> = self.heals.iter().copied().filter(|x| x.0 <= now).collect();
+        self.heals.retain(|x| x.0 > now);
+        for (_, i, kind) in due {
+            let Some(net) = self.netns.as_ref() else { continue };
+            let healed = net.heal(i).await;
+            match healed {
+                Ok(()) => {
+                    self.record("heal", i, kind.name().into());
+                    self.poll_links(kind.name(), i, Instant::now());
+                }
+                Err(e) => self.record("fault_error", i, format!("heal: {e:#}")),
+            }
+        }
+    }
+}
