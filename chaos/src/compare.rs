@@ -86,10 +86,16 @@ fn push_pct(rows: &mut Vec<Row>, class: &str, a: Option<&Percentiles>, b: Option
         })
     };
     add("n", a.n as f64, b.n as f64, Worse::Neither);
-    add("p50_s", a.p50_s, b.p50_s, Worse::Higher);
-    add("p90_s", a.p90_s, b.p90_s, Worse::Higher);
-    add("p99_s", a.p99_s, b.p99_s, Worse::Higher);
-    add("max_s", a.max_s, b.max_s, Worse::Higher);
+    // A class one run did not measure has no times to be better or worse than.
+    let t = if a.n > 0 && b.n > 0 {
+        Worse::Higher
+    } else {
+        Worse::Neither
+    };
+    add("p50_s", a.p50_s, b.p50_s, t);
+    add("p90_s", a.p90_s, b.p90_s, t);
+    add("p99_s", a.p99_s, b.p99_s, t);
+    add("max_s", a.max_s, b.max_s, t);
     add(
         "not_recovered",
         a.not_recovered as f64,

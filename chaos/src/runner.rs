@@ -199,6 +199,11 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, String>>,
 {
+    // A partition's recovery counts from its heal, which may lie ahead:
+    // polling before it would find the links not yet dropped and say 0 s.
+    if let Some(ahead) = from.checked_duration_since(Instant::now()) {
+        tokio::time::sleep(ahead).await;
+    }
     while from.elapsed() < limit {
         if done().await? {
             return Ok(Some(from.elapsed().as_secs_f64()));
