@@ -55,9 +55,26 @@ impl Run {
                 self.set_view(i);
                 self.resumes.push((now + Duration::from_secs_f64(d), i));
             }
+            FaultKind::Starve => self.starve(i, p.duration_s, now),
             kind => self.inject_net(kind, p, i, now).await,
         }
         Ok(())
+    }
+
+    /// CPU starvation of node `i` for `seconds`.
+    fn starve(&mut self, i: usize, seconds: f64, now: Instant) {
+        let Some(pid) = self.h.mesh.slots[i].pid else { return };
+        match crate::starve::Starvation::start(pid) {
+            Ok(s) => {
+                let detail = format!(
+                    "{} threads pinned to CPU 0 at nice 19 beside a spinner, for {seconds:.1} s",
+                    s.threads()
+                );
+                self.record("starve", i, detail);
+                self.starving.push((now + Duration::from_secs_f64(seconds), i, s));
+            }
+            Err(e) => self.record("fault_error", i, format!("starve: {e:#}")),
+        }
     }
 
     /// The transport's partition endpoint: node `i` has no links for `seconds`.
@@ -103,6 +120,13 @@ impl Run {
 
     /// Lifts the network faults whose time is up and measures their recovery.
     pub(crate) async fn heal_due(&mut self, now: Instant) {
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.starving).into_iter().partition(|x| x.0 <= now);
+        self.starving = keep;
+        for (_, i, s) in due {
+            s.end();
+            self.record("heal", i, "starve".into());
+            self.poll_links("starve", i, Instant::now());
+        }
         let due: Vec<_> = self.heals.iter().copied().filter(|x| x.0 <= now).collect();
         self.heals.retain(|x| x.0 > now);
         for (_, i, kind) in due {

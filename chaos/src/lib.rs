@@ -17,4 +17,5 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod schedule;
+pub mod starve;
 pub mod summary;

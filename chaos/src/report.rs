@@ -25,6 +25,7 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
     let soft = recovery_values(o, &["link_drop", "partition"]);
     let pause = recovery_values(o, &["pause"]);
     let netns = recovery_values(o, NETNS_KINDS);
+    let starve = recovery_values(o, &["starve"]);
     o.plot_notes.extend(plot::try_plot("kill recovery", || {
         plot::histogram(
             &dir.join("recovery-kill.png"),
@@ -66,6 +67,7 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
         ),
         ("pause end -> every shard served", &["pause"][..], &pause),
         ("namespace fault heal -> links up", NETNS_KINDS, &netns),
+        ("CPU starvation end -> links up", &["starve"][..], &starve),
     ] {
         let q = quantiles(v);
         let missing = o

@@ -78,6 +78,8 @@ pub(crate) struct Run {
     pub(crate) resumes: Vec<(Instant, usize)>,
     /// Network faults to lift: (when, node, what, recover as).
     pub(crate) heals: Vec<(Instant, usize, FaultKind)>,
+    /// CPU starvations to end: (when, node, the starvation).
+    pub(crate) starving: Vec<(Instant, usize, crate::starve::Starvation)>,
     limit: Duration,
     unexpected_exits: u64,
     outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
@@ -346,6 +348,7 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         restarts: Vec::new(),
         resumes: Vec::new(),
         heals: Vec::new(),
+        starving: Vec::new(),
         limit: Duration::from_secs_f64(scn.recovery_limit_s),
         unexpected_exits: 0,
         outbound,
@@ -380,9 +383,15 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         FaultKind::NetnsOneway,
         FaultKind::NetnsNetem,
         FaultKind::NetnsBandwidth,
+        FaultKind::Starve,
     ] {
         if count(k.name()) > 0 || r.plan.iter().any(|p| p.kind == k) {
-            checks.push(Check::info(k.name(), count(k.name()), "namespace faults injected"));
+            let what = if k == FaultKind::Starve {
+                "CPU starvations injected"
+            } else {
+                "namespace faults injected"
+            };
+            checks.push(Check::info(k.name(), count(k.name()), what));
         }
     }
     checks.push(Check::info(
@@ -457,7 +466,12 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
     let mut next = 0;
     loop {
         let now = Instant::now();
-        if now >= fault_end && r.restarts.is_empty() && r.resumes.is_empty() && r.heals.is_empty() {
+        if now >= fault_end
+            && r.restarts.is_empty()
+            && r.resumes.is_empty()
+            && r.heals.is_empty()
+            && r.starving.is_empty()
+        {
             break;
         }
         // A node that dies on its own is a finding; bring it back like a supervisor would.

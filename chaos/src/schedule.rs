@@ -36,6 +36,8 @@ pub enum FaultKind {
     NetnsNetem,
     /// Namespaces: a rate limit on the node's link.
     NetnsBandwidth,
+    /// Every thread of the node pinned to one busy CPU at nice 19 (see `starve.rs`).
+    Starve,
 }
 
 impl FaultKind {
@@ -49,6 +51,7 @@ impl FaultKind {
             FaultKind::NetnsOneway => "netns_oneway",
             FaultKind::NetnsNetem => "netns_netem",
             FaultKind::NetnsBandwidth => "netns_bandwidth",
+            FaultKind::Starve => "starve",
         }
     }
 

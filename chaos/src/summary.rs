@@ -24,6 +24,7 @@ pub const RECOVERY_CLASSES: &[(&str, &[&str])] = &[
         "netns",
         &["netns_partition", "netns_oneway", "netns_netem", "netns_bandwidth"],
     ),
+    ("starve", &["starve"]),
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
