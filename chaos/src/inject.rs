@@ -56,9 +56,33 @@ impl Run {
                 self.resumes.push((now + Duration::from_secs_f64(d), i));
             }
             FaultKind::Starve => self.starve(i, p.duration_s, now),
+            FaultKind::StoreLock => self.store_lock(i, p.duration_s, now).await,
             kind => self.inject_net(kind, p, i, now).await,
         }
         Ok(())
+    }
+
+    /// The load's refusals so far (4xx/5xx answers).
+    fn refusals(&self) -> u64 {
+        self.h.load.as_ref().map_or(0, |l| l.summary().counters.refused)
+    }
+
+    /// The store's write lock held elsewhere for `seconds` (every node is affected).
+    async fn store_lock(&mut self, i: usize, seconds: f64, now: Instant) {
+        let db = self.h.mesh.data_dir.join("meshmail.sqlite");
+        match crate::store_outage::lock(&db, seconds + 5.0).await {
+            Ok(l) => {
+                self.record(
+                    "store_lock",
+                    i,
+                    format!("{} write-locked for {seconds:.1} s", db.display()),
+                );
+                let before = self.refusals();
+                self.store_locks
+                    .push((now + Duration::from_secs_f64(seconds), i, l, before));
+            }
+            Err(e) => self.record("fault_error", i, format!("store_lock: {e:#}")),
+        }
     }
 
     /// CPU starvation of node `i` for `seconds`.
@@ -120,6 +144,17 @@ impl Run {
 
     /// Lifts the network faults whose time is up and measures their recovery.
     pub(crate) async fn heal_due(&mut self, now: Instant) {
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.store_locks)
+            .into_iter()
+            .partition(|x| x.0 <= now);
+        self.store_locks = keep;
+        for (_, i, l, before) in due {
+            l.end().await;
+            let refused = self.refusals().saturating_sub(before);
+            self.outage_refusals += refused;
+            self.record("heal", i, format!("store_lock: {refused} SMTP refusals during it"));
+            self.poll_shards("store_lock", i, Instant::now());
+        }
         let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.starving).into_iter().partition(|x| x.0 <= now);
         self.starving = keep;
         for (_, i, s) in due {

@@ -18,4 +18,5 @@ pub mod runner;
 pub mod scenario;
 pub mod schedule;
 pub mod starve;
+pub mod store_outage;
 pub mod summary;

@@ -80,6 +80,10 @@ pub(crate) struct Run {
     pub(crate) heals: Vec<(Instant, usize, FaultKind)>,
     /// CPU starvations to end: (when, node, the starvation).
     pub(crate) starving: Vec<(Instant, usize, crate::starve::Starvation)>,
+    /// Store locks to release: (when, node, the lock, refusals before it).
+    pub(crate) store_locks: Vec<(Instant, usize, crate::store_outage::StoreLock, u64)>,
+    /// SMTP refusals the load saw while the store was locked.
+    pub(crate) outage_refusals: u64,
     limit: Duration,
     unexpected_exits: u64,
     outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
@@ -349,6 +353,8 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         resumes: Vec::new(),
         heals: Vec::new(),
         starving: Vec::new(),
+        store_locks: Vec::new(),
+        outage_refusals: 0,
         limit: Duration::from_secs_f64(scn.recovery_limit_s),
         unexpected_exits: 0,
         outbound,
@@ -393,6 +399,9 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
             };
             checks.push(Check::info(k.name(), count(k.name()), what));
         }
+    }
+    if count("store_lock") > 0 {
+        checks.push(Check::at_least("store_outage_refusals", r.outage_refusals, 1));
     }
     checks.push(Check::info(
         "skipped",
@@ -471,6 +480,7 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
             && r.resumes.is_empty()
             && r.heals.is_empty()
             && r.starving.is_empty()
+            && r.store_locks.is_empty()
         {
             break;
         }

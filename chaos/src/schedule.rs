@@ -38,6 +38,8 @@ pub enum FaultKind {
     NetnsBandwidth,
     /// Every thread of the node pinned to one busy CPU at nice 19 (see `starve.rs`).
     Starve,
+    /// The SQLite store's write lock held by another process (see `store_outage.rs`).
+    StoreLock,
 }
 
 impl FaultKind {
@@ -52,6 +54,7 @@ impl FaultKind {
             FaultKind::NetnsNetem => "netns_netem",
             FaultKind::NetnsBandwidth => "netns_bandwidth",
             FaultKind::Starve => "starve",
+            FaultKind::StoreLock => "store_lock",
         }
     }
 

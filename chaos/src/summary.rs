@@ -25,6 +25,7 @@ pub const RECOVERY_CLASSES: &[(&str, &[&str])] = &[
         &["netns_partition", "netns_oneway", "netns_netem", "netns_bandwidth"],
     ),
     ("starve", &["starve"]),
+    ("store", &["store_lock"]),
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
