@@ -50,6 +50,7 @@ use crate::identity::NodeId;
 use crate::leases::{Incarnation, LeaseManager, SCAN_PAGE};
 use crate::membership::{MemberEvent, Membership, MembershipConfig, Status};
 use crate::placement;
+use crate::registry::Registry;
 use crate::transport::MeshEndpoint;
 
 /// What the node does when the runtime changes its shards.
@@ -113,18 +114,7 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// One member as this node sees it (for `/status`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct MemberView {
-    pub node: String,
-    pub generation: u64,
-    pub addr: Option<String>,
-    /// "up" or "down": the QUIC link (and its ractor session) right now.
-    pub link: String,
-    /// "alive", "suspect" or "dead", or "self".
-    pub status: String,
-    pub draining: bool,
-}
+pub use crate::status::{LinkState, MemberStatus, MemberView};
 
 /// What peers announce to each other every round.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -167,6 +157,8 @@ struct Shared {
     /// What to do when superseded (the node exits; tests may record it).
     on_superseded: Box<dyn Fn() + Send + Sync>,
     superseded: std::sync::atomic::AtomicBool,
+    /// Forgotten names and this node's sign of life.
+    registry: Registry,
 }
 
 /// The running mesh of a node. Cheap to clone.
@@ -205,6 +197,7 @@ impl MeshRuntime {
                 draining: std::sync::atomic::AtomicBool::new(false),
                 handing_off: Arc::new(Mutex::new(BTreeSet::new())),
                 dead_at: Mutex::new(BTreeMap::new()),
+                registry: Registry::default(),
                 wake: Notify::new(),
                 on_superseded: Box::new(|| {
                     // A short grace so sessions get their 4xx answers and the
@@ -318,7 +311,9 @@ impl MeshRuntime {
         {
             let mut dir = self.shared.directory.lock().expect("directory");
             for s in a.directory {
-                if s.id.as_str() == self.shared.me.name {
+                // A forgotten node is not learnt back from a peer that has
+                // not read the registry yet.
+                if s.id.as_str() == self.shared.me.name || self.shared.registry.is_forgotten(s.id.as_str()) {
                     continue;
                 }
                 if dir.insert(s.id.clone(), s.addr) != Some(s.addr) {
@@ -675,11 +670,13 @@ impl MeshRuntime {
     /// makes that visible and frees its sockets.
     async fn check_superseded(&self) -> Result<(), meshmail_storage::StorageError> {
         let shared = &self.shared;
-        let newest = shared
+        let records = shared
             .db
             .read("node_generation", |txn| async move { nodes::list(&txn).await })
-            .await?
-            .into_iter()
+            .await?;
+        self.forget_left(&records);
+        let newest = records
+            .iter()
             .find(|n| n.name == shared.me.name)
             .map_or(0, |n| n.generation);
         if newest > shared.me.generation {
@@ -698,7 +695,27 @@ impl MeshRuntime {
                 "superseded by generation {newest}"
             )));
         }
+        shared
+            .registry
+            .heartbeat(&shared.db, &shared.me.name, shared.me.generation, Instant::now());
         Ok(())
+    }
+
+    /// Drops the names an operator forgot from the directory (so they are
+    /// neither dialed nor counted in the quorum's denominator) and from the
+    /// draining set.
+    fn forget_left(&self, records: &[nodes::NodeRecord]) {
+        let shared = &self.shared;
+        for name in shared.registry.observe(records, &shared.me.name) {
+            shared
+                .directory
+                .lock()
+                .expect("directory")
+                .retain(|id, _| id.as_str() != name);
+            shared.peers_draining.lock().expect("draining").remove(&name);
+            tracing::warn!(peer = %name, "mesh: node forgotten by the operator; it no longer counts against quorum");
+            metrics::counter!("meshmail_mesh_nodes_forgotten_total").increment(1);
+        }
     }
 
     /// Reads every lease, in pages, and publishes them as the routing view.
@@ -740,8 +757,8 @@ impl MeshRuntime {
             node: shared.me.name.clone(),
             generation: shared.me.generation,
             addr: shared.config.advertise.map(|a| a.to_string()),
-            link: "self".into(),
-            status: "self".into(),
+            link: LinkState::Local,
+            status: MemberStatus::Local,
             draining: self.draining(),
         }];
         for (id, addr) in &dir {
@@ -750,13 +767,16 @@ impl MeshRuntime {
                 node: id.to_string(),
                 generation,
                 addr: Some(addr.to_string()),
-                link: if membership.linked(id) { "up" } else { "down" }.into(),
+                link: if membership.linked(id) {
+                    LinkState::Up
+                } else {
+                    LinkState::Down
+                },
                 status: match status {
-                    Status::Up | Status::Down => "alive",
-                    Status::Suspect => "suspect",
-                    Status::Dead => "dead",
-                }
-                .into(),
+                    Status::Up | Status::Down => MemberStatus::Alive,
+                    Status::Suspect => MemberStatus::Suspect,
+                    Status::Dead => MemberStatus::Dead,
+                },
                 draining: draining.contains_key(id.as_str()),
             });
         }

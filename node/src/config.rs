@@ -577,29 +577,43 @@ impl Default for MeshSection {
     }
 }
 
+// The mesh's defaults are the mesh crate's own (one truth; the docs and
+// ops/config/*.toml state the same numbers, checked in config_validate).
 fn d_keep_alive() -> u64 {
-    200
+    meshmail_mesh::transport::KEEP_ALIVE_DEFAULT.as_millis() as u64
 }
 fn d_idle_timeout() -> u64 {
-    4_000
+    meshmail_mesh::transport::IDLE_TIMEOUT_DEFAULT.as_millis() as u64
 }
 fn d_suspect() -> u64 {
-    500
+    meshmail_mesh::membership::MembershipConfig::default()
+        .suspect_after
+        .as_millis() as u64
 }
 fn d_dead() -> u64 {
-    1_000
+    meshmail_mesh::membership::MembershipConfig::default()
+        .dead_after
+        .as_millis() as u64
 }
 fn d_redial_min() -> u64 {
-    200
+    meshmail_mesh::membership::MembershipConfig::default()
+        .backoff
+        .min
+        .as_millis() as u64
 }
 fn d_redial_max() -> u64 {
-    2_000
+    meshmail_mesh::membership::MembershipConfig::default()
+        .backoff
+        .max
+        .as_millis() as u64
 }
 fn d_moves() -> usize {
-    512
+    meshmail_mesh::runtime::RuntimeConfig::default().moves_per_round
 }
 fn d_drain_deadline() -> u64 {
-    500
+    meshmail_mesh::runtime::RuntimeConfig::default()
+        .drain_deadline
+        .as_millis() as u64
 }
 
 fn default_data_dir() -> PathBuf {

@@ -53,13 +53,8 @@ pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>, vitals: &mut Vitals) -> any
         .iter()
         .map(|s| s.parse::<Seed>().map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if m.dead_after_ms < 3 * m.keep_alive_ms {
-        anyhow::bail!(
-            "[mesh] dead_after_ms = {} is under 3 x keep_alive_ms = {}: one late heartbeat would kill a peer",
-            m.dead_after_ms,
-            3 * m.keep_alive_ms
-        );
-    }
+    // Ranges and cross-field rules (dead_after_ms >= 3 x keep_alive_ms, ...)
+    // were checked by `Config::validate()`.
     let config = RuntimeConfig {
         seeds,
         advertise: m.advertise.or(m.listen),
@@ -71,7 +66,7 @@ pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>, vitals: &mut Vitals) -> any
                 Duration::from_millis(m.redial_max_ms),
             ),
         ),
-        moves_per_round: m.moves_per_round.max(1),
+        moves_per_round: m.moves_per_round,
         drain_deadline: Duration::from_millis(m.drain_deadline_ms),
         ..RuntimeConfig::default()
     };
