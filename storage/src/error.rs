@@ -31,8 +31,16 @@ pub enum StorageError {
     TransactionTooLarge { size: usize, limit: usize },
     #[error("write attempted in a read-only snapshot transaction")]
     ReadOnly,
-    #[error("transaction gave up after {attempts} attempts; last error: {last}")]
-    RetriesExhausted { attempts: u32, last: Box<StorageError> },
+    #[error("transaction gave up after {attempts} attempts in {elapsed_ms} ms; last error: {last}")]
+    RetriesExhausted {
+        attempts: u32,
+        elapsed_ms: u64,
+        last: Box<StorageError>,
+    },
+    /// The shard's lease is not (or no longer) held by the writer: another
+    /// node took the shard over. Never retried: the writer must stop.
+    #[error("fenced: shard {shard} is not owned by this writer ({detail})")]
+    Fenced { shard: u32, detail: String },
     /// A stored value could not be decoded: the keyspace holds something this
     /// version does not understand.
     #[error("corrupt or unreadable record at {what}: {detail}")]
@@ -65,6 +73,13 @@ impl StorageError {
         )
     }
 
+    /// True when the store itself could not serve (down, locked, too slow, too
+    /// contended), as opposed to a request it refused: protocols answer these
+    /// with "try again later" (SMTP 451, IMAP `NO [UNAVAILABLE]`).
+    pub fn is_unavailable(&self) -> bool {
+        self.is_retryable() || matches!(self, StorageError::RetriesExhausted { .. } | StorageError::Fenced { .. })
+    }
+
     /// True when the failed attempt might nevertheless have been applied.
     pub fn maybe_committed(&self) -> bool {
         matches!(self, StorageError::CommitUnknown)
@@ -82,6 +97,7 @@ impl StorageError {
             StorageError::TransactionTooLarge { .. } => "txn_too_large",
             StorageError::ReadOnly => "read_only",
             StorageError::RetriesExhausted { .. } => "retries_exhausted",
+            StorageError::Fenced { .. } => "fenced",
             StorageError::Corrupt { .. } => "corrupt",
             StorageError::Model(_) => "model",
             StorageError::NotFound(_) => "not_found",

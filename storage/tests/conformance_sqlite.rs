@@ -147,6 +147,47 @@ async fn store_down_fails_cleanly() {
         .store(false, std::sync::atomic::Ordering::SeqCst);
 }
 
+/// A store file whose write lock another process holds (each attempt waits
+/// out SQLite's 5 s busy timeout) gives up once the retry budget is spent,
+/// not after `attempts_max` slow attempts (40 × 5 s): callers answer "try
+/// again later" in bounded time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_store_gives_up_within_the_retry_budget() {
+    let (dir, _b, t) = target();
+    let db = t.db.clone().with_retry_policy(meshmail_storage::kv::RetryPolicy {
+        give_up_after: std::time::Duration::from_secs(1),
+        ..Default::default()
+    });
+    let path = dir.path().join("meshmail.sqlite");
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        locked_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(std::time::Duration::from_secs(60));
+        c.execute_batch("ROLLBACK").unwrap();
+    });
+    locked_rx.recv().unwrap();
+    let key = t.key("locked");
+    let started = std::time::Instant::now();
+    let run = db.run("t_locked", move |txn| {
+        let key = key.clone();
+        async move { txn.set(&key, b"x") }
+    });
+    let err = tokio::time::timeout(std::time::Duration::from_secs(30), run)
+        .await
+        .expect("the retry loop kept trying past its budget")
+        .unwrap_err();
+    let took = started.elapsed();
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert!(matches!(err, StorageError::RetriesExhausted { .. }), "{err:?}");
+    assert!(err.is_unavailable(), "{err:?}");
+    // One attempt (the busy timeout) plus at most one more started in budget.
+    assert!(took < std::time::Duration::from_secs(12), "gave up after {took:?}");
+}
+
 /// Three processes group-commit (64 keys per transaction) to one file for
 /// 30 s: none starves. Without the fair hand-off SQLite's busy handler let
 /// one process take nearly every commit (see storage-facts.md).

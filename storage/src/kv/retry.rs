@@ -10,6 +10,11 @@ use super::{Database, Txn};
 use crate::error::{StorageError, TxError};
 use crate::keyspace;
 
+/// The default [`RetryPolicy::give_up_after`]: well inside a mail client's
+/// patience (RFC 5321 §4.5.3.2.6 has an SMTP client wait 10 minutes after
+/// DATA) and long enough to ride out a store failover or a short lock.
+pub const RETRY_BUDGET: Duration = Duration::from_secs(20);
+
 /// How often and how patiently a transaction is retried.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -18,6 +23,11 @@ pub struct RetryPolicy {
     /// First backoff; doubled after each retry, with full jitter.
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// No new attempt starts after this much time since the first: a store
+    /// that is down or locked (each attempt waiting out a busy timeout) turns
+    /// into an answer ("try again later") in bounded time instead of after
+    /// `attempts_max` slow attempts.
+    pub give_up_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -26,6 +36,7 @@ impl Default for RetryPolicy {
             attempts_max: 40,
             backoff_initial: Duration::from_millis(1),
             backoff_max: Duration::from_millis(250),
+            give_up_after: RETRY_BUDGET,
         }
     }
 }
@@ -120,6 +131,7 @@ impl Database {
     {
         let mut maybe_committed = false;
         let mut attempt = 0u32;
+        let first = Instant::now();
         loop {
             let started = Instant::now();
             let result = async {
@@ -150,11 +162,14 @@ impl Database {
             metrics::counter!("meshmail_kv_retries_total", "op" => op, "reason" => storage.label()).increment(1);
             maybe_committed |= storage.maybe_committed();
             attempt += 1;
-            if attempt >= self.retry.attempts_max {
-                tracing::warn!(op, attempt, error = %storage, "transaction gave up");
+            let elapsed = first.elapsed();
+            if attempt >= self.retry.attempts_max || elapsed >= self.retry.give_up_after {
+                tracing::warn!(op, attempt, elapsed_ms = elapsed.as_millis() as u64, error = %storage, "transaction gave up");
+                metrics::counter!("meshmail_kv_gave_up_total", "op" => op, "reason" => storage.label()).increment(1);
                 let last = Box::new(StorageError::Backend(storage.to_string()));
                 return Err(E::from(StorageError::RetriesExhausted {
                     attempts: attempt,
+                    elapsed_ms: elapsed.as_millis() as u64,
                     last,
                 }));
             }

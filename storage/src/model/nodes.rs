@@ -219,9 +219,10 @@ pub async fn check_lease(txn: &Txn, shard: u32, node: &str, generation: u64, epo
         Some(l) if !l.released && l.node == node && l.generation == generation && l.epoch == epoch => Ok(()),
         other => {
             metrics::counter!("meshmail_lease_fenced_total").increment(1);
-            Err(StorageError::Model(format!(
-                "fenced: shard {shard} is not owned by {node}#{generation} epoch {epoch} (lease: {other:?})"
-            )))
+            Err(StorageError::Fenced {
+                shard,
+                detail: format!("writer {node}#{generation} epoch {epoch}, lease {other:?}"),
+            })
         }
     }
 }
