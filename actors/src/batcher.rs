@@ -23,7 +23,7 @@ use meshmail_storage::model::{mailboxes, nodes, quarantine as qmodel, quota};
 use meshmail_storage::{StorageError, Txn, blob};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::delivery::{DeliveryError, DeliveryReply, DeliveryRequest, InFlight, Outcome};
+use crate::delivery::{DEADLINE_PASSED, DeliveryError, DeliveryReply, DeliveryRequest, InFlight, Outcome};
 use crate::faults::Fault;
 use crate::live::LiveGuard;
 use crate::node::NodeCtx;
@@ -161,7 +161,9 @@ async fn commit_batch(ctx: &Arc<NodeCtx>, batch: Vec<Pending>) {
                 let _ = p.reply.send(outcome);
             }
         }
-        Err(e) if batch.len() > 1 && !e.is_retryable() && !matches!(e, StorageError::RetriesExhausted { .. }) => {
+        // One bad item fails a batch with a model error; a store that cannot
+        // serve would fail each item alone just the same.
+        Err(e) if batch.len() > 1 && !e.is_unavailable() => {
             tracing::warn!(error = %e, size = batch.len(), "batch failed: retrying its deliveries one by one");
             for p in batch {
                 Box::pin(commit_batch(ctx, vec![p])).await;
@@ -203,11 +205,22 @@ async fn run_batch(ctx: &Arc<NodeCtx>, reqs: Arc<Vec<(DeliveryRequest, u32)>>) -
                 let mut fenced = HashMap::new();
                 let mut inbox_cache: HashMap<(AccountId, String), Option<MailboxId>> = HashMap::new();
                 let mut out = Vec::with_capacity(reqs.len());
+                let now = Instant::now();
                 for (req, shard) in reqs.iter() {
+                    // A delivery whose sender was already told "try again
+                    // later" is left out of this attempt (and out of the
+                    // store). After an attempt of unknown outcome it goes
+                    // through the ledger check instead: it may be stored.
+                    if now >= req.deadline && !txn.maybe_committed() {
+                        metrics::counter!("meshmail_delivery_deadline_passed_total").increment(1);
+                        out.push(Err(DeliveryError::Temporary(DEADLINE_PASSED.into())));
+                        continue;
+                    }
                     if !fenced.contains_key(shard) {
-                        let epoch = ctx
-                            .lease_epoch(*shard)
-                            .ok_or_else(|| StorageError::Model(format!("no lease for shard {shard}")))?;
+                        let epoch = ctx.lease_epoch(*shard).ok_or_else(|| StorageError::Fenced {
+                            shard: *shard,
+                            detail: "this node holds no lease for it".into(),
+                        })?;
                         nodes::check_lease(&txn, *shard, &ctx.identity.name, ctx.identity.generation, epoch).await?;
                         fenced.insert(*shard, ());
                     }

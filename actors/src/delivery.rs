@@ -27,6 +27,9 @@ use crate::shard::ShardMsg;
 /// How long a caller waits for its batch to commit before retrying (the
 /// retry is idempotent: the acceptance id is checked in the transaction).
 pub const DELIVERY_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a sender waits for the store by default (IMAP APPEND, JMAP,
+/// DSNs; SMTP and LMTP take theirs from `[smtp] delivery_timeout_s`).
+pub const DELIVERY_DEADLINE: Duration = Duration::from_secs(30);
 /// Retries after failures that were not this delivery's fault.
 const COLLATERAL_RETRIES_MAX: u32 = 20;
 
@@ -49,6 +52,16 @@ pub struct DeliveryRequest {
     /// Set when an operator redelivers a quarantined item: the batch
     /// transaction also removes the quarantine record.
     pub from_quarantine: Option<[u8; 16]>,
+    /// No commit attempt that includes this delivery starts after this
+    /// instant: the caller has answered "try again later" (SMTP 451) by then,
+    /// and a copy stored after that answer would be a duplicate when the
+    /// client sends it again.
+    pub deadline: Instant,
+}
+
+/// The deadline of a delivery whose sender waits `patience` from now.
+pub fn deadline_in(patience: Duration) -> Instant {
+    Instant::now() + patience
 }
 
 /// What a quarantine record keeps to redeliver later (no body bytes).
@@ -202,7 +215,7 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, mut req: DeliveryRequest) -> Result<Out
                 }
             },
         };
-        if started.elapsed() > ROUTE_DEADLINE {
+        if started.elapsed() > ROUTE_DEADLINE || Instant::now() >= req.deadline {
             metrics::counter!("meshmail_delivery_route_timeouts_total").increment(1);
             return Err(DeliveryError::Temporary(format!("no owner for shard {shard}: {why}")));
         }
@@ -223,6 +236,9 @@ pub async fn deliver_here(
     let _in_flight = ctx.enter(shard)?;
     Some(deliver_local(ctx, shard, req).await)
 }
+
+/// Why a delivery whose deadline passed before its commit was not stored.
+pub const DEADLINE_PASSED: &str = "the store did not commit it in time";
 
 async fn deliver_local(ctx: &Arc<NodeCtx>, shard: u32, req: DeliveryRequest) -> Result<Outcome, DeliveryError> {
     let started = Instant::now();
@@ -263,6 +279,9 @@ async fn deliver_local(ctx: &Arc<NodeCtx>, shard: u32, req: DeliveryRequest) -> 
         }
         if collateral > COLLATERAL_RETRIES_MAX {
             return Err(DeliveryError::Temporary("delivery path unavailable".into()));
+        }
+        if Instant::now() >= req.deadline {
+            return Err(DeliveryError::Temporary(DEADLINE_PASSED.into()));
         }
         tokio::time::sleep(Duration::from_millis(20 * u64::from(collateral.min(10)) + 5)).await;
     }

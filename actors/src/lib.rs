@@ -19,6 +19,7 @@ pub mod faults;
 pub mod live;
 pub mod mailbox_ops;
 pub mod node;
+pub mod op_error;
 pub mod quarantine;
 pub mod remote;
 pub mod restart;

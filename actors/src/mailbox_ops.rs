@@ -12,6 +12,7 @@ use meshmail_storage::model::{mailboxes, nodes, quota};
 use meshmail_storage::{StorageError, Txn, blob};
 
 use crate::node::NodeCtx;
+use crate::op_error::OpError;
 
 /// Messages changed per transaction: bounds every transaction's size and
 /// duration whatever the client asks for.
@@ -449,7 +450,7 @@ async fn copy_fits(
 /// that owns the shard — and waits for it. An operation is retried on
 /// another owner only when it was not applied (the owner said "not mine",
 /// or could not be reached before sending).
-pub async fn request(ctx: &Arc<NodeCtx>, account: AccountId, op: MailboxOp) -> Result<OpResult, String> {
+pub async fn request(ctx: &Arc<NodeCtx>, account: AccountId, op: MailboxOp) -> Result<OpResult, OpError> {
     let shard = ctx.shard_of(account);
     let started = std::time::Instant::now();
     let mut attempt = 0u64;
@@ -467,7 +468,9 @@ pub async fn request(ctx: &Arc<NodeCtx>, account: AccountId, op: MailboxOp) -> R
             },
         };
         if started.elapsed() > OP_ROUTE_DEADLINE {
-            return Err(format!("the mailbox is moving between nodes: try again ({why})"));
+            return Err(OpError::Unavailable(format!(
+                "the mailbox is moving between nodes: try again ({why})"
+            )));
         }
         tokio::time::sleep(std::time::Duration::from_millis((25 * attempt).min(500))).await;
     }
@@ -480,11 +483,11 @@ pub async fn request_here(
     shard: u32,
     account: AccountId,
     op: MailboxOp,
-) -> Option<Result<OpResult, String>> {
+) -> Option<Result<OpResult, OpError>> {
     use ractor::rpc::CallResult;
     let _in_flight = ctx.enter(shard)?;
     let Some(actor) = ctx.shard_actor(shard) else {
-        return Some(Err(format!("shard {shard} has no actor")));
+        return Some(Err(OpError::Unavailable(format!("shard {shard} has no actor"))));
     };
     let call = actor
         .call(
@@ -498,7 +501,7 @@ pub async fn request_here(
         .await;
     Some(match call {
         Ok(CallResult::Success(r)) => r,
-        Ok(CallResult::Timeout) => Err("the mailbox is busy: try again".into()),
-        _ => Err("the mailbox writer restarted: try again".into()),
+        Ok(CallResult::Timeout) => Err(OpError::Unavailable("the mailbox is busy: try again".into())),
+        _ => Err(OpError::Unavailable("the mailbox writer restarted: try again".into())),
     })
 }

@@ -73,6 +73,7 @@ pub async fn redeliver(ctx: &Arc<NodeCtx>, id: [u8; 16]) -> Result<Outcome, Deli
         body_structure: stored.body_structure,
         fault: None,
         from_quarantine: Some(id),
+        deadline: crate::delivery::deadline_in(crate::delivery::DELIVERY_DEADLINE),
     };
     // A fresh count: three more crashes quarantine it again.
     let aid = acceptance_id;

@@ -52,7 +52,12 @@ pub enum Route<T> {
 #[async_trait]
 pub trait ShardRouter: Send + Sync + 'static {
     async fn deliver(&self, shard: u32, req: WireDelivery) -> Route<Result<Outcome, DeliveryError>>;
-    async fn op(&self, shard: u32, account: AccountId, op: MailboxOp) -> Route<Result<OpResult, String>>;
+    async fn op(
+        &self,
+        shard: u32,
+        account: AccountId,
+        op: MailboxOp,
+    ) -> Route<Result<OpResult, crate::op_error::OpError>>;
     /// Sends a hint to a watching node (dropped if it cannot be sent now).
     fn push_hint(&self, node: &str, generation: u64, hint: WireHint);
 }
@@ -72,6 +77,10 @@ pub struct WireDelivery {
     pub body_structure: serde_json::Value,
     pub fault: Option<Fault>,
     pub from_quarantine: Option<[u8; 16]>,
+    /// What was left of the sender's patience when this was sent (an
+    /// `Instant` means nothing on another host); 0 from an older node.
+    #[serde(default)]
+    pub deadline_in_ms: u64,
 }
 
 impl WireDelivery {
@@ -91,6 +100,10 @@ impl WireDelivery {
             body_structure: req.body_structure.clone(),
             fault: req.fault,
             from_quarantine: req.from_quarantine,
+            deadline_in_ms: req
+                .deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .as_millis() as u64,
         }
     }
 
@@ -111,6 +124,10 @@ impl WireDelivery {
             body_structure: self.body_structure,
             fault: self.fault,
             from_quarantine: self.from_quarantine,
+            deadline: crate::delivery::deadline_in(match self.deadline_in_ms {
+                0 => crate::delivery::DELIVERY_DEADLINE,
+                ms => std::time::Duration::from_millis(ms),
+            }),
         }
     }
 }
@@ -148,7 +165,7 @@ pub enum Request {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
     Delivered(Result<Outcome, DeliveryError>),
-    Op(Result<OpResult, String>),
+    Op(Result<OpResult, crate::op_error::OpError>),
     Watching,
     /// This node does not serve the shard (any more): ask the store again.
     NotOwner,

@@ -36,7 +36,7 @@ pub enum ShardMsg {
     Op {
         account: AccountId,
         op: Box<MailboxOp>,
-        reply: RpcReplyPort<Result<OpResult, String>>,
+        reply: RpcReplyPort<Result<OpResult, crate::op_error::OpError>>,
     },
     /// Sent by the batcher after a commit that changed this shard.
     Committed(ChangeHint),
@@ -105,7 +105,7 @@ impl Actor for ShardActor {
                         },
                     );
                 }
-                let _ = reply.send(result.map_err(|e| e.to_string()));
+                let _ = reply.send(result.map_err(crate::op_error::OpError::from));
             }
             ShardMsg::Committed(hint) => notify(st, hint),
         }

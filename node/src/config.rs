@@ -125,6 +125,12 @@ pub struct SmtpConfig {
     /// (RFC 5321 §4.5.3.2 suggests 5 minutes).
     #[serde(default = "d_idle")]
     pub idle_timeout_s: u64,
+    /// Seconds DATA (and each LMTP recipient) waits for the store to commit
+    /// before answering 451 4.3.0: a store that is down or locked turns into
+    /// "try again later" in bounded time, and nothing is stored after that
+    /// answer (the sender retries).
+    #[serde(default = "d_delivery_timeout")]
+    pub delivery_timeout_s: u64,
     /// RFC 5233 subaddressing: `user+tag@dom` delivers to `user@dom`.
     /// One character; "" turns it off.
     #[serde(default = "d_separator")]
@@ -150,6 +156,7 @@ impl Default for SmtpConfig {
             max_recipients: d_max_rcpt(),
             allow_plaintext_auth_on_loopback: false,
             idle_timeout_s: d_idle(),
+            delivery_timeout_s: d_delivery_timeout(),
             subaddress_separator: d_separator(),
             inbound_auth: true,
             dmarc_reject: d_dmarc_reject(),
@@ -672,6 +679,9 @@ fn d_max_rcpt() -> usize {
 }
 fn d_idle() -> u64 {
     300
+}
+fn d_delivery_timeout() -> u64 {
+    meshmail_actors::delivery::DELIVERY_DEADLINE.as_secs()
 }
 
 /// `"host:port"` or `"off"`.

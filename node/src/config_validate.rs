@@ -100,6 +100,7 @@ impl Config {
         p.positive("smtp", "max_message_bytes", s.max_message_bytes);
         p.positive("smtp", "max_recipients", s.max_recipients as u64);
         p.positive("smtp", "idle_timeout_s", s.idle_timeout_s);
+        p.positive("smtp", "delivery_timeout_s", s.delivery_timeout_s);
         if let Err(e) = s.routing() {
             p.0.push(e.to_string());
         }

@@ -169,7 +169,7 @@ async fn read_body(body: Body, max: usize) -> Result<Option<Bytes>, Response> {
         Err(e) => {
             // A length-limit failure reads as an over-size body; anything
             // else (client gone) cannot be answered usefully.
-            if std::error::Error::source(&e).is_some_and(|s| s.to_string().contains("length limit")) {
+            if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
                 Ok(None)
             } else {
                 Err(problem(

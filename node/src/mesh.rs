@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use meshmail_actors::delivery::{DeliveryError, Outcome};
 use meshmail_actors::mailbox_ops::{MailboxOp, OpResult};
 use meshmail_actors::node::NodeCtx;
+use meshmail_actors::op_error::OpError;
 use meshmail_actors::remote::{self, Reply, Request, Route, ShardRouter, WireDelivery, WireHint};
 use meshmail_actors::shard::ChangeHint;
 use meshmail_mesh::backoff::BackoffConfig;
@@ -217,7 +218,7 @@ impl ShardRouter for Router {
         }
     }
 
-    async fn op(&self, shard: u32, account: AccountId, op: MailboxOp) -> Route<Result<OpResult, String>> {
+    async fn op(&self, shard: u32, account: AccountId, op: MailboxOp) -> Route<Result<OpResult, OpError>> {
         let (node, generation) = match self.target(shard) {
             Ok(t) => t,
             Err(why) => return Route::Retry(why),
@@ -239,12 +240,14 @@ impl ShardRouter for Router {
                 self.runtime.refresh_soon();
                 Route::Retry(format!("{node} no longer owns shard {shard}"))
             }
-            Ok(other) => Route::Done(Err(format!("unexpected reply {other:?}"))),
+            Ok(other) => Route::Done(Err(OpError::Failed(format!("unexpected reply {other:?}")))),
             // Sent, outcome unknown: an operation is not idempotent (a COPY
             // twice is two copies), so the client is told to check.
             Err(e) => {
                 metrics::counter!("meshmail_remote_errors_total", "kind" => "op").increment(1);
-                Route::Done(Err(format!("the mailbox's node did not answer ({e}); check and retry")))
+                Route::Done(Err(OpError::Unavailable(format!(
+                    "the mailbox's node did not answer ({e}); check and retry"
+                ))))
             }
         }
     }

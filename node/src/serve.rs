@@ -181,6 +181,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_recipients: cfg.smtp.max_recipients,
             allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
             idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s),
+            delivery_timeout: Duration::from_secs(cfg.smtp.delivery_timeout_s),
             dns: dns.clone(),
             routing: routing.clone(),
             inbound_auth: cfg.smtp.inbound_auth(),
@@ -317,6 +318,7 @@ fn jmap_shared(
         max_recipients: cfg.smtp.max_recipients,
         allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
         idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s),
+        delivery_timeout: Duration::from_secs(cfg.smtp.delivery_timeout_s),
         dns: dns.clone(),
         // Validated at startup (serve fails on a bad separator first).
         routing: cfg.smtp.routing().unwrap_or_default(),

@@ -77,7 +77,11 @@ impl StorageError {
     /// contended), as opposed to a request it refused: protocols answer these
     /// with "try again later" (SMTP 451, IMAP `NO [UNAVAILABLE]`).
     pub fn is_unavailable(&self) -> bool {
-        self.is_retryable() || matches!(self, StorageError::RetriesExhausted { .. } | StorageError::Fenced { .. })
+        self.is_retryable()
+            || matches!(
+                self,
+                StorageError::RetriesExhausted { .. } | StorageError::Fenced { .. }
+            )
     }
 
     /// True when the failed attempt might nevertheless have been applied.

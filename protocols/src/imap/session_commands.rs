@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver};
 use meshmail_actors::mailbox_ops::{MailboxOp, request};
+use meshmail_actors::op_error::OpError;
 use meshmail_storage::StorageError;
 use meshmail_storage::keyspace::AccountId;
 use meshmail_storage::model::mailboxes::{self, Mailbox};
@@ -132,18 +133,28 @@ pub(super) async fn write(
     st: &State,
     account: AccountId,
     op: MailboxOp,
-) -> Result<meshmail_actors::mailbox_ops::OpResult, String> {
+) -> Result<meshmail_actors::mailbox_ops::OpResult, OpError> {
     request(&st.shared.ctx, account, op).await
 }
 
-fn reply<T>(st: &State, conn: &mut Conn, tag: &str, r: Result<T, String>, ok: &str) {
+fn reply<T>(st: &State, conn: &mut Conn, tag: &str, r: Result<T, OpError>, ok: &str) {
     match r {
         Ok(_) => st.tagged(conn, tag, Status::Ok, None, ok),
-        Err(e) if e.contains("already exists") => st.tagged(conn, tag, Status::No, Some("ALREADYEXISTS"), &e),
-        Err(e) if e.contains("not found") => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), &e),
-        Err(e) if e.contains("INBOX") => st.tagged(conn, tag, Status::No, Some("CANNOT"), &e),
-        Err(e) => st.tagged(conn, tag, Status::No, Some("SERVERBUG"), &e),
+        Err(e) => refused(st, conn, tag, &e),
     }
+}
+
+/// The tagged NO for an operation the shard actor did not apply, with the
+/// RFC 5530 response code of its kind.
+pub(super) fn refused(st: &State, conn: &mut Conn, tag: &str, e: &OpError) {
+    let code = match e {
+        OpError::AlreadyExists(_) => "ALREADYEXISTS",
+        OpError::NotFound(_) => "NONEXISTENT",
+        OpError::NotAllowed(_) => "CANNOT",
+        OpError::Unavailable(_) => "UNAVAILABLE",
+        OpError::Failed(_) => "SERVERBUG",
+    };
+    st.tagged(conn, tag, Status::No, Some(code), &e.to_string());
 }
 
 pub(super) async fn find(st: &State, account: AccountId, name: &str) -> Result<Option<Mailbox>, StorageError> {
@@ -418,6 +429,7 @@ async fn append(
             body_structure: ingested.body_structure,
             fault: None,
             from_quarantine: None,
+            deadline: meshmail_actors::delivery::deadline_in(meshmail_actors::delivery::DELIVERY_DEADLINE),
         };
         match deliver(&ctx, req).await {
             Ok(Outcome::Delivered { uid, .. }) => uids.push(uid),

@@ -12,7 +12,7 @@ use meshmail_storage::{StorageError, keyspace};
 use super::response::{self, BinaryError, FetchResponse, Status};
 use super::sequence::{IdSet, SequenceSet};
 use super::session::{State, Transition};
-use super::session_commands::{find, write};
+use super::session_commands::{find, refused, write};
 use super::session_view::{Selected, load_rows};
 use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, SectionText, StoreMode};
 use crate::net::{Conn, ConnError};
@@ -114,7 +114,7 @@ pub(super) async fn run(
                         st.tagged(conn, tag, Status::Ok, Some(&code), "Some messages changed since");
                     }
                 }
-                Err(e) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e),
+                Err(e) => refused(st, conn, tag, &e),
             }
         }
         K::Copy { uid, set, mailbox } => copy(st, sel, conn, tag, uid, &set, &mailbox, false).await,
@@ -429,7 +429,7 @@ async fn copy(
                 st.tagged(conn, tag, Status::Ok, Some(&code), "COPY completed");
             }
         }
-        Err(e) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e),
+        Err(e) => refused(st, conn, tag, &e),
     }
 }
 
@@ -465,7 +465,7 @@ async fn expunge(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str,
             uids: deleted,
         };
         if let Err(e) = write(st, sel.account, op).await {
-            return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e);
+            return refused(st, conn, tag, &e);
         }
     }
     st.sync(conn, Some(sel), true).await;

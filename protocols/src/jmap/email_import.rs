@@ -90,7 +90,7 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
                 },
             )
             .await
-            .map_err(|e| SetError::new("serverFail", e))?;
+            .map_err(|e| SetError::from_op(&e))?;
             let (_, new_uid) = *r.copied.first().ok_or_else(SetError::not_found)?;
             if let Some(k) = &c.keywords {
                 let flags = flags_of(k)?;
@@ -106,7 +106,7 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
                     },
                 )
                 .await
-                .map_err(|e| SetError::new("serverFail", e))?;
+                .map_err(|e| SetError::from_op(&e))?;
             }
             let size = store::message(&ctx, account, to.id, new_uid)
                 .await

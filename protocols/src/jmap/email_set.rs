@@ -12,6 +12,7 @@ use mail_builder::MessageBuilder;
 use mail_builder::headers::address::Address as BuildAddress;
 use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver};
 use meshmail_actors::mailbox_ops::{self, MailboxOp};
+use meshmail_actors::op_error::OpError;
 use meshmail_storage::keyspace::{MailboxId, Uid};
 use meshmail_storage::model::mailboxes::Mailbox;
 use meshmail_storage::model::messages::FlagOp;
@@ -281,6 +282,7 @@ pub async fn store_message(
             body_structure: ingested.body_structure,
             fault: None,
             from_quarantine: None,
+            deadline: meshmail_actors::delivery::deadline_in(meshmail_actors::delivery::DELIVERY_DEADLINE),
         };
         match deliver(ctx, req).await {
             Ok(Outcome::Delivered { mailbox, uid, .. }) => return Ok((mailbox, uid, size)),
@@ -385,7 +387,7 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
                 resp.not_destroyed.insert(id, SetError::not_found());
             }
             Err(e) => {
-                resp.not_destroyed.insert(id, SetError::new("serverFail", e));
+                resp.not_destroyed.insert(id, SetError::from_op(&e));
             }
         }
     }
@@ -443,7 +445,7 @@ pub async fn update_one(
         flags,
         unchanged_since: None,
     };
-    let fail = |e: String| SetError::new("serverFail", e);
+    let fail = |e: OpError| SetError::from_op(&e);
     if let Some(mut flags) = replace {
         // System flags without a keyword (\Deleted) are kept.
         flags.extend(

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use meshmail_actors::mailbox_ops::{self, MailboxOp};
+use meshmail_actors::op_error::OpError;
 use meshmail_storage::model::mailboxes::{Counts, Mailbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -481,12 +482,12 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
                     resp.created.insert(cid, Created { id });
                 }
             }
-            Err(e) if e.contains("exists") => {
+            Err(OpError::AlreadyExists(_)) => {
                 resp.not_created
                     .insert(cid, SetError::new("alreadyExists", format!("{name} exists")));
             }
             Err(e) => {
-                resp.not_created.insert(cid, SetError::new("serverFail", e));
+                resp.not_created.insert(cid, SetError::from_op(&e));
             }
         }
     }
@@ -535,7 +536,7 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         match mailbox_ops::request(&ctx, account, MailboxOp::Delete { name: m.name.clone() }).await {
             Ok(_) => resp.destroyed.push(id),
             Err(e) => {
-                resp.not_destroyed.insert(id, SetError::new("serverFail", e));
+                resp.not_destroyed.insert(id, SetError::from_op(&e));
             }
         }
     }
@@ -596,14 +597,18 @@ async fn update_one(
             },
         )
         .await
-        .map_err(|e| SetError::new("invalidProperties", e))?;
+        // A name taken by a sibling is a bad `name` property of this update.
+        .map_err(|e| match e {
+            OpError::AlreadyExists(_) => SetError::invalid_properties(&["name"], e.to_string()),
+            e => SetError::from_op(&e),
+        })?;
     }
     if let Some(s) = subscribed
         && s != m.subscribed
     {
         mailbox_ops::request(ctx, account, MailboxOp::Subscribe { name, subscribed: s })
             .await
-            .map_err(|e| SetError::new("serverFail", e))?;
+            .map_err(|e| SetError::from_op(&e))?;
     }
     Ok(())
 }

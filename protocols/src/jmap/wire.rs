@@ -257,6 +257,18 @@ impl SetError {
             properties: None,
         }
     }
+    /// The SetError for a mailbox operation the shard actor did not apply.
+    pub fn from_op(e: &meshmail_actors::op_error::OpError) -> SetError {
+        use meshmail_actors::op_error::OpError as E;
+        let kind = match e {
+            E::AlreadyExists(_) => "alreadyExists",
+            E::NotFound(_) => "notFound",
+            E::NotAllowed(_) => "forbidden",
+            E::Unavailable(_) => "serverUnavailable",
+            E::Failed(_) => "serverFail",
+        };
+        SetError::new(kind, e.to_string())
+    }
     pub fn not_found() -> SetError {
         SetError {
             kind: "notFound",

@@ -91,6 +91,7 @@ pub async fn send_dsn(
                     body_structure: ingested.body_structure,
                     fault: None,
                     from_quarantine: None,
+                    deadline: meshmail_actors::delivery::deadline_in(meshmail_actors::delivery::DELIVERY_DEADLINE),
                 };
                 deliver(ctx, req).await.map(|_| ())
             }

@@ -268,6 +268,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
                         body_structure: structure.clone(),
                         fault,
                         from_quarantine: None,
+                        deadline: meshmail_actors::delivery::deadline_in(shared.delivery_timeout),
                     };
                     deliver(ctx, req).await.map(|_| ())
                 }

@@ -60,6 +60,9 @@ pub struct SmtpShared {
     pub max_recipients: usize,
     pub allow_plaintext_auth_on_loopback: bool,
     pub idle_timeout: Duration,
+    /// How long DATA waits for the store to commit before answering 451
+    /// (`[smtp] delivery_timeout_s`); nothing is stored after that answer.
+    pub delivery_timeout: Duration,
     /// The node's resolver (inbound authentication; outbound shares it).
     pub dns: crate::dns::Dns,
     /// Aliases, subaddressing, catch-alls.
