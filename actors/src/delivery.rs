@@ -27,6 +27,11 @@ use crate::shard::ShardMsg;
 /// How long a caller waits for its batch to commit before retrying (the
 /// retry is idempotent: the acceptance id is checked in the transaction).
 pub const DELIVERY_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a caller keeps waiting for its batcher past the deadline: a
+/// commit attempt that started just before it must have ended (FDB and the
+/// SQLite busy timeout both bound an attempt at 5 s) before the caller may
+/// answer "not stored".
+pub const COMMIT_ATTEMPT_GRACE: Duration = Duration::from_secs(10);
 /// How long a sender waits for the store by default (IMAP APPEND, JMAP,
 /// DSNs; SMTP and LMTP take theirs from `[smtp] delivery_timeout_s`).
 pub const DELIVERY_DEADLINE: Duration = Duration::from_secs(30);
@@ -248,11 +253,13 @@ async fn deliver_local(ctx: &Arc<NodeCtx>, shard: u32, req: DeliveryRequest) -> 
             return Err(DeliveryError::Temporary(format!("shard {shard} has no actor")));
         };
         let r = req.clone();
+        let wait = req
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .min(DELIVERY_CALL_TIMEOUT)
+            + COMMIT_ATTEMPT_GRACE;
         let call = actor
-            .call(
-                move |port| ShardMsg::Deliver(Box::new(r), port),
-                Some(DELIVERY_CALL_TIMEOUT),
-            )
+            .call(move |port| ShardMsg::Deliver(Box::new(r), port), Some(wait))
             .await;
         match call {
             Ok(CallResult::Success(result)) => {
