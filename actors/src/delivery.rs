@@ -193,6 +193,7 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, mut req: DeliveryRequest) -> Result<Out
         });
     }
     let mut attempt = 0u32;
+    let mut sent_remote = false;
     loop {
         attempt += 1;
         let why = match deliver_here(ctx, shard, req.clone()).await {
@@ -206,6 +207,7 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, mut req: DeliveryRequest) -> Result<Out
                         // Bodies never cross the mesh: write it as an object.
                         req.body = ctx.blobs.prepare_object(&ctx.db, bytes).await?;
                     }
+                    sent_remote = true;
                     match router
                         .deliver(shard, crate::remote::WireDelivery::from_request(&req))
                         .await
@@ -221,12 +223,47 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, mut req: DeliveryRequest) -> Result<Out
             },
         };
         if started.elapsed() > ROUTE_DEADLINE || Instant::now() >= req.deadline {
+            if sent_remote && let Some(done) = stored_meanwhile(ctx, &req).await {
+                return Ok(done);
+            }
             metrics::counter!("meshmail_delivery_route_timeouts_total").increment(1);
             return Err(DeliveryError::Temporary(format!("no owner for shard {shard}: {why}")));
         }
         metrics::counter!("meshmail_delivery_route_retries_total").increment(1);
         tracing::debug!(shard, attempt, %why, "delivery: owner not reachable; retrying");
         tokio::time::sleep(Duration::from_millis((25 * u64::from(attempt)).min(500))).await;
+    }
+}
+
+/// Whether a delivery sent to another node whose answer never came was
+/// stored after all: its owner starts no commit attempt past the deadline,
+/// so once one attempt's grace has passed the ledger tells for good. Saying
+/// 451 for a stored copy would make the sender's retry a duplicate.
+async fn stored_meanwhile(ctx: &Arc<NodeCtx>, req: &DeliveryRequest) -> Option<Outcome> {
+    let settled = req.deadline + COMMIT_ATTEMPT_GRACE;
+    tokio::time::sleep_until(settled.into()).await;
+    let (id, account) = (req.acceptance_id, req.account);
+    let found = ctx
+        .db
+        .read("delivery_ledger_check", move |txn: Txn| async move {
+            let Some(entry) = meshmail_storage::model::ledger::get(&txn, &id).await? else {
+                return Ok::<_, StorageError>(None);
+            };
+            let meshmail_storage::model::ledger::LedgerState::Delivered { mailbox, uid, .. } = entry.state else {
+                return Ok(None);
+            };
+            let modseq = meshmail_storage::model::messages::get(&txn, account, mailbox, uid)
+                .await?
+                .map_or(0, |m| m.modseq);
+            Ok(Some(Outcome::Delivered { mailbox, uid, modseq }))
+        })
+        .await;
+    match found {
+        Ok(Some(done)) => {
+            metrics::counter!("meshmail_delivery_stored_after_timeout_total").increment(1);
+            Some(done)
+        }
+        _ => None,
     }
 }
 

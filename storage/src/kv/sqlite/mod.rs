@@ -68,6 +68,9 @@ pub struct Faults {
 struct Writer {
     conn: Connection,
     commits_since_prune: u32,
+    /// When a commit last waited out the busy timeout (another process holds
+    /// the file's write lock).
+    last_busy: Option<Instant>,
 }
 
 struct Shared {
@@ -104,6 +107,7 @@ impl SqliteBackend {
                 writer: Mutex::new(Writer {
                     conn,
                     commits_since_prune: 0,
+                    last_busy: None,
                 }),
                 fair,
                 readers: Mutex::new(Vec::new()),
@@ -236,6 +240,17 @@ impl Shared {
         }
         let wait_started = Instant::now();
         let mut writer = self.writer.lock().expect("writer poisoned");
+        // Commits queued here behind one that just waited out the busy
+        // timeout would each wait the same 5 s for the same lock, so that a
+        // lock held elsewhere made the n-th waiter's attempt last n × 5 s,
+        // past any retry budget. They fail at once instead; their retry
+        // loop decides whether to try again.
+        if writer.last_busy.is_some_and(|t| t > wait_started) {
+            metrics::counter!("meshmail_kv_sqlite_busy_fast_failures_total").increment(1);
+            return Err(StorageError::Unavailable(
+                "the store file is write-locked by another process".into(),
+            ));
+        }
         let guard = self.fair.acquire()?;
         metrics::histogram!("meshmail_kv_writer_lock_wait_seconds").record(wait_started.elapsed().as_secs_f64());
         let apply_started = Instant::now();
@@ -246,6 +261,7 @@ impl Shared {
         match &result {
             Ok(()) if prune => writer.commits_since_prune = 0,
             Ok(()) => writer.commits_since_prune += 1,
+            Err(StorageError::Unavailable(_)) => writer.last_busy = Some(Instant::now()),
             Err(_) => {}
         }
         result?;
