@@ -68,6 +68,11 @@ impl NodeProc {
         Ok(NodeProc { child, endpoints })
     }
 
+    /// The node's process id (for /proc figures).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn addr(&self, name: &str) -> anyhow::Result<String> {
         self.endpoints
             .get(name)

@@ -121,6 +121,22 @@ impl SqliteBackend {
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
     }
+
+    /// Folds the WAL into the main file and truncates it
+    /// (`wal_checkpoint(TRUNCATE)`), under the writer lock: what the file
+    /// costs on disk once nothing is pending (benchmarks, operators).
+    pub fn checkpoint_truncate(&self) -> Result<()> {
+        let writer = self.shared.writer.lock().expect("writer poisoned");
+        let _guard = self.shared.fair.acquire()?;
+        let busy: i64 = writer
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .map_err(sql_err)?;
+        if busy != 0 {
+            return Err(StorageError::Unavailable("checkpoint blocked by a reader".into()));
+        }
+        Ok(())
+    }
 }
 
 fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
