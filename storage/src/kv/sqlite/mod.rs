@@ -314,9 +314,6 @@ fn apply(
             .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")
             .map_err(sql_err)?;
         let mut get = tx.prepare_cached("SELECT v FROM kv WHERE k = ?1").map_err(sql_err)?;
-        let mut log = tx
-            .prepare_cached("INSERT INTO conflict_log(version, b, e, at_ms) VALUES (?1, ?2, ?3, ?4)")
-            .map_err(sql_err)?;
         for m in mutations {
             match m {
                 Mutation::Set(k, v) => set.execute(params![k, v]).map(drop),
@@ -329,10 +326,9 @@ fn apply(
             }
             .map_err(sql_err)?;
         }
-        for (b, e) in coalesce(mutations.iter().map(Mutation::conflict_range).collect()) {
-            log.execute(params![version, b, e, now_ms]).map_err(sql_err)?;
-        }
     }
+    let ranges = coalesce(mutations.iter().map(Mutation::conflict_range).collect());
+    schema::log_commit(&tx, version, now_ms, &ranges).map_err(sql_err)?;
     schema::write_meta(&tx, "version", version).map_err(sql_err)?;
     if prune {
         schema::prune_conflict_log(&tx, now_ms - 10_000).map_err(sql_err)?;

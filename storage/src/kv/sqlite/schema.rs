@@ -2,15 +2,21 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// `kv` holds the keyspace; `meta` the commit version; `conflict_log` the
-/// write ranges of recent commits, for optimistic conflict checks.
+/// `kv` holds the keyspace; `meta` the commit version; `commit_log` the
+/// write ranges of recent commits, one row per commit (all its ranges in
+/// one blob: a batch of hundreds of keys costs one B-tree insert, not
+/// hundreds plus their index entries), for optimistic conflict checks.
+///
+/// The per-range `conflict_log` of earlier versions is dropped: a process
+/// of an older build still writing there would make conflicts invisible to
+/// this one, so it must fail loudly instead.
 pub fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;
          CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-         CREATE TABLE IF NOT EXISTS conflict_log (
-             version INTEGER NOT NULL, b BLOB NOT NULL, e BLOB NOT NULL, at_ms INTEGER NOT NULL);
-         CREATE INDEX IF NOT EXISTS conflict_log_by_version ON conflict_log(version);
+         DROP TABLE IF EXISTS conflict_log;
+         CREATE TABLE IF NOT EXISTS commit_log (
+             version INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, ranges BLOB NOT NULL);
          INSERT OR IGNORE INTO meta(name, value) VALUES ('version', 0), ('pruned_through', 0);",
     )
 }
@@ -31,23 +37,84 @@ pub fn write_meta(conn: &Connection, name: &str, value: i64) -> rusqlite::Result
 }
 
 pub fn write_ranges_since(conn: &Connection, version: i64) -> rusqlite::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut stmt = conn.prepare_cached("SELECT b, e FROM conflict_log WHERE version > ?1")?;
-    let rows = stmt.query_map(params![version], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    rows.collect()
+    let mut stmt = conn.prepare_cached("SELECT ranges FROM commit_log WHERE version > ?1")?;
+    let blobs = stmt.query_map(params![version], |r| r.get::<_, Vec<u8>>(0))?;
+    let mut out = Vec::new();
+    for blob in blobs {
+        let blob = blob?;
+        decode_ranges(&blob, &mut out).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                0,
+                rusqlite::types::Type::Blob,
+                "malformed commit_log ranges".into(),
+            )
+        })?;
+    }
+    Ok(out)
+}
+
+/// Logs one commit's (coalesced) write ranges.
+pub fn log_commit(conn: &Connection, version: i64, at_ms: i64, ranges: &[(Vec<u8>, Vec<u8>)]) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached("INSERT INTO commit_log(version, at_ms, ranges) VALUES (?1, ?2, ?3)")?;
+    stmt.execute(params![version, at_ms, encode_ranges(ranges)])?;
+    Ok(())
+}
+
+/// `(len u32 LE, begin, len u32 LE, end)*`: keys are at most 10 KB.
+pub fn encode_ranges(ranges: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ranges.iter().map(|(b, e)| b.len() + e.len() + 8).sum());
+    for (b, e) in ranges {
+        for k in [b, e] {
+            out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+            out.extend_from_slice(k);
+        }
+    }
+    out
+}
+
+/// The inverse of [`encode_ranges`], appended to `out`; None if malformed.
+pub fn decode_ranges(mut blob: &[u8], out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Option<()> {
+    let mut take = |blob: &mut &[u8]| -> Option<Vec<u8>> {
+        let len = u32::from_le_bytes(blob.get(..4)?.try_into().ok()?) as usize;
+        let key = blob.get(4..4 + len)?.to_vec();
+        *blob = &blob[4 + len..];
+        Some(key)
+    };
+    while !blob.is_empty() {
+        let b = take(&mut blob)?;
+        let e = take(&mut blob)?;
+        out.push((b, e));
+    }
+    Some(())
 }
 
 /// Drops log entries older than `cutoff_ms` and remembers the newest version
 /// dropped, so a transaction older than that is refused rather than missed.
 pub fn prune_conflict_log(conn: &Connection, cutoff_ms: i64) -> rusqlite::Result<()> {
     let newest: Option<i64> = conn.query_row(
-        "SELECT max(version) FROM conflict_log WHERE at_ms < ?1",
+        "SELECT max(version) FROM commit_log WHERE at_ms < ?1",
         params![cutoff_ms],
         |r| r.get(0),
     )?;
     if let Some(v) = newest {
-        conn.execute("DELETE FROM conflict_log WHERE version <= ?1", params![v])?;
+        conn.execute("DELETE FROM commit_log WHERE version <= ?1", params![v])?;
         let prev = read_meta(conn, "pruned_through")?;
         write_meta(conn, "pruned_through", prev.max(v))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_round_trip_and_truncation_is_refused() {
+        let ranges = vec![(b"a".to_vec(), b"b".to_vec()), (Vec::new(), vec![0xff; 300])];
+        let blob = encode_ranges(&ranges);
+        let mut out = Vec::new();
+        decode_ranges(&blob, &mut out).unwrap();
+        assert_eq!(out, ranges);
+        assert!(decode_ranges(&blob[..blob.len() - 1], &mut Vec::new()).is_none());
+    }
 }
