@@ -59,6 +59,14 @@ pub struct SmtpArgs {
     /// The meshmail binary (default: next to this one).
     #[arg(long)]
     pub meshmail: Option<PathBuf>,
+    /// Another meshmail binary (an earlier build) run in the same
+    /// invocation, interleaved, as modes `base-durable` and `base-spread`:
+    /// before/after ratios from one run on a noisy machine.
+    #[arg(long)]
+    pub baseline_meshmail: Option<PathBuf>,
+    /// A TOML config file for the nodes (`--config`), e.g. `batchers`.
+    #[arg(long)]
+    pub node_config: Option<PathBuf>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -84,7 +92,7 @@ pub struct RunFigures {
 }
 
 const DOMAIN: &str = "bench.example";
-const MODES: [&str; 4] = ["durable", "spread", "sink", "dovecot"];
+const MODES: [&str; 6] = ["base-durable", "durable", "base-spread", "spread", "sink", "dovecot"];
 
 fn recipients(n: usize) -> Vec<String> {
     (0..n.max(1)).map(|i| format!("bench{i}@{DOMAIN}")).collect()
@@ -102,13 +110,18 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
     let mut all = Vec::new();
     for run in 0..args.runs {
         for mode in MODES {
-            let figures = match mode {
-                "durable" => meshmail_run(&bin, &args, mode, args.mailboxes, args.prefill, &[])?,
-                "spread" if args.spread_mailboxes > 0 => {
+            let base = args.baseline_meshmail.as_deref();
+            let figures = match (mode, base) {
+                ("durable", _) => meshmail_run(&bin, &args, mode, args.mailboxes, args.prefill, &[])?,
+                ("spread", _) if args.spread_mailboxes > 0 => {
                     meshmail_run(&bin, &args, mode, args.spread_mailboxes, 0, &[])?
                 }
-                "sink" => meshmail_run(&bin, &args, mode, args.mailboxes, 0, &["--bench-sink"])?,
-                "dovecot" if dovecot.is_some() => dovecot_run(dovecot.as_deref().expect("checked"), &args)?,
+                ("base-durable", Some(b)) => meshmail_run(b, &args, mode, args.mailboxes, args.prefill, &[])?,
+                ("base-spread", Some(b)) if args.spread_mailboxes > 0 => {
+                    meshmail_run(b, &args, mode, args.spread_mailboxes, 0, &[])?
+                }
+                ("sink", _) => meshmail_run(&bin, &args, mode, args.mailboxes, 0, &["--bench-sink"])?,
+                ("dovecot", _) if dovecot.is_some() => dovecot_run(dovecot.as_deref().expect("checked"), &args)?,
                 _ => continue,
             };
             eprintln!(
@@ -177,6 +190,21 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     }
     if let Some(d) = median("dovecot", |r| r.msg_per_s) {
         println!("durable / dovecot LMTP = {:.2}", durable / d.max(1e-9));
+        if let Some(s) = median("spread", |r| r.msg_per_s) {
+            println!("spread / dovecot LMTP = {:.2}", s / d.max(1e-9));
+        }
+    }
+    for (new, base) in [("durable", "base-durable"), ("spread", "base-spread")] {
+        if let (Some(n), Some(b)) = (median(new, |r| r.msg_per_s), median(base, |r| r.msg_per_s)) {
+            let cpu = |m| median(m, |r| r.cpu_ms_per_msg).unwrap_or(0.0);
+            let disk = |m| median(m, |r| r.disk_bytes_per_msg).unwrap_or(0.0);
+            println!(
+                "{new} / {base}: msg/s x{:.2}, CPU/msg x{:.2}, disk/msg x{:.2}",
+                n / b.max(1e-9),
+                cpu(new) / cpu(base).max(1e-9),
+                disk(new) / disk(base).max(1e-9)
+            );
+        }
     }
     if let Some(last) = all.iter().rev().find(|r| r.mode == "durable") {
         println!(
@@ -199,7 +227,12 @@ fn meshmail_run(
     let dir = tempfile::tempdir()?;
     let rcpts = recipients(mailboxes);
     setup_accounts(dir.path(), &rcpts)?;
-    let node = NodeProc::start(bin, dir.path(), extra)?;
+    let config: Vec<String> = args
+        .node_config
+        .iter()
+        .flat_map(|p| ["--config".to_string(), p.display().to_string()])
+        .collect();
+    let node = NodeProc::start_with_global(bin, dir.path(), &config, extra)?;
     let mut spec = LoadSpec {
         addr: node.addr("smtp")?,
         hello: "EHLO",

@@ -74,7 +74,7 @@ pub fn encode_ranges(ranges: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
 
 /// The inverse of [`encode_ranges`], appended to `out`; None if malformed.
 pub fn decode_ranges(mut blob: &[u8], out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Option<()> {
-    let mut take = |blob: &mut &[u8]| -> Option<Vec<u8>> {
+    let take = |blob: &mut &[u8]| -> Option<Vec<u8>> {
         let len = u32::from_le_bytes(blob.get(..4)?.try_into().ok()?) as usize;
         let key = blob.get(4..4 + len)?.to_vec();
         *blob = &blob[4 + len..];
