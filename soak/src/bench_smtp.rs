@@ -64,6 +64,11 @@ pub struct SmtpArgs {
     /// before/after ratios from one run on a noisy machine.
     #[arg(long)]
     pub baseline_meshmail: Option<PathBuf>,
+    /// Page size of the SQLite file the bench creates for `durable`,
+    /// `spread` and `sink` (base-* runs get 4096, SQLite's default, which
+    /// earlier builds used).
+    #[arg(long, default_value_t = meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT)]
+    pub sqlite_page_size: u32,
     /// A TOML config file for the nodes (`--config`), e.g. `batchers`.
     #[arg(long)]
     pub node_config: Option<PathBuf>,
@@ -226,7 +231,12 @@ fn meshmail_run(
 ) -> anyhow::Result<RunFigures> {
     let dir = tempfile::tempdir()?;
     let rcpts = recipients(mailboxes);
-    setup_accounts(dir.path(), &rcpts)?;
+    let page_size = if mode.starts_with("base-") {
+        BASELINE_PAGE_SIZE_BYTES
+    } else {
+        args.sqlite_page_size
+    };
+    setup_accounts(dir.path(), &rcpts, page_size)?;
     let config: Vec<String> = args
         .node_config
         .iter()
@@ -322,6 +332,9 @@ fn dovecot_run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<RunFigures> {
     })
 }
 
+/// The page size of files made by builds before `page_size_bytes` existed.
+const BASELINE_PAGE_SIZE_BYTES: u32 = 4096;
+
 /// Accounts per setup transaction: each creates a handful of mailboxes, so
 /// this stays far below FDB's 10 MB / 5 s.
 const ACCOUNTS_PER_TXN: usize = 50;
@@ -329,10 +342,14 @@ const ACCOUNTS_PER_TXN: usize = 50;
 /// The domain and one account per recipient, written straight to the
 /// store before the node starts (as the admin commands do), with one
 /// password hash for all: argon2 for 1,000 accounts would take minutes.
-fn setup_accounts(data_dir: &Path, rcpts: &[String]) -> anyhow::Result<()> {
+fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes: u32) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
-        let db = open_kv(&KvConfig::sqlite_in(data_dir))?;
+        let db = open_kv(&KvConfig::Sqlite {
+            path: data_dir.join("meshmail.sqlite"),
+            fsync: true,
+            page_size_bytes,
+        })?;
         db.run("bench_domain", |txn| async move {
             domains::add(&txn, DOMAIN).await.map(drop)
         })

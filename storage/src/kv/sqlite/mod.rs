@@ -44,7 +44,19 @@ pub struct SqliteOptions {
     pub durability: Durability,
     /// Idle read connections kept open for reuse.
     pub readers_idle_max: usize,
+    /// Page size of a new file (an existing file keeps its own: WAL mode
+    /// cannot change it). See [`PAGE_SIZE_BYTES_DEFAULT`].
+    pub page_size_bytes: u32,
 }
+
+/// The page size new files get. A `kv` row holds key + value in its
+/// B-tree cell; SQLite keeps at most about (page − 12) · 64/255 − 23 bytes
+/// of a cell in the page (~1,000 B at 4 KiB) and spills the rest to an
+/// overflow page of its own. At 4 KiB every inline 1 KiB body (and most
+/// message rows) took a mostly empty 4 KiB overflow page; 8 KiB pages keep
+/// cells up to ~2 KB in place. Measured in `bench smtp` (see
+/// soak/reports/bench-ingest-2026-12-01.md).
+pub const PAGE_SIZE_BYTES_DEFAULT: u32 = 8192;
 
 impl SqliteOptions {
     pub fn new(path: impl Into<PathBuf>) -> Self {
@@ -52,6 +64,7 @@ impl SqliteOptions {
             path: path.into(),
             durability: Durability::Full,
             readers_idle_max: 16,
+            page_size_bytes: PAGE_SIZE_BYTES_DEFAULT,
         }
     }
 }
@@ -92,8 +105,14 @@ impl SqliteBackend {
         {
             std::fs::create_dir_all(dir)?;
         }
+        if !(512..=65536).contains(&options.page_size_bytes) || !options.page_size_bytes.is_power_of_two() {
+            return Err(StorageError::Backend(format!(
+                "page_size_bytes {} is not a power of two in 512..=65536",
+                options.page_size_bytes
+            )));
+        }
         let fair = FairLock::open(&options.path)?;
-        let conn = open_connection(&options.path, options.durability)?;
+        let conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes))?;
         {
             // Schema creation races with other processes opening the same file.
             let _guard = fair.acquire()?;
@@ -140,7 +159,17 @@ impl SqliteBackend {
 }
 
 fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
+    open_connection_sized(path, durability, None)
+}
+
+/// Opens a connection; `page_size_bytes` applies only to a file that has
+/// no pages yet (it must be set before WAL mode and the first table).
+fn open_connection_sized(path: &Path, durability: Durability, page_size_bytes: Option<u32>) -> Result<Connection> {
     let conn = Connection::open(path).map_err(sql_err)?;
+    if let Some(size) = page_size_bytes {
+        conn.execute_batch(&format!("PRAGMA page_size={size}"))
+            .map_err(sql_err)?;
+    }
     // SQLite's busy handler only matters for processes that bypass the fair
     // lock (the sqlite3 shell, a checkpoint): wait instead of failing.
     conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql_err)?;
@@ -482,6 +511,27 @@ mod tests {
 
     fn r(b: &[u8], e: &[u8]) -> (Vec<u8>, Vec<u8>) {
         (b.to_vec(), e.to_vec())
+    }
+
+    fn page_size(path: &Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_new_file_gets_the_page_size_and_an_existing_one_keeps_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kv.sqlite");
+        let mut opts = SqliteOptions::new(&path);
+        drop(SqliteBackend::open(opts.clone()).unwrap());
+        assert_eq!(page_size(&path), i64::from(PAGE_SIZE_BYTES_DEFAULT));
+        opts.page_size_bytes = 16384;
+        drop(SqliteBackend::open(opts.clone()).unwrap());
+        assert_eq!(page_size(&path), i64::from(PAGE_SIZE_BYTES_DEFAULT));
+        opts.page_size_bytes = 1000;
+        assert!(SqliteBackend::open(opts).is_err());
     }
 
     #[test]
