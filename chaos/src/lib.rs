@@ -8,7 +8,15 @@
 //! only as a client (SMTP, IMAP, HTTP), never through internal APIs; sends
 //! traffic only to loopback; every run is bounded in time and count.
 
+pub mod compare;
+mod inject;
+pub mod netns;
 pub mod outbound;
+mod relay;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod schedule;
+pub mod starve;
+pub mod store_outage;
+pub mod summary;

@@ -1,6 +1,7 @@
-//! `meshmail-chaos run SCENARIO.toml [--out DIR]`.
+//! `meshmail-chaos run SCENARIO.toml [--out DIR] [--seed N] [--keep-data]`
+//! and `meshmail-chaos compare A B`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use meshmail_chaos::scenario::Scenario;
@@ -26,16 +27,32 @@ enum Command {
         /// The meshmail binary (default: next to this one).
         #[arg(long)]
         meshmail: Option<PathBuf>,
+        /// The schedules' seed (overrides the scenario's `seed`): the same
+        /// seed and scenario give the same schedule (printed in report.json).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Keep OUT/data (the nodes' store) after the checks; by default it
+        /// is deleted once the report is written.
+        #[arg(long)]
+        keep_data: bool,
     },
+    /// Prints the differences between two runs: A and B are run output
+    /// directories or their report.json files.
+    Compare { a: PathBuf, b: PathBuf },
 }
 
 fn main() {
-    let Command::Run {
-        scenario,
-        out,
-        meshmail,
-    } = Cli::parse().command;
-    match run(scenario, out, meshmail) {
+    let result = match Cli::parse().command {
+        Command::Run {
+            scenario,
+            out,
+            meshmail,
+            seed,
+            keep_data,
+        } => run(scenario, out, meshmail, seed, keep_data),
+        Command::Compare { a, b } => compare(&a, &b),
+    };
+    match result {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
         Err(e) => {
@@ -45,14 +62,35 @@ fn main() {
     }
 }
 
-fn run(scenario: PathBuf, out: Option<PathBuf>, meshmail: Option<PathBuf>) -> anyhow::Result<bool> {
-    let scn = Scenario::load(&scenario)?;
+fn compare(a: &Path, b: &Path) -> anyhow::Result<bool> {
+    let (a, b) = (meshmail_chaos::compare::load(a)?, meshmail_chaos::compare::load(b)?);
+    print!("{}", meshmail_chaos::compare::render(&a, &b));
+    Ok(true)
+}
+
+fn run(
+    scenario: PathBuf,
+    out: Option<PathBuf>,
+    meshmail: Option<PathBuf>,
+    seed: Option<u64>,
+    keep_data: bool,
+) -> anyhow::Result<bool> {
+    let mut scn = Scenario::load(&scenario)?;
+    if seed.is_some() {
+        scn.seed = seed;
+    }
     let bin = meshmail_soak::cluster::find_meshmail(meshmail.as_deref())?;
     let out = out.unwrap_or_else(|| PathBuf::from(format!("chaos-report-{}", meshmail_soak::events::unix_ms() / 1000)));
     std::fs::create_dir_all(&out)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(async {
-        let mut o = meshmail_chaos::runner::run(scn, &out, &bin).await?;
+    let passed = rt.block_on(async {
+        let mut running = Box::pin(meshmail_chaos::runner::run(scn, &out, &bin));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut o = tokio::select! {
+            o = &mut running => o?,
+            _ = tokio::signal::ctrl_c() => return Ok(None),
+            _ = term.recv() => return Ok(None),
+        };
         let timeline: String = o
             .events
             .iter()
@@ -64,6 +102,22 @@ fn run(scenario: PathBuf, out: Option<PathBuf>, meshmail: Option<PathBuf>) -> an
             println!("{}", c.line());
         }
         println!("report: {}", out.join("report.md").display());
-        anyhow::Ok(all_ok(&o.checks))
-    })
+        anyhow::Ok(Some(all_ok(&o.checks)))
+    });
+    // Dropping the run (above, when a signal came first) killed its nodes
+    // and removed its namespaces; this catches anything still registered.
+    meshmail_chaos::netns::teardown_all();
+    let Some(passed) = passed? else {
+        eprintln!("meshmail-chaos: interrupted; nodes stopped, namespaces removed, no report");
+        std::process::exit(130);
+    };
+    // The checks (read-back, `verify ledger`) are done: the store is only
+    // evidence now, and runs are long and many.
+    let data = out.join("data");
+    if keep_data {
+        println!("data kept: {}", data.display());
+    } else if data.exists() {
+        std::fs::remove_dir_all(&data).map_err(|e| anyhow::anyhow!("deleting {}: {e}", data.display()))?;
+    }
+    Ok(passed)
 }

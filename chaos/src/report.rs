@@ -1,5 +1,5 @@
 //! The chaos report: `report.md` (summary, checks, recovery table, event
-//! parity, actors, memory), `report.json` (everything, for tools),
+//! parity, actors, memory), `report.json` (a versioned summary for `compare`, then everything),
 //! `events.ndjson` (the merged timeline) and PNG plots.
 
 use std::path::Path;
@@ -8,6 +8,8 @@ use meshmail_soak::checks::quantiles;
 use meshmail_soak::plot;
 
 use crate::runner::RunOutput;
+
+const NETNS_KINDS: &[&str] = &["netns_partition", "netns_oneway", "netns_netem", "netns_bandwidth"];
 
 fn recovery_values(o: &RunOutput, kinds: &[&str]) -> Vec<f64> {
     o.recoveries
@@ -22,6 +24,8 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
     let hard = recovery_values(o, &["kill"]);
     let soft = recovery_values(o, &["link_drop", "partition"]);
     let pause = recovery_values(o, &["pause"]);
+    let netns = recovery_values(o, NETNS_KINDS);
+    let starve = recovery_values(o, &["starve"]);
     o.plot_notes.extend(plot::try_plot("kill recovery", || {
         plot::histogram(
             &dir.join("recovery-kill.png"),
@@ -62,6 +66,8 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
             &soft,
         ),
         ("pause end -> every shard served", &["pause"][..], &pause),
+        ("namespace fault heal -> links up", NETNS_KINDS, &netns),
+        ("CPU starvation end -> links up", &["starve"][..], &starve),
     ] {
         let q = quantiles(v);
         let missing = o
@@ -153,8 +159,15 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
         "\n## Faults\n\n{} actions; the full timeline (runner actions and every node's mesh events) is in events.ndjson.\n",
         o.actions.len()
     ));
+    md.push_str(&schedule_section(o));
     std::fs::write(dir.join("report.md"), &md)?;
-    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&*o)?)?;
+    let summary = crate::summary::Summary::of(o);
+    let file = crate::summary::ReportFile {
+        schema_version: crate::summary::SCHEMA_VERSION,
+        summary: &summary,
+        run: o,
+    };
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&file)?)?;
     std::fs::write(dir.join("events.ndjson"), events_ndjson)?;
     Ok(md)
 }
@@ -204,5 +217,29 @@ fn outbound_section(f: &crate::outbound::OutboundFindings) -> String {
         ));
     }
     md.push('\n');
+    md
+}
+
+/// The planned schedule (seed → plan; `--seed` reproduces it), capped at
+/// 200 rows here; report.json has all of it.
+fn schedule_section(o: &RunOutput) -> String {
+    let mut md = format!(
+        "\n## Schedule (seed {}, {} planned; reproduce with `--seed {}`)\n\n| t (s into faults) | fault | node | length s | from |\n|---:|---|---|---:|---|\n",
+        o.seed,
+        o.schedule.len(),
+        o.seed
+    );
+    for p in o.schedule.iter().take(200) {
+        let node = p
+            .node
+            .map_or_else(|| format!("random #{}", p.pick % 1000), |i| format!("node-{i}"));
+        md.push_str(&format!(
+            "| {:.2} | {} | {node} | {:.2} | {} |\n",
+            p.t_s,
+            p.kind.name(),
+            p.duration_s,
+            p.source
+        ));
+    }
     md
 }

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use meshmail_soak::checks::Check;
 use meshmail_soak::cluster::LocalMesh;
 use meshmail_soak::harness::{EndResult, Harness};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use serde::Serialize;
 
+use crate::netns::Netns;
 use crate::outbound::{OutboundDriver, OutboundFindings, OutboundRig};
-use crate::scenario::{Dist, Scenario};
+use crate::scenario::Scenario;
+use crate::schedule::{FaultKind, Planned};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Action {
@@ -41,6 +42,8 @@ pub struct Recovery {
 pub struct RunOutput {
     pub scenario: Scenario,
     pub seed: u64,
+    /// The planned schedule (what `--seed` reproduces); `actions` say what ran.
+    pub schedule: Vec<Planned>,
     pub actions: Vec<Action>,
     pub recoveries: Vec<Recovery>,
     pub end: EndResult,
@@ -48,6 +51,10 @@ pub struct RunOutput {
     pub plot_notes: Vec<String>,
     /// The outbound checks' findings, when the scenario has `[outbound]`.
     pub outbound: Option<OutboundFindings>,
+    /// "netns" when network faults ran in namespaces, "transport" otherwise.
+    pub network: String,
+    /// RSS figures from the sampler (the comparable summary's memory).
+    pub memory: crate::summary::Memory,
     /// The merged timeline (written to events.ndjson, not into report.json).
     #[serde(skip)]
     pub events: Vec<meshmail_soak::events::MeshEvent>,
@@ -60,25 +67,37 @@ type View = Arc<Mutex<Vec<Option<(String, u64, String)>>>>;
 /// How long a node must have run before it is picked for a fault.
 const MIN_AGE: Duration = Duration::from_secs(1);
 
-struct Run {
-    h: Harness,
+pub(crate) struct Run {
+    pub(crate) h: Harness,
     view: View,
-    rng: StdRng,
-    actions: Vec<Action>,
+    pub(crate) plan: Vec<Planned>,
+    pub(crate) actions: Vec<Action>,
     recoveries: Vec<tokio::task::JoinHandle<Recovery>>,
-    isolated_until: Vec<Option<Instant>>,
-    restarts: Vec<(Instant, usize, u32)>,
-    resumes: Vec<(Instant, usize)>,
+    pub(crate) isolated_until: Vec<Option<Instant>>,
+    pub(crate) restarts: Vec<(Instant, usize, u32)>,
+    pub(crate) resumes: Vec<(Instant, usize)>,
+    /// Network faults to lift: (when, node, what, recover as).
+    pub(crate) heals: Vec<(Instant, usize, FaultKind)>,
+    /// CPU starvations to end: (when, node, the starvation).
+    pub(crate) starving: Vec<(Instant, usize, crate::starve::Starvation)>,
+    /// Store locks to release: (when, node, the lock, refusals before it).
+    pub(crate) store_locks: Vec<(Instant, usize, crate::store_outage::StoreLock, u64)>,
+    /// SMTP refusals the load saw while the store was locked.
+    pub(crate) outage_refusals: u64,
     limit: Duration,
     unexpected_exits: u64,
     outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
     outbound_findings: Option<OutboundFindings>,
+    /// Namespace faults fall back to the transport's partition endpoint.
+    pub(crate) transport_fallback: bool,
+    /// Last, so the nodes (in `h`) are killed before their namespaces go.
+    pub(crate) netns: Option<Netns>,
 }
 
 impl Run {
     /// Calls a fault endpoint of node `i`; records the fault (or why the
     /// call failed) and says whether it was injected.
-    async fn post_fault(&mut self, i: usize, path: &str, kind: &str, detail: String) -> bool {
+    pub(crate) async fn post_fault(&mut self, i: usize, path: &str, kind: &str, detail: String) -> bool {
         let http = self.h.mesh.slots[i].addrs.http.clone();
         match meshmail_soak::http::post(&http, path, Duration::from_secs(3)).await {
             Ok(_) => {
@@ -92,7 +111,7 @@ impl Run {
         }
     }
 
-    fn record(&mut self, kind: &str, i: usize, detail: String) {
+    pub(crate) fn record(&mut self, kind: &str, i: usize, detail: String) {
         let s = &self.h.mesh.slots[i];
         let (node, generation) = (s.addrs.name.clone(), s.generation.unwrap_or(0));
         eprintln!(
@@ -110,14 +129,14 @@ impl Run {
         });
     }
 
-    fn set_view(&self, i: usize) {
+    pub(crate) fn set_view(&self, i: usize) {
         let s = &self.h.mesh.slots[i];
         self.view.lock().expect("view")[i] = (s.is_running() && !s.paused)
             .then(|| (s.addrs.name.clone(), s.generation.unwrap_or(0), s.addrs.http.clone()));
     }
 
     /// Nodes killed, paused or partitioned right now.
-    fn down(&self, now: Instant) -> usize {
+    pub(crate) fn down(&self, now: Instant) -> usize {
         (0..self.h.mesh.slots.len())
             .filter(|&i| {
                 let s = &self.h.mesh.slots[i];
@@ -126,10 +145,11 @@ impl Run {
             .count()
     }
 
-    /// A random node that is running, not paused and not partitioned, and
-    /// has run for at least [`MIN_AGE`]: an incarnation killed within
-    /// milliseconds of its start has no event stream anyone could observe.
-    fn pick_serving(&mut self, now: Instant) -> Option<usize> {
+    /// Node `named`, or else the `pick`-th (modulo) node that is running,
+    /// not paused and not partitioned, and has run for at least
+    /// [`MIN_AGE`]: an incarnation killed within milliseconds of its start
+    /// has no event stream anyone could observe. None: no such node.
+    pub(crate) fn pick_serving(&self, now: Instant, named: Option<usize>, pick: u64) -> Option<usize> {
         let ok: Vec<usize> = (0..self.h.mesh.slots.len())
             .filter(|&i| {
                 let s = &self.h.mesh.slots[i];
@@ -140,10 +160,13 @@ impl Run {
                         .is_some_and(|t| now.saturating_duration_since(t) >= MIN_AGE)
             })
             .collect();
-        (!ok.is_empty()).then(|| ok[self.rng.random_range(0..ok.len())])
+        match named {
+            Some(i) => ok.contains(&i).then_some(i),
+            None => (!ok.is_empty()).then(|| ok[(pick % ok.len() as u64) as usize]),
+        }
     }
 
-    fn poll_shards(&mut self, kind: &str, i: usize, from: Instant) {
+    pub(crate) fn poll_shards(&mut self, kind: &str, i: usize, from: Instant) {
         let (view, limit, t_s) = (self.view.clone(), self.limit, self.h.elapsed_s());
         let (kind, node) = (kind.to_string(), self.h.mesh.slots[i].addrs.name.clone());
         self.recoveries.push(tokio::spawn(async move {
@@ -158,7 +181,7 @@ impl Run {
         }));
     }
 
-    fn poll_links(&mut self, kind: &str, i: usize, from: Instant) {
+    pub(crate) fn poll_links(&mut self, kind: &str, i: usize, from: Instant) {
         let (view, limit, t_s) = (self.view.clone(), self.limit, self.h.elapsed_s());
         let s = &self.h.mesh.slots[i];
         let (kind, node, http) = (kind.to_string(), s.addrs.name.clone(), s.addrs.http.clone());
@@ -182,6 +205,11 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, String>>,
 {
+    // A partition's recovery counts from its heal, which may lie ahead:
+    // polling before it would find the links not yet dropped and say 0 s.
+    if let Some(ahead) = from.checked_duration_since(Instant::now()) {
+        tokio::time::sleep(ahead).await;
+    }
     while from.elapsed() < limit {
         if done().await? {
             return Ok(Some(from.elapsed().as_secs_f64()));
@@ -244,8 +272,48 @@ async fn links_up(view: View, node: String, http: String) -> Result<bool, String
     }))
 }
 
-fn at(now: Instant, d: &Dist, scale: f64, rng: &mut StdRng) -> Instant {
-    now + Duration::from_secs_f64((d.sample(rng) * scale).max(0.05))
+/// With `[netns] enabled`: creates the namespaces (after removing stale
+/// ones) and moves every node into its own, behind relays for its client
+/// ports. Returns the namespaces (None: transport faults only) and what the
+/// report calls the network.
+fn place_in_namespaces(scn: &Scenario, mesh: &mut LocalMesh) -> anyhow::Result<(Option<Netns>, String)> {
+    if !scn.netns.enabled {
+        return Ok((None, "transport".into()));
+    }
+    if let Some(why) = crate::netns::unavailable() {
+        if scn.netns.require {
+            anyhow::bail!("[netns] require = true, but namespaces are unavailable: {why}");
+        }
+        eprintln!("chaos: network namespaces unavailable ({why}); namespace faults use the transport's fault endpoint");
+        return Ok((None, format!("transport (namespaces unavailable: {why})")));
+    }
+    for gone in crate::netns::remove_stale() {
+        eprintln!("chaos: removed {gone} (left by a runner that is gone)");
+    }
+    let mut net = Netns::create(scn.nodes)?;
+    for (i, slot) in mesh.slots.iter_mut().enumerate() {
+        let port = |a: &str| a.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).unwrap_or(0);
+        let a = slot.addrs.clone();
+        let ip = net.node_ip(i);
+        let mut bind = a.clone();
+        bind.mesh = format!("{ip}:{}", port(&a.mesh));
+        let reach = |x: &str| format!("{ip}:{}", port(x));
+        slot.addrs.smtp = reach(&a.smtp);
+        slot.addrs.submission = reach(&a.submission);
+        slot.addrs.imap = reach(&a.imap);
+        slot.addrs.http = reach(&a.http);
+        slot.addrs.mesh = bind.mesh.clone();
+        slot.bind = Some(bind);
+        slot.launch_prefix = net.launch_prefix(i);
+        net.relay(i, &[port(&a.smtp), port(&a.submission), port(&a.imap), port(&a.http)])?;
+    }
+    let netem = if net.netem { "netem" } else { "no netem in this kernel" };
+    eprintln!(
+        "chaos: nodes in namespaces {}..{} on 10.213.x.0/24 ({netem})",
+        net.ns(0),
+        net.ns(scn.nodes - 1)
+    );
+    Ok((Some(net), format!("netns ({netem})")))
 }
 
 /// Runs a scenario to the end; the report is written by the caller.
@@ -273,25 +341,34 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         None
     };
     let n = scn.nodes;
+    let (netns, network) = place_in_namespaces(&scn, &mut mesh)?;
     let mut r = Run {
         h: Harness::new(mesh),
         view: Arc::new(Mutex::new(vec![None; n])),
-        rng: StdRng::seed_from_u64(seed),
+        plan: crate::schedule::plan(&scn, seed),
         actions: Vec::new(),
         recoveries: Vec::new(),
         isolated_until: vec![None; n],
         restarts: Vec::new(),
         resumes: Vec::new(),
+        heals: Vec::new(),
+        starving: Vec::new(),
+        store_locks: Vec::new(),
+        outage_refusals: 0,
         limit: Duration::from_secs_f64(scn.recovery_limit_s),
         unexpected_exits: 0,
         outbound,
         outbound_findings: None,
+        transport_fallback: netns.is_none(),
+        netns,
     };
+    eprintln!("chaos: seed {seed}, {} faults planned", r.plan.len());
     let result = drive(&scn, &mut r, out).await;
     // Whatever happened, no node outlives the run.
     r.h.mesh.stop_all().await;
     let end = result?;
     let plot_notes = r.h.plots(out);
+    let memory = crate::summary::Memory::of(&r.h.samples.lock().expect("samples").procs, &end.memory_trend_pct);
     let mut recoveries = Vec::new();
     for t in r.recoveries.drain(..) {
         if let Ok(rec) = t.await {
@@ -307,6 +384,30 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
     );
     checks.insert(2, Check::info("partitions", count("partition"), ""));
     checks.insert(3, Check::info("pauses", count("pause"), ""));
+    for k in [
+        FaultKind::NetnsPartition,
+        FaultKind::NetnsOneway,
+        FaultKind::NetnsNetem,
+        FaultKind::NetnsBandwidth,
+        FaultKind::Starve,
+    ] {
+        if count(k.name()) > 0 || r.plan.iter().any(|p| p.kind == k) {
+            let what = if k == FaultKind::Starve {
+                "CPU starvations injected"
+            } else {
+                "namespace faults injected"
+            };
+            checks.push(Check::info(k.name(), count(k.name()), what));
+        }
+    }
+    if count("store_lock") > 0 {
+        checks.push(Check::at_least("store_outage_refusals", r.outage_refusals, 1));
+    }
+    checks.push(Check::info(
+        "skipped",
+        count("skipped"),
+        "planned faults not injected (too many nodes down, or their node was)",
+    ));
     checks.push(Check::at_least("acked", end.golden.acked, scn.checks.min_acked));
     checks.push(Check::zero(
         "recovery_timeouts",
@@ -332,12 +433,15 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
     Ok(RunOutput {
         scenario: scn,
         seed,
+        schedule: std::mem::take(&mut r.plan),
         actions: r.actions,
         recoveries,
         end,
         checks,
         plot_notes,
         outbound: r.outbound_findings.take(),
+        network,
+        memory,
         events: r.h.events.snapshot(),
     })
 }
@@ -365,25 +469,19 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
         scn.duration_s
     );
 
-    let scale = scn.time_scale;
     let start = Instant::now();
     let fault_end = start + Duration::from_secs_f64(scn.duration_s);
     let max_down = (scn.nodes.saturating_sub(1) / 2).max(1);
-    let rng = &mut r.rng;
-    let mut next_kill = scn.kills.enabled.then(|| at(start, &scn.kills.interval, scale, rng));
-    let mut next_drop = scn
-        .link_drops
-        .enabled
-        .then(|| at(start, &scn.link_drops.interval, scale, rng));
-    let mut next_part = scn
-        .partitions
-        .enabled
-        .then(|| at(start, &scn.partitions.interval, scale, rng));
-    let mut next_pause = scn.pauses.enabled.then(|| at(start, &scn.pauses.interval, scale, rng));
-    let (mut kills, mut drops, mut parts, mut pauses) = (0u64, 0u64, 0u64, 0u64);
+    let mut next = 0;
     loop {
         let now = Instant::now();
-        if now >= fault_end && r.restarts.is_empty() && r.resumes.is_empty() {
+        if now >= fault_end
+            && r.restarts.is_empty()
+            && r.resumes.is_empty()
+            && r.heals.is_empty()
+            && r.starving.is_empty()
+            && r.store_locks.is_empty()
+        {
             break;
         }
         // A node that dies on its own is a finding; bring it back like a supervisor would.
@@ -418,65 +516,11 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
             r.set_view(i);
             r.poll_shards("pause", i, Instant::now());
         }
-        if now < fault_end {
-            if next_kill.is_some_and(|t| t <= now) {
-                next_kill = Some(at(now, &scn.kills.interval, scale, &mut r.rng));
-                if kills < scn.kills.max
-                    && r.down(now) < max_down
-                    && let Some(i) = r.pick_serving(now)
-                {
-                    r.h.kill(i).await?;
-                    kills += 1;
-                    let delay = scn.kills.restart_delay.sample(&mut r.rng);
-                    r.record("kill", i, format!("SIGKILL, restart in {delay:.1} s"));
-                    r.set_view(i);
-                    r.restarts.push((now + Duration::from_secs_f64(delay), i, 0));
-                    r.poll_shards("kill", i, now);
-                }
-            }
-            if next_drop.is_some_and(|t| t <= now) {
-                next_drop = Some(at(now, &scn.link_drops.interval, scale, &mut r.rng));
-                if drops < scn.link_drops.max
-                    && let Some(i) = r.pick_serving(now)
-                {
-                    drops += 1;
-                    if r.post_fault(i, "/admin/faults/drop-links", "link_drop", String::new())
-                        .await
-                    {
-                        r.poll_links("link_drop", i, now);
-                    }
-                }
-            }
-            if next_part.is_some_and(|t| t <= now) {
-                next_part = Some(at(now, &scn.partitions.interval, scale, &mut r.rng));
-                if parts < scn.partitions.max
-                    && r.down(now) < max_down
-                    && let Some(i) = r.pick_serving(now)
-                {
-                    parts += 1;
-                    let ms = (scn.partitions.duration.sample(&mut r.rng) * 1000.0) as u64;
-                    let path = format!("/admin/faults/partition?ms={ms}");
-                    if r.post_fault(i, &path, "partition", format!("{ms} ms")).await {
-                        let heal = now + Duration::from_millis(ms);
-                        r.isolated_until[i] = Some(heal);
-                        r.poll_links("partition", i, heal);
-                    }
-                }
-            }
-            if next_pause.is_some_and(|t| t <= now) {
-                next_pause = Some(at(now, &scn.pauses.interval, scale, &mut r.rng));
-                if pauses < scn.pauses.max
-                    && r.down(now) < max_down
-                    && let Some(i) = r.pick_serving(now)
-                {
-                    pauses += 1;
-                    let d = scn.pauses.duration.sample(&mut r.rng);
-                    r.h.mesh.pause(i)?;
-                    r.record("pause", i, format!("SIGSTOP for {d:.1} s"));
-                    r.set_view(i);
-                    r.resumes.push((now + Duration::from_secs_f64(d), i));
-                }
-            }
+        r.heal_due(now).await;
+        while now < fault_end && next < r.plan.len() && start + Duration::from_secs_f64(r.plan[next].t_s) <= now {
+            let p = r.plan[next].clone();
+            next += 1;
+            r.inject(&p, now, max_down).await?;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

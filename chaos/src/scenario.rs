@@ -5,6 +5,8 @@ use std::path::Path;
 
 use meshmail_soak::load::LoadConfig;
 use rand::Rng;
+
+use crate::schedule::FaultKind;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +63,23 @@ pub struct Scenario {
     /// Mail to remote recipients through a sink MX (see `outbound.rs`).
     #[serde(default)]
     pub outbound: crate::outbound::OutboundLoad,
+    /// Explicit fault times besides the random schedules (see `schedule.rs`).
+    #[serde(default)]
+    pub schedule: Vec<crate::schedule::Explicit>,
+    /// Run the nodes in network namespaces (see `netns.rs`).
+    #[serde(default)]
+    pub netns: NetnsConfig,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetnsConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Fail the run when namespaces are unavailable (else namespace
+    /// partitions fall back to the transport's fault endpoint).
+    #[serde(default)]
+    pub require: bool,
 }
 
 fn d_nodes() -> usize {
@@ -293,6 +312,9 @@ impl Scenario {
             f.interval.validate(&format!("{n}.interval"))?;
             f.duration.validate(&format!("{n}.duration"))?;
         }
+        for (i, e) in self.schedule.iter().enumerate() {
+            e.validate(i, self.nodes, self.duration_s)?;
+        }
         Ok(())
     }
 
@@ -302,6 +324,10 @@ impl Scenario {
             || self.faults.reuse_uid_messages > 0
             || self.link_drops.enabled
             || self.partitions.enabled
+            || self
+                .schedule
+                .iter()
+                .any(|e| e.fault.needs_netns() || matches!(e.fault, FaultKind::LinkDrop | FaultKind::Partition))
     }
 }
 

@@ -9,11 +9,12 @@
 //! hands:
 //! - [`LeaseManager::acquire`] takes a shard that is free, released, already
 //!   ours, or held by an incarnation membership says is dead;
-//! - [`LeaseManager::release`] hands a shard back gracefully;
-//! - [`LeaseManager::takeover`] collects a dead incarnation's shards in
-//!   bounded, resumable steps;
-//! - [`LeaseManager::rebalance`] says what to hand back and what to ask for
-//!   when membership changes.
+//!   [`LeaseManager::acquire_many`] does the same for many shards in a few
+//!   transactions (a takeover);
+//! - [`LeaseManager::release`] hands a shard back gracefully.
+//!
+//! *Which* shards to take or hand back is decided by
+//! [`crate::balance::decide`], a pure function.
 //!
 //! Every change runs in `Database::run` and reads the lease key it changes
 //! (a conflicting read), so two nodes racing for one shard conflict and the
@@ -31,11 +32,17 @@ use meshmail_storage::model::nodes::{self, Lease};
 use meshmail_storage::{Database, StorageError, TxError, Txn};
 use thiserror::Error;
 
-use crate::placement::{self, NodeKey};
+use crate::placement::NodeKey;
 
-/// Leases read per transaction by a takeover step or a rebalance walk: keeps
-/// every transaction far inside the store's 5 s and range limits.
+/// Leases read per transaction by a scan: keeps every transaction far
+/// inside the store's 5 s and range limits.
 pub const SCAN_PAGE: usize = 1024;
+
+/// Leases taken per transaction by [`LeaseManager::acquire_many`]: 128
+/// reads and writes of ~150-byte records, far inside the store's 10 MB
+/// and 5 s limits, and a whole 3-node failover of 1024 shards in three
+/// commits.
+pub const ACQUIRE_BATCH: usize = 128;
 
 /// One start of a node: its name and the generation the store gave it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,13 +89,6 @@ impl LiveSet {
             .any(|i| i.name == name && i.generation == generation)
     }
 
-    /// The same set without `dead`.
-    pub fn without(&self, dead: &Incarnation) -> LiveSet {
-        LiveSet {
-            incarnations: self.incarnations.iter().filter(|i| *i != dead).cloned().collect(),
-        }
-    }
-
     /// The distinct node names, as placement sees them.
     pub fn nodes(&self) -> Vec<NodeKey> {
         let names: BTreeSet<&str> = self.incarnations.iter().map(|i| i.name.as_str()).collect();
@@ -125,30 +125,6 @@ impl TxError for LeaseError {
     }
 }
 
-/// One bounded step of a takeover.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TakeoverStep {
-    /// The shard this step's walk started at (the resumed cursor).
-    pub from: u32,
-    /// The leases this step took, ascending by shard.
-    pub taken: Vec<Lease>,
-    /// True once the walk reached the last shard: further calls take nothing.
-    pub done: bool,
-}
-
-/// What a membership change asks of this node. The caller drives it in
-/// bounded steps: release first (others are waiting), then acquire.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RebalancePlan {
-    /// Held by us, placed on another live node: hand back.
-    pub release: Vec<u32>,
-    /// Placed on us and free, released or held by a dead incarnation.
-    pub acquire: Vec<u32>,
-    /// Placed on us but still held by a live incarnation: acquirable once it
-    /// releases.
-    pub awaiting: Vec<(u32, Incarnation)>,
-}
-
 /// What an acquisition did to the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
@@ -168,8 +144,6 @@ pub struct LeaseManager {
     /// lease taken from us stays here until released, and our writes fail
     /// `check_lease` meanwhile.
     held: Mutex<BTreeMap<u32, Lease>>,
-    /// Per dead incarnation: where its takeover resumes (`None` = finished).
-    cursors: Mutex<BTreeMap<Incarnation, Option<u32>>>,
 }
 
 impl LeaseManager {
@@ -180,12 +154,16 @@ impl LeaseManager {
             me,
             shard_count,
             held: Mutex::new(BTreeMap::new()),
-            cursors: Mutex::new(BTreeMap::new()),
         }
     }
 
     pub fn incarnation(&self) -> &Incarnation {
         &self.me
+    }
+
+    /// The store this manager's leases live in.
+    pub fn database(&self) -> &Database {
+        &self.db
     }
 
     pub fn shard_count(&self) -> u32 {
@@ -200,12 +178,6 @@ impl LeaseManager {
     /// The leases this manager took and still believes it holds.
     pub fn held(&self) -> Vec<Lease> {
         self.held.lock().expect("held").values().cloned().collect()
-    }
-
-    /// Where the takeover of `dead` resumes: `Some(Some(shard))` mid-walk,
-    /// `Some(None)` when finished, `None` if never started.
-    pub fn takeover_cursor(&self, dead: &Incarnation) -> Option<Option<u32>> {
-        self.cursors.lock().expect("cursors").get(dead).copied()
     }
 
     /// Takes `shard` with the next epoch if it is free, released, or held by
@@ -232,6 +204,50 @@ impl LeaseManager {
         Ok(lease)
     }
 
+    /// [`LeaseManager::acquire`] for many shards in one transaction per
+    /// [`ACQUIRE_BATCH`] shards: a failover of hundreds of shards costs a
+    /// few commits, not hundreds. One answer per shard, in order; a shard
+    /// that may not be taken (held by a live incarnation, by a newer one of
+    /// ours, or out of range) gets its error without failing the others.
+    /// Only a store error fails the call (the batches before it committed).
+    pub async fn acquire_many(
+        &self,
+        shards: &[u32],
+        live: &LiveSet,
+    ) -> Result<Vec<Result<Lease, LeaseError>>, LeaseError> {
+        let mut answers = Vec::with_capacity(shards.len());
+        let me = &self.me;
+        let shard_count = self.shard_count;
+        for batch in shards.chunks(ACQUIRE_BATCH) {
+            let outcomes = self
+                .db
+                .run("lease_acquire_batch", |txn| async move {
+                    let mut outcomes = Vec::with_capacity(batch.len());
+                    for &shard in batch {
+                        if shard >= shard_count {
+                            outcomes.push(Err(LeaseError::NoSuchShard { shard, shard_count }));
+                            continue;
+                        }
+                        match acquire_in(&txn, me, shard, live).await {
+                            Err(LeaseError::Storage(e)) => return Err(LeaseError::Storage(e)),
+                            other => outcomes.push(other),
+                        }
+                    }
+                    Ok::<_, LeaseError>(outcomes)
+                })
+                .await?;
+            let mut held = self.held.lock().expect("held");
+            for outcome in outcomes {
+                answers.push(outcome.map(|(lease, change)| {
+                    count_change(change);
+                    held.insert(lease.shard, lease.clone());
+                    lease
+                }));
+            }
+        }
+        Ok(answers)
+    }
+
     /// Hands `shard` back (graceful: its next owner needs no failure
     /// detection). Returns whether this call released it; releasing a lease
     /// we do not hold (any more) does nothing.
@@ -253,131 +269,6 @@ impl LeaseManager {
         }
         self.held.lock().expect("held").remove(&shard);
         Ok(released)
-    }
-
-    /// One bounded step of taking over what `dead` held: the shards that
-    /// placement over `live` (without `dead`, with us) gives to this node,
-    /// at most `max_per_step` per call, so survivors of a failover do not
-    /// stampede the store. Resumes where the previous step stopped; a
-    /// failed step is retried from the same place, never from shard 0.
-    pub async fn takeover(
-        &self,
-        dead: &Incarnation,
-        live: &LiveSet,
-        max_per_step: usize,
-    ) -> Result<TakeoverStep, LeaseError> {
-        let from = match self.takeover_cursor(dead) {
-            Some(None) => {
-                return Ok(TakeoverStep {
-                    from: self.shard_count,
-                    taken: vec![],
-                    done: true,
-                });
-            }
-            Some(Some(shard)) => shard,
-            None => 0,
-        };
-        // 0 would make no progress at all; one is the slowest useful pace.
-        let max = max_per_step.max(1);
-        let mut nodes = live.without(dead).nodes();
-        let me_key = self.me.key();
-        if !nodes.contains(&me_key) {
-            // Whoever runs this is alive, whatever the caller's view says.
-            nodes.push(me_key.clone());
-        }
-        let (me, shard_count, nodes, me_key) = (&self.me, self.shard_count, &nodes, &me_key);
-        let (taken, next) = self
-            .db
-            .run("lease_takeover", |txn| async move {
-                let mut taken = Vec::new();
-                // The scan is a snapshot read; each lease acted on is re-read
-                // below with a conflict, so racing survivors conflict on the
-                // shards they both touch, not on the whole range.
-                let page = nodes::list_leases(&txn, from, SCAN_PAGE).await?;
-                for l in &page {
-                    let mine = l.shard < shard_count && placement::owner(l.shard, nodes) == Some(me_key);
-                    if !mine || !dead.holds(l) {
-                        continue;
-                    }
-                    if taken.len() == max {
-                        // Resume exactly here: counting steps is then
-                        // ceil(n / max), and nothing is skipped.
-                        return Ok::<_, StorageError>((taken, Some(l.shard)));
-                    }
-                    if let Some(current) = nodes::lease(&txn, l.shard).await?
-                        && dead.holds(&current)
-                    {
-                        taken.push(nodes::acquire_lease(&txn, l.shard, &me.name, me.generation).await?);
-                    }
-                }
-                let next = match page.last() {
-                    Some(last) if page.len() == SCAN_PAGE => last.shard.checked_add(1),
-                    _ => None,
-                };
-                Ok((taken, next))
-            })
-            .await?;
-        metrics::counter!("meshmail_lease_changes_total", "kind" => "taken_over").increment(taken.len() as u64);
-        {
-            let mut held = self.held.lock().expect("held");
-            for l in &taken {
-                held.insert(l.shard, l.clone());
-            }
-        }
-        self.cursors.lock().expect("cursors").insert(dead.clone(), next);
-        Ok(TakeoverStep {
-            from,
-            taken,
-            done: next.is_none(),
-        })
-    }
-
-    /// Compares placement over `live` (plus us) with the leases in the
-    /// store. Read-only, one snapshot transaction per [`SCAN_PAGE`] leases;
-    /// the plan may be stale by the time it is carried out, which is safe:
-    /// `acquire` and `release` re-check each lease in their own transaction.
-    pub async fn rebalance(&self, live: &LiveSet) -> Result<RebalancePlan, LeaseError> {
-        let mut nodes = live.nodes();
-        let me_key = self.me.key();
-        if !nodes.contains(&me_key) {
-            nodes.push(me_key.clone());
-        }
-        let mut leases: BTreeMap<u32, Lease> = BTreeMap::new();
-        let mut from = 0u32;
-        while from < self.shard_count {
-            let page = self
-                .db
-                .read("lease_rebalance_scan", |txn| async move {
-                    nodes::list_leases(&txn, from, SCAN_PAGE).await
-                })
-                .await?;
-            let full = page.len() == SCAN_PAGE;
-            let Some(next) = page.last().and_then(|l| l.shard.checked_add(1)) else {
-                break;
-            };
-            leases.extend(page.into_iter().map(|l| (l.shard, l)));
-            if !full {
-                break;
-            }
-            from = next;
-        }
-        let mut plan = RebalancePlan::default();
-        for shard in 0..self.shard_count {
-            let placed_here = placement::owner(shard, &nodes) == Some(&me_key);
-            let lease = leases.get(&shard);
-            let ours = lease.is_some_and(|l| self.me.holds(l));
-            match (placed_here, ours, lease) {
-                (false, true, _) => plan.release.push(shard),
-                (true, false, Some(l)) if !l.released && live.contains(&l.node, l.generation) => {
-                    plan.awaiting
-                        .push((shard, Incarnation::new(l.node.clone(), l.generation)));
-                }
-                (true, false, _) => plan.acquire.push(shard),
-                // Ours and placed here, or neither: nothing to do.
-                _ => {}
-            }
-        }
-        Ok(plan)
     }
 }
 

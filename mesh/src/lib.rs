@@ -22,7 +22,8 @@
 //!   from a registry that closes a superseded incarnation and reports it down
 //!   strictly before the newer one up; one NodeDown per link.
 //! - [`transport`]: [`MeshEndpoint`] over quinn (connect, accept, keep-alive
-//!   1 s and idle timeout 4 s by default, so a dead peer is down in ~4–5 s),
+//!   200 ms and idle timeout 4 s by default; the keep-alive traffic is the
+//!   heartbeat the runtime judges silence by, see [`membership`]),
 //!   a hook per admitted link, and fault injection (drop links, partition).
 //! - [`cluster`]: `ractor_cluster` sessions over QUIC streams of those links,
 //!   one gateway actor per node found through process groups, and per-peer
@@ -33,14 +34,20 @@
 //!   seeded simulation in `tests/simulation.rs`.
 //! - [`runtime`]: the control loop that runs them in a node and hands lease
 //!   changes to the node through [`runtime::ShardHost`].
+//! - [`registry`]: forgotten nodes (`meshmail node forget`) leave the
+//!   directory and the quorum; this node's sign of life every second.
+//! - [`status`]: the typed `/status` contract ([`status::NodeStatus`]) the
+//!   node serves and its admin commands parse.
 //!
 //! Metrics: `meshmail_mesh_links_up`, `meshmail_mesh_node_events_total{kind}`,
 //! `meshmail_mesh_refused_total{reason}`, `meshmail_mesh_member_events_total`,
 //! `meshmail_mesh_members_alive|known`, `meshmail_mesh_rpc_seconds`,
 //! `meshmail_mesh_casts_dropped_total{reason}`, `meshmail_mesh_rpc_busy_total`,
-//! `meshmail_lease_changes_total{kind}`, `meshmail_shards_owned`.
+//! `meshmail_lease_changes_total{kind}`, `meshmail_shards_owned`,
+//! `meshmail_mesh_nodes_forgotten_total`.
 
 pub mod backoff;
+pub mod balance;
 pub mod ca;
 pub mod cluster;
 pub mod error;
@@ -49,7 +56,9 @@ pub mod identity;
 pub mod leases;
 pub mod membership;
 pub mod placement;
+pub mod registry;
 pub mod runtime;
+pub mod status;
 pub mod tls;
 pub mod transport;
 

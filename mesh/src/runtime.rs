@@ -2,32 +2,35 @@
 //! into membership, membership into placement, and placement into lease
 //! changes, which it hands to the node through [`ShardHost`].
 //!
-//! Each round (every [`RuntimeConfig::tick`]):
-//! 1. link events from the endpoint update [`Membership`]; time passing may
-//!    make a silent peer suspect, then dead;
+//! Each round (every [`RuntimeConfig::tick`], 100 ms by default):
+//! 1. link events from the endpoint update [`Membership`], and so does what
+//!    was heard on each link since the last round (the UDP datagram count
+//!    of the QUIC connection: keep-alive pings and their acks are the
+//!    heartbeat, see [`MeshEndpoint::link_traffic`]); a peer silent for
+//!    `suspect_after` is suspect, for `dead_after` dead, even while QUIC
+//!    still holds its link. A round that comes much later than due means
+//!    this process stalled: the peers' silence is forgiven
+//!    ([`Membership::forgive`]), so our own stall never kills a peer;
 //! 2. peers whose link is down are dialed on their jittered backoff (each
 //!    peer has its own schedule, so redials never phase-lock with a kill
-//!    schedule); peers are learned from the seeds and then from every
-//!    peer's announcements (a full mesh);
-//! 3. the leases are read (one snapshot read per 1024 shards) and compared
-//!    with rendezvous placement over the live, non-draining members:
-//!    - a lease we hold that placement gives to another member is drained
-//!      (the node stops accepting for the shard and finishes what it has
-//!      queued) and released, at most `moves_per_round` per round;
-//!    - a shard placed on us is acquired when its lease is free, released,
-//!      held by one of our own older generations, or held by a member
-//!      declared dead — at most `moves_per_round` per round, so a failover
-//!      does not stampede the survivors;
-//!    - a lease we thought we held but the store gives to another is
-//!      revoked at once (our writes are fenced anyway).
+//!    schedule); any link coming up, and the end of an injected partition,
+//!    bring every backed-off redial forward to `backoff.min`, so a healed
+//!    network relinks in well under a second; peers are learned from the
+//!    seeds and then from every peer's announcements (a full mesh);
+//! 3. the leases are read (one snapshot read per 1024 shards) and
+//!    [`balance::decide`] — a pure function, also driven by the seeded
+//!    simulation — says what to revoke, hand back and take (see there for
+//!    the rules and the two anti-ping-pong rules). Hand-offs run
+//!    concurrently, each drain on its own task, and the round waits for
+//!    them at most `drain_deadline`; acquisitions (a takeover included) go
+//!    in batches of [`crate::leases::ACQUIRE_BATCH`] per transaction.
 //!
-//! Two safety rules keep a confused node from stealing: before the view is
-//! *settled* (every known peer linked, or `dead_after` since start) only
-//! free, released or own-older leases are taken; and a node that sees at
-//! most half of the known members alive (the minority side of a partition)
-//! takes nothing from a member it believes dead. Neither rule is needed for
-//! safety — the lease epoch in the store fences every write — but they keep
-//! shards from ping-ponging.
+//! Metrics: `meshmail_mesh_detection_seconds` (silence at a death verdict),
+//! `meshmail_mesh_takeover_seconds` (death verdict to the takeover's
+//! commit), `meshmail_mesh_member_events_total{kind}` (suspicions included),
+//! `meshmail_mesh_false_suspicions_total` and `meshmail_mesh_false_deaths_total`
+//! (a suspect or dead incarnation heard again), `meshmail_mesh_stalls_total`,
+//! `meshmail_mesh_handoff_round_seconds`, `meshmail_mesh_drain_deadline_missed_total`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -40,13 +43,14 @@ use meshmail_storage::model::nodes::{self, Lease};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, broadcast};
 
-use crate::backoff::BackoffConfig;
+use crate::balance;
 use crate::cluster::Cluster;
 use crate::events::NodeEvent;
 use crate::identity::NodeId;
 use crate::leases::{Incarnation, LeaseManager, SCAN_PAGE};
 use crate::membership::{MemberEvent, Membership, MembershipConfig, Status};
-use crate::placement::{self, NodeKey};
+use crate::placement;
+use crate::registry::Registry;
 use crate::transport::MeshEndpoint;
 
 /// What the node does when the runtime changes its shards.
@@ -87,9 +91,14 @@ pub struct RuntimeConfig {
     /// The mesh address other nodes should dial to reach this one.
     pub advertise: Option<SocketAddr>,
     pub membership: MembershipConfig,
+    /// The round's period: also the resolution of heartbeat hearing.
     pub tick: Duration,
     /// Lease changes (acquisitions, and separately releases) per round.
     pub moves_per_round: usize,
+    /// How long a round waits for the drains it started (they run
+    /// concurrently); a drain still running then finishes, and releases its
+    /// lease, in the background, so a slow shard never stalls membership.
+    pub drain_deadline: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -97,29 +106,15 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             seeds: Vec::new(),
             advertise: None,
-            membership: MembershipConfig::new(
-                Duration::from_secs(1),
-                Duration::from_secs(6),
-                BackoffConfig::new(Duration::from_millis(200), Duration::from_secs(5)),
-            ),
-            tick: Duration::from_millis(250),
-            moves_per_round: 128,
+            membership: MembershipConfig::default(),
+            tick: Duration::from_millis(100),
+            moves_per_round: 512,
+            drain_deadline: Duration::from_millis(500),
         }
     }
 }
 
-/// One member as this node sees it (for `/status`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct MemberView {
-    pub node: String,
-    pub generation: u64,
-    pub addr: Option<String>,
-    /// "up" or "down": the QUIC link (and its ractor session) right now.
-    pub link: String,
-    /// "alive", "suspect" or "dead", or "self".
-    pub status: String,
-    pub draining: bool,
-}
+pub use crate::status::{LinkState, MemberStatus, MemberView};
 
 /// What peers announce to each other every round.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,10 +149,16 @@ struct Shared {
     /// Peers that announced they are draining (name → generation).
     peers_draining: Mutex<BTreeMap<String, u64>>,
     draining: std::sync::atomic::AtomicBool,
+    /// Shards whose drain and hand-off task is running.
+    handing_off: Arc<Mutex<BTreeSet<u32>>>,
+    /// When each dead incarnation was declared dead (for the takeover time).
+    dead_at: Mutex<BTreeMap<Incarnation, Instant>>,
     wake: Notify,
     /// What to do when superseded (the node exits; tests may record it).
     on_superseded: Box<dyn Fn() + Send + Sync>,
     superseded: std::sync::atomic::AtomicBool,
+    /// Forgotten names and this node's sign of life.
+    registry: Registry,
 }
 
 /// The running mesh of a node. Cheap to clone.
@@ -194,6 +195,9 @@ impl MeshRuntime {
                 directory: Mutex::new(directory),
                 peers_draining: Mutex::new(BTreeMap::new()),
                 draining: std::sync::atomic::AtomicBool::new(false),
+                handing_off: Arc::new(Mutex::new(BTreeSet::new())),
+                dead_at: Mutex::new(BTreeMap::new()),
+                registry: Registry::default(),
                 wake: Notify::new(),
                 on_superseded: Box::new(|| {
                     // A short grace so sessions get their 4xx answers and the
@@ -307,7 +311,9 @@ impl MeshRuntime {
         {
             let mut dir = self.shared.directory.lock().expect("directory");
             for s in a.directory {
-                if s.id.as_str() == self.shared.me.name {
+                // A forgotten node is not learnt back from a peer that has
+                // not read the registry yet.
+                if s.id.as_str() == self.shared.me.name || self.shared.registry.is_forgotten(s.id.as_str()) {
                     continue;
                 }
                 if dir.insert(s.id.clone(), s.addr) != Some(s.addr) {
@@ -340,19 +346,39 @@ impl MeshRuntime {
         let mut rng = seeded_rng(&shared.me);
         let mut dialing: BTreeSet<NodeId> = BTreeSet::new();
         let (dial_done_tx, mut dial_done) = tokio::sync::mpsc::unbounded_channel::<NodeId>();
+        let mut hearing = Hearing::default();
+        let mut was_partitioned = false;
+        // A sleep that overran by more than this means this process (not
+        // the peers) stood still: half the suspicion time, at least 3 ticks.
+        let stall = (shared.config.membership.suspect_after / 2).max(shared.config.tick * 3);
         loop {
             let now = Instant::now();
             if let Some(rx) = events.as_mut() {
-                drain_events(rx, &mut membership, now);
+                self.drain_events(rx, &mut membership, now);
+            }
+            if let Some(endpoint) = &shared.endpoint {
+                for e in hearing.poll(endpoint, &mut membership, now) {
+                    self.member_event(&membership, &e, now);
+                }
             }
             for e in membership.tick(now) {
-                log_member_event(&e);
+                self.member_event(&membership, &e, now);
             }
+            self.count_false_suspicions(&membership);
             while let Ok(id) = dial_done.try_recv() {
                 dialing.remove(&id);
             }
+            if let Some(endpoint) = &shared.endpoint {
+                let partitioned = endpoint.is_partitioned();
+                if was_partitioned && !partitioned {
+                    // The partition healed: redial everyone now, not when
+                    // the backoff grown during it would.
+                    membership.heal(now);
+                }
+                was_partitioned = partitioned;
+            }
             if let Some(endpoint) = &shared.endpoint
-                && !endpoint.is_partitioned()
+                && !was_partitioned
             {
                 let targets: Vec<NodeId> = shared.directory.lock().expect("directory").keys().cloned().collect();
                 for id in membership.dial_plan(&targets, now, &mut rng) {
@@ -382,11 +408,78 @@ impl MeshRuntime {
                 }
             };
             self.publish_members(&membership, settled, converged);
+            let slept = Instant::now();
             tokio::select! {
-                _ = tokio::time::sleep(shared.config.tick) => {}
+                _ = tokio::time::sleep(shared.config.tick) => {
+                    let late = slept.elapsed().saturating_sub(shared.config.tick);
+                    if late > stall {
+                        tracing::warn!(late_ms = late.as_millis() as u64, "mesh: this process stalled; peers' silence forgiven");
+                        metrics::counter!("meshmail_mesh_stalls_total").increment(1);
+                        membership.forgive(Instant::now());
+                    }
+                }
                 _ = shared.wake.notified() => {}
             }
         }
+    }
+
+    fn drain_events(&self, rx: &mut broadcast::Receiver<NodeEvent>, membership: &mut Membership, now: Instant) {
+        loop {
+            let events = match rx.try_recv() {
+                Ok(NodeEvent::NodeUp { id, generation, .. }) => membership.link_up(&id, generation, now),
+                Ok(NodeEvent::NodeDown { id, generation, .. }) => membership.link_down(&id, generation, now),
+                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "mesh: membership lagged behind link events");
+                    continue;
+                }
+                Err(_) => return,
+            };
+            for e in events {
+                self.member_event(membership, &e, now);
+            }
+        }
+    }
+
+    /// Logs and counts a membership verdict; remembers deaths for the
+    /// takeover time.
+    fn member_event(&self, membership: &Membership, e: &MemberEvent, now: Instant) {
+        let kind = match e {
+            MemberEvent::Alive(id, g) => {
+                tracing::info!(peer = %id, generation = g, "mesh: member alive");
+                "alive"
+            }
+            MemberEvent::Suspect(id, g) => {
+                tracing::warn!(peer = %id, generation = g, "mesh: member suspect");
+                "suspect"
+            }
+            MemberEvent::Dead(id, g) => {
+                // A death by silence (not by a successor's link: then the
+                // current generation is the newer one, and nothing was
+                // detected, the restart said so).
+                let by_silence = membership.status(id).is_some_and(|(current, _)| current == *g);
+                let silent = membership.silence(id, now).filter(|_| by_silence);
+                tracing::warn!(peer = %id, generation = g, silent_ms = silent.map(|s| s.as_millis() as u64), "mesh: member dead");
+                if let Some(silent) = silent {
+                    metrics::histogram!("meshmail_mesh_detection_seconds").record(silent.as_secs_f64());
+                }
+                let mut dead = self.shared.dead_at.lock().expect("dead_at");
+                dead.insert(Incarnation::new(id.to_string(), *g), now);
+                // Bounded: only recent deaths matter for the takeover time.
+                while dead.len() > 64 {
+                    let oldest = dead.iter().min_by_key(|(_, t)| **t).map(|(k, _)| k.clone());
+                    if let Some(k) = oldest {
+                        dead.remove(&k);
+                    }
+                }
+                "dead"
+            }
+        };
+        metrics::counter!("meshmail_mesh_member_events_total", "kind" => kind).increment(1);
+    }
+
+    fn count_false_suspicions(&self, membership: &Membership) {
+        metrics::counter!("meshmail_mesh_false_suspicions_total").absolute(membership.false_suspicions());
+        metrics::counter!("meshmail_mesh_false_deaths_total").absolute(membership.false_deaths());
     }
 
     fn is_settled(&self, membership: &Membership, now: Instant) -> bool {
@@ -395,7 +488,7 @@ impl MeshRuntime {
         }
         let dir = self.shared.directory.lock().expect("directory");
         dir.keys()
-            .all(|id| matches!(membership.status(id), Some((_, Status::Up))))
+            .all(|id| matches!(membership.status(id), Some((_, Status::Up))) && membership.linked(id))
     }
 
     fn announce(&self, membership: &Membership) {
@@ -409,7 +502,8 @@ impl MeshRuntime {
                 continue;
             }
             if let Ok(id) = NodeId::new(inc.name.clone())
-                && let Some((generation, Status::Up)) = membership.status(&id)
+                && membership.linked(&id)
+                && let Some((generation, _)) = membership.status(&id)
             {
                 let mut msg = ANNOUNCE_TAG.to_vec();
                 msg.extend_from_slice(&body);
@@ -418,86 +512,71 @@ impl MeshRuntime {
         }
     }
 
-    /// One round of lease changes; see the module doc. Returns how many
-    /// leases it changed.
+    /// One round of lease changes: [`balance::decide`], carried out.
+    /// Returns how many leases it changed (or started to hand back).
     async fn balance(&self, membership: &Membership, settled: bool) -> Result<usize, meshmail_storage::StorageError> {
         let shared = &self.shared;
         self.check_superseded().await?;
         let owners = self.scan().await?;
         let live = membership.live_set();
-        let draining = shared.peers_draining.lock().expect("draining").clone();
-        let me_draining = self.draining();
-        let mut nodes: Vec<NodeKey> = live
-            .nodes()
-            .into_iter()
-            .filter(|k| !draining.contains_key(&k.name))
-            .filter(|k| !(me_draining && k.name == shared.me.name))
+        let mut excluded: BTreeSet<String> = shared
+            .peers_draining
+            .lock()
+            .expect("draining")
+            .keys()
+            .cloned()
             .collect();
-        nodes.sort();
-        let known = shared.directory.lock().expect("directory").len() + 1;
-        let alive = live.nodes().len();
-        let quorum = alive * 2 > known;
-        metrics::gauge!("meshmail_mesh_members_alive").set(alive as f64);
+        if self.draining() {
+            excluded.insert(shared.me.name.clone());
+        }
+        let mut members: BTreeSet<String> = shared
+            .directory
+            .lock()
+            .expect("directory")
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        members.insert(shared.me.name.clone());
+        let known = members.len();
+        let held = shared.leases.held();
+        let handing_off = shared.handing_off.lock().expect("handing_off").clone();
+        let decision = balance::decide(&balance::Round {
+            me: &shared.me,
+            owners: &owners,
+            held: &held,
+            live: &live,
+            excluded: &excluded,
+            settled,
+            grace_over: membership.settled(Instant::now()),
+            members: &members,
+            known,
+            moves_per_round: shared.config.moves_per_round,
+            handing_off: &handing_off,
+        });
+        metrics::gauge!("meshmail_mesh_members_alive").set(live.nodes().len() as f64);
         metrics::gauge!("meshmail_mesh_members_known").set(known as f64);
 
-        // Lost: the store names another holder than us.
-        for lease in shared.leases.held() {
-            let current = owners.get(lease.shard as usize).cloned().flatten();
-            if !current.as_ref().is_some_and(|c| shared.me.holds(c)) {
-                tracing::warn!(
-                    shard = lease.shard,
-                    ?current,
-                    "mesh: lease lost; no longer serving the shard"
-                );
-                shared.host.revoke(lease.shard);
-                let _ = shared.leases.release(lease.shard).await;
-                metrics::counter!("meshmail_lease_changes_total", "kind" => "lost").increment(1);
-            }
+        if let Some(first) = decision.lost.first() {
+            let current = owners.get(*first as usize).cloned().flatten();
+            tracing::warn!(
+                shards = decision.lost.len(),
+                first,
+                ?current,
+                "mesh: leases lost; no longer serving those shards"
+            );
         }
-
-        let me_key = shared.me.key();
-        let mut releases = 0;
-        let mut acquires = 0;
-        for (shard, lease) in owners.iter().enumerate() {
-            let shard = shard as u32;
-            let placed_here = placement::owner(shard, &nodes) == Some(&me_key);
-            let ours = lease.as_ref().is_some_and(|l| shared.me.holds(l));
-            if ours && !placed_here {
-                if releases >= shared.config.moves_per_round {
-                    continue;
-                }
-                releases += 1;
-                shared.host.drain(shard).await;
-                shared.leases.release(shard).await.map_err(into_storage)?;
-                tracing::debug!(shard, "mesh: lease handed over");
-                continue;
-            }
-            if ours || !placed_here || acquires >= shared.config.moves_per_round {
-                continue;
-            }
-            let takeable = match lease {
-                None => true,
-                Some(l) if l.released => true,
-                Some(l) if l.node == shared.me.name => l.generation < shared.me.generation,
-                Some(l) => settled && quorum && !live.contains(&l.node, l.generation),
-            };
-            if !takeable {
-                continue;
-            }
-            match shared.leases.acquire(shard, &live).await {
-                Ok(l) => {
-                    acquires += 1;
-                    shared.host.grant(&l).await;
-                    let mut view = shared.view.write().expect("view");
-                    view.owners[shard as usize] = Some(l);
-                }
-                Err(e) => tracing::debug!(shard, error = %e, "mesh: lease not taken"),
-            }
+        for &shard in &decision.lost {
+            shared.host.revoke(shard);
+            let _ = shared.leases.release(shard).await;
+            metrics::counter!("meshmail_lease_changes_total", "kind" => "lost").increment(1);
         }
-        if acquires > 0 || releases > 0 {
+        self.hand_off(&decision.release).await;
+        let acquired = self.acquire(&decision, &live).await?;
+        let changes = decision.lost.len() + decision.release.len() + acquired;
+        if acquired > 0 || !decision.release.is_empty() {
             tracing::info!(
-                acquired = acquires,
-                released = releases,
+                acquired,
+                released = decision.release.len(),
                 held = shared.leases.held().len(),
                 "mesh: shard leases changed"
             );
@@ -505,7 +584,84 @@ impl MeshRuntime {
             shared.wake.notify_one();
         }
         metrics::gauge!("meshmail_shards_owned").set(shared.leases.held().len() as f64);
-        Ok(acquires + releases)
+        Ok(changes)
+    }
+
+    /// Drains and releases `shards`, all at once, each on its own task;
+    /// waits for them up to `drain_deadline`. Those still draining then go
+    /// on in the background (the host bounds a drain) and wake a round when
+    /// done; until then they are not chosen again.
+    async fn hand_off(&self, shards: &[u32]) {
+        if shards.is_empty() {
+            return;
+        }
+        let shared = &self.shared;
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for &shard in shards {
+            shared.handing_off.lock().expect("handing_off").insert(shard);
+            let rt = self.clone();
+            tasks.spawn(async move {
+                let shared = &rt.shared;
+                shared.host.drain(shard).await;
+                if let Err(e) = shared.leases.release(shard).await {
+                    tracing::warn!(shard, error = %e, "mesh: release after drain failed; retried next round");
+                }
+                shared.handing_off.lock().expect("handing_off").remove(&shard);
+                tracing::debug!(shard, "mesh: lease handed over");
+                shared.wake.notify_one();
+            });
+        }
+        let all = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(shared.config.drain_deadline, all).await.is_err() {
+            metrics::counter!("meshmail_mesh_drain_deadline_missed_total").increment(1);
+            tracing::info!(
+                running = tasks.len(),
+                "mesh: drains still running after the round's deadline; they finish in the background"
+            );
+            tasks.detach_all();
+        }
+        metrics::histogram!("meshmail_mesh_handoff_round_seconds").record(started.elapsed().as_secs_f64());
+    }
+
+    /// Takes the shards `decision` names, [`crate::leases::ACQUIRE_BATCH`] per transaction,
+    /// and grants them to the host. Returns how many were taken.
+    async fn acquire(
+        &self,
+        decision: &balance::Decision,
+        live: &crate::leases::LiveSet,
+    ) -> Result<usize, meshmail_storage::StorageError> {
+        let shared = &self.shared;
+        if decision.acquire.is_empty() {
+            return Ok(0);
+        }
+        let answers = shared
+            .leases
+            .acquire_many(&decision.acquire, live)
+            .await
+            .map_err(into_storage)?;
+        let mut taken = 0;
+        for (shard, answer) in decision.acquire.iter().zip(answers) {
+            match answer {
+                Ok(l) => {
+                    taken += 1;
+                    shared.host.grant(&l).await;
+                    let mut view = shared.view.write().expect("view");
+                    view.owners[*shard as usize] = Some(l);
+                }
+                Err(e) => tracing::debug!(shard, error = %e, "mesh: lease not taken"),
+            }
+        }
+        // The takeover time: from the death verdict to the commit.
+        let now = Instant::now();
+        let dead_at = shared.dead_at.lock().expect("dead_at");
+        let holders: BTreeSet<&Incarnation> = decision.takeovers.iter().map(|(_, i)| i).collect();
+        for holder in holders {
+            if let Some(at) = dead_at.get(holder) {
+                metrics::histogram!("meshmail_mesh_takeover_seconds").record(now.duration_since(*at).as_secs_f64());
+            }
+        }
+        Ok(taken)
     }
 
     /// A newer incarnation of this node's name started (this process was
@@ -514,11 +670,13 @@ impl MeshRuntime {
     /// makes that visible and frees its sockets.
     async fn check_superseded(&self) -> Result<(), meshmail_storage::StorageError> {
         let shared = &self.shared;
-        let newest = shared
+        let records = shared
             .db
             .read("node_generation", |txn| async move { nodes::list(&txn).await })
-            .await?
-            .into_iter()
+            .await?;
+        self.forget_left(&records);
+        let newest = records
+            .iter()
             .find(|n| n.name == shared.me.name)
             .map_or(0, |n| n.generation);
         if newest > shared.me.generation {
@@ -537,7 +695,27 @@ impl MeshRuntime {
                 "superseded by generation {newest}"
             )));
         }
+        shared
+            .registry
+            .heartbeat(&shared.db, &shared.me.name, shared.me.generation, Instant::now());
         Ok(())
+    }
+
+    /// Drops the names an operator forgot from the directory (so they are
+    /// neither dialed nor counted in the quorum's denominator) and from the
+    /// draining set.
+    fn forget_left(&self, records: &[nodes::NodeRecord]) {
+        let shared = &self.shared;
+        for name in shared.registry.observe(records, &shared.me.name) {
+            shared
+                .directory
+                .lock()
+                .expect("directory")
+                .retain(|id, _| id.as_str() != name);
+            shared.peers_draining.lock().expect("draining").remove(&name);
+            tracing::warn!(peer = %name, "mesh: node forgotten by the operator; it no longer counts against quorum");
+            metrics::counter!("meshmail_mesh_nodes_forgotten_total").increment(1);
+        }
     }
 
     /// Reads every lease, in pages, and publishes them as the routing view.
@@ -579,8 +757,8 @@ impl MeshRuntime {
             node: shared.me.name.clone(),
             generation: shared.me.generation,
             addr: shared.config.advertise.map(|a| a.to_string()),
-            link: "self".into(),
-            status: "self".into(),
+            link: LinkState::Local,
+            status: MemberStatus::Local,
             draining: self.draining(),
         }];
         for (id, addr) in &dir {
@@ -589,13 +767,16 @@ impl MeshRuntime {
                 node: id.to_string(),
                 generation,
                 addr: Some(addr.to_string()),
-                link: if status == Status::Up { "up" } else { "down" }.into(),
+                link: if membership.linked(id) {
+                    LinkState::Up
+                } else {
+                    LinkState::Down
+                },
                 status: match status {
-                    Status::Up | Status::Down => "alive",
-                    Status::Suspect => "suspect",
-                    Status::Dead => "dead",
-                }
-                .into(),
+                    Status::Up | Status::Down => MemberStatus::Alive,
+                    Status::Suspect => MemberStatus::Suspect,
+                    Status::Dead => MemberStatus::Dead,
+                },
                 draining: draining.contains_key(id.as_str()),
             });
         }
@@ -614,43 +795,31 @@ pub const SUPERSEDED_GRACE: Duration = Duration::from_secs(2);
 /// Prefix of an announcement cast (other casts are the node's own).
 pub const ANNOUNCE_TAG: &[u8] = b"A:";
 
-fn drain_events(rx: &mut broadcast::Receiver<NodeEvent>, membership: &mut Membership, now: Instant) {
-    loop {
-        match rx.try_recv() {
-            Ok(NodeEvent::NodeUp { id, generation, .. }) => {
-                for e in membership.link_up(&id, generation, now) {
-                    log_member_event(&e);
-                }
-            }
-            Ok(NodeEvent::NodeDown { id, generation, .. }) => {
-                for e in membership.link_down(&id, generation, now) {
-                    log_member_event(&e);
-                }
-            }
-            Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                tracing::warn!(missed = n, "mesh: membership lagged behind link events");
-            }
-            Err(_) => return,
-        }
-    }
+/// What the runtime heard on each link: the UDP datagram counts of the
+/// last poll, so growth since then is the peer's heartbeat.
+#[derive(Default)]
+struct Hearing {
+    last: BTreeMap<(NodeId, u64), u64>,
 }
 
-fn log_member_event(e: &MemberEvent) {
-    let kind = match e {
-        MemberEvent::Alive(id, g) => {
-            tracing::info!(peer = %id, generation = g, "mesh: member alive");
-            "alive"
+impl Hearing {
+    fn poll(&mut self, endpoint: &MeshEndpoint, membership: &mut Membership, now: Instant) -> Vec<MemberEvent> {
+        let mut events = Vec::new();
+        let mut seen = BTreeMap::new();
+        for (id, generation, count) in endpoint.link_traffic() {
+            let grew = self
+                .last
+                .get(&(id.clone(), generation))
+                .is_none_or(|&before| count > before);
+            if grew {
+                events.extend(membership.heard(&id, generation, now));
+            }
+            seen.insert((id, generation), count);
         }
-        MemberEvent::Suspect(id, g) => {
-            tracing::warn!(peer = %id, generation = g, "mesh: member suspect");
-            "suspect"
-        }
-        MemberEvent::Dead(id, g) => {
-            tracing::warn!(peer = %id, generation = g, "mesh: member dead");
-            "dead"
-        }
-    };
-    metrics::counter!("meshmail_mesh_member_events_total", "kind" => kind).increment(1);
+        // Links gone are forgotten: the map stays as big as the mesh.
+        self.last = seen;
+        events
+    }
 }
 
 fn into_storage(e: crate::leases::LeaseError) -> meshmail_storage::StorageError {

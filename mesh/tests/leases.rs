@@ -1,12 +1,14 @@
-//! Shard leases against the SQLite backend: placement split, fencing of a
-//! stale owner, graceful hand-off to a restarted node, racing acquisitions,
-//! bounded takeover. Each node opens its own handle on one SQLite file, as
-//! separate processes on one machine would.
+//! Shard leases against the SQLite backend, driven by the runtime's pure
+//! balance decision: placement split, fencing of a stale owner, graceful
+//! hand-off to a restarted node, racing acquisitions, batched takeover.
+//! Each node opens its own handle on one SQLite file, as separate
+//! processes on one machine would.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use meshmail_mesh::balance::{self, Decision};
 use meshmail_mesh::leases::{Incarnation, LeaseError, LeaseManager, LiveSet};
 use meshmail_mesh::placement::{self, NodeKey};
 use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
@@ -45,13 +47,45 @@ async fn lease(db: &Database, shard: u32) -> Option<nodes::Lease> {
         .unwrap()
 }
 
-/// Acquires every shard the rebalance plan names.
-async fn acquire_planned(m: &LeaseManager, live: &LiveSet) -> Vec<u32> {
-    let plan = m.rebalance(live).await.unwrap();
-    for &shard in &plan.acquire {
-        m.acquire(shard, live).await.unwrap();
+/// The runtime's decision for `m` over the leases in the store, settled,
+/// with the members of `live` the only ones known.
+async fn decide(m: &LeaseManager, live: &LiveSet, moves: usize) -> Decision {
+    let db = m.database();
+    let page = db
+        .read("test_scan", |txn| async move {
+            nodes::list_leases(&txn, 0, SHARDS as usize).await
+        })
+        .await
+        .unwrap();
+    let mut owners = vec![None; SHARDS as usize];
+    for l in page {
+        let i = l.shard as usize;
+        owners[i] = Some(l);
     }
-    plan.acquire
+    let (held, none, excluded) = (m.held(), BTreeSet::new(), BTreeSet::new());
+    let members: BTreeSet<String> = live.nodes().into_iter().map(|k| k.name).collect();
+    balance::decide(&balance::Round {
+        me: m.incarnation(),
+        owners: &owners,
+        held: &held,
+        live,
+        excluded: &excluded,
+        settled: true,
+        grace_over: true,
+        members: &members,
+        known: live.nodes().len(),
+        moves_per_round: moves,
+        handing_off: &none,
+    })
+}
+
+/// Acquires every shard the decision names.
+async fn acquire_planned(m: &LeaseManager, live: &LiveSet) -> Vec<u32> {
+    let d = decide(m, live, usize::MAX).await;
+    for answer in m.acquire_many(&d.acquire, live).await.unwrap() {
+        answer.unwrap();
+    }
+    d.acquire
 }
 
 #[tokio::test]
@@ -80,8 +114,7 @@ async fn two_nodes_split_the_shards_by_placement() {
     }
     // Stable: nothing left to do, and acquiring again changes nothing.
     for m in [&a, &b] {
-        let plan = m.rebalance(&live).await.unwrap();
-        assert!(plan.release.is_empty() && plan.acquire.is_empty() && plan.awaiting.is_empty());
+        assert_eq!(decide(m, &live, usize::MAX).await.changes(), 0);
     }
     let again = a.acquire(got_a[0], &live).await.unwrap();
     assert_eq!(again.epoch, 1, "re-acquiring our own lease must not bump the epoch");
@@ -163,10 +196,11 @@ async fn a_restarted_node_gets_its_shards_back_by_hand_off() {
 
     // a#1 dies: b takes everything it held (placement over {b} is all of b).
     let only_b = live(&[&b]);
-    let step = b.takeover(a1.incarnation(), &only_b, usize::MAX).await.unwrap();
-    assert!(step.done);
-    assert_eq!(step.taken.len(), placed("a", &["a", "b"]).len());
-    assert!(step.taken.iter().all(|l| l.epoch == 2));
+    let d = decide(&b, &only_b, usize::MAX).await;
+    assert_eq!(d.acquire, placed("a", &["a", "b"]));
+    assert!(d.takeovers.iter().all(|(_, holder)| holder == a1.incarnation()));
+    let taken = b.acquire_many(&d.acquire, &only_b).await.unwrap();
+    assert!(taken.iter().all(|l| l.as_ref().unwrap().epoch == 2));
     assert_eq!(b.held().len(), SHARDS as usize);
     drop(a1);
 
@@ -175,21 +209,19 @@ async fn a_restarted_node_gets_its_shards_back_by_hand_off() {
     assert_eq!(a2.incarnation().generation, 2);
     let now = live(&[&a2, &b]);
     let mine = placed("a", &["a", "b"]);
-    let plan = a2.rebalance(&now).await.unwrap();
-    assert!(plan.acquire.is_empty() && plan.release.is_empty());
-    assert_eq!(plan.awaiting.iter().map(|(s, _)| *s).collect::<Vec<_>>(), mine);
-    assert!(plan.awaiting.iter().all(|(_, holder)| holder == b.incarnation()));
+    // Held by a live b: a#2 waits for the hand-off.
+    assert_eq!(decide(&a2, &now, usize::MAX).await.changes(), 0);
     assert!(matches!(
         a2.acquire(mine[0], &now).await,
         Err(LeaseError::HeldBy { ref node, .. }) if node == "b"
     ));
 
     // b hands them back gracefully (no failure detection involved).
-    let plan = b.rebalance(&now).await.unwrap();
-    assert_eq!(plan.release, mine);
+    let d = decide(&b, &now, usize::MAX).await;
+    assert_eq!(d.release, mine);
     let db = open(dir.path());
     let mut before = Vec::new();
-    for &shard in &plan.release {
+    for &shard in &d.release {
         before.push(lease(&db, shard).await.unwrap().epoch);
         assert!(b.release(shard).await.unwrap());
         assert!(!b.release(shard).await.unwrap(), "release is idempotent");
@@ -210,8 +242,7 @@ async fn a_restarted_node_gets_its_shards_back_by_hand_off() {
         assert!(stale.is_err(), "b must be fenced off shard {shard}");
     }
     for m in [&a2, &b] {
-        let plan = m.rebalance(&now).await.unwrap();
-        assert!(plan.release.is_empty() && plan.acquire.is_empty() && plan.awaiting.is_empty());
+        assert_eq!(decide(m, &now, usize::MAX).await.changes(), 0);
     }
 }
 
@@ -250,66 +281,35 @@ async fn racing_acquisitions_have_exactly_one_winner() {
 }
 
 #[tokio::test]
-async fn takeover_is_bounded_and_resumes_from_its_cursor() {
+async fn a_batched_acquisition_answers_per_shard() {
     let dir = tempfile::tempdir().unwrap();
     let a = start(dir.path(), "a").await;
     let b = start(dir.path(), "b").await;
     let both = live(&[&a, &b]);
     let held_by_a = acquire_planned(&a, &both).await;
-    acquire_planned(&b, &both).await;
-    let n = held_by_a.len();
-    assert!(n > 10, "the split must give a more than one step's worth ({n})");
-
-    let dead = a.incarnation();
-    let only_b = live(&[&b]);
-    assert_eq!(b.takeover_cursor(dead), None);
-    let mut taken = Vec::new();
-    let mut steps = 0;
-    let mut cursor = 0;
-    loop {
-        let step = b.takeover(dead, &only_b, 10).await.unwrap();
-        steps += 1;
-        assert_eq!(step.from, cursor, "step {steps} must start where the last one stopped");
-        assert!(step.taken.len() <= 10);
-        let shards: Vec<u32> = step.taken.iter().map(|l| l.shard).collect();
-        // Resumed: nothing before the previous step's last shard again.
-        if let (Some(prev), Some(first)) = (taken.last(), shards.first()) {
-            assert!(first > prev, "step {steps} restarted at {first} after {prev}");
+    // b asks for everything in one call: a's shards are refused one by one
+    // (a is live), the rest are taken, and a shard out of range is an error
+    // of its own; none of it fails the batch.
+    let mut ask: Vec<u32> = (0..SHARDS).collect();
+    ask.push(SHARDS + 5);
+    let answers = b.acquire_many(&ask, &both).await.unwrap();
+    assert_eq!(answers.len(), ask.len());
+    for (&shard, answer) in ask.iter().zip(&answers) {
+        match answer {
+            Ok(l) => assert!(!held_by_a.contains(&shard) && l.node == "b" && l.epoch == 1),
+            Err(LeaseError::HeldBy { node, .. }) => assert!(held_by_a.contains(&shard) && node == "a"),
+            Err(LeaseError::NoSuchShard { shard, .. }) => assert_eq!(*shard, SHARDS + 5),
+            Err(e) => panic!("shard {shard}: {e}"),
         }
-        if !step.done {
-            // The cursor sits on the first shard not yet taken.
-            let Some(Some(next)) = b.takeover_cursor(dead) else {
-                panic!("a mid-walk cursor after step {steps}");
-            };
-            assert!(shards.iter().all(|&s| s < next));
-            assert!(held_by_a.contains(&next));
-            cursor = next;
-        }
-        if steps == 1 {
-            // Behind the cursor, make a shard look held by the dead node
-            // again: a walk that starts over would take it, a resumed one
-            // never looks back.
-            let behind = held_by_a[0];
-            let db = open(dir.path());
-            db.run("test_replant", |txn| async move {
-                nodes::acquire_lease(&txn, behind, "a", 1).await.map(|_| ())
-            })
-            .await
-            .unwrap();
-        }
-        taken.extend(shards);
-        if step.done {
-            break;
-        }
-        assert!(steps < 100, "takeover does not finish");
     }
-    assert_eq!(steps, n.div_ceil(10));
-    assert_eq!(taken, held_by_a);
-    let replanted = lease(&open(dir.path()), held_by_a[0]).await.unwrap();
-    assert_eq!(replanted.node, "a", "the walk went back behind its cursor");
-    assert_eq!(b.takeover_cursor(dead), Some(None));
-    let again = b.takeover(dead, &only_b, 10).await.unwrap();
-    assert!(again.done && again.taken.is_empty());
+    assert_eq!(b.held().len(), SHARDS as usize - held_by_a.len());
+    // a dies: one call takes all of its shards, each at the next epoch.
+    let only_b = live(&[&b]);
+    let d = decide(&b, &only_b, usize::MAX).await;
+    assert_eq!(d.acquire, held_by_a);
+    let taken = b.acquire_many(&d.acquire, &only_b).await.unwrap();
+    assert!(taken.iter().all(|l| l.as_ref().is_ok_and(|l| l.epoch == 2)));
+    assert_eq!(decide(&b, &only_b, usize::MAX).await.changes(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -323,19 +323,23 @@ async fn survivors_share_a_dead_nodes_shards_by_placement() {
     acquire_planned(&b, &all).await;
     acquire_planned(&c, &all).await;
 
-    // b and c take over concurrently, in small steps that interleave.
+    // b and c take over concurrently, in rounds of 3 that interleave.
     let survivors = live(&[&b, &c]);
     let tasks: Vec<_> = [b.clone(), c.clone()]
         .into_iter()
         .map(|m| {
-            let (dead, survivors) = (a.incarnation().clone(), survivors.clone());
+            let survivors = survivors.clone();
             tokio::spawn(async move {
                 let mut taken = BTreeSet::new();
-                while {
-                    let step = m.takeover(&dead, &survivors, 3).await.unwrap();
-                    taken.extend(step.taken.iter().map(|l| l.shard));
-                    !step.done
-                } {}
+                for _round in 0..100 {
+                    let d = decide(&m, &survivors, 3).await;
+                    if d.acquire.is_empty() {
+                        break;
+                    }
+                    for l in m.acquire_many(&d.acquire, &survivors).await.unwrap() {
+                        taken.insert(l.unwrap().shard);
+                    }
+                }
                 taken
             })
         })

@@ -7,6 +7,12 @@
 //! replays exactly. `MESHMAIL_SIM_SEED=<seed>` runs that one seed,
 //! `MESHMAIL_SIM_SEEDS=<n>` seeds 1..=n instead of the default five.
 //!
+//! Every node decides each step with [`balance::decide`], the very function
+//! the runtime's balance round calls, and carries the decision out with the
+//! [`LeaseManager`] as the runtime does (batched acquisitions included).
+//! Linked peers hear each other every step (the heartbeat); a killed node
+//! goes silent at once while its links die only later, as QUIC's do.
+//!
 //! Checked after every step against the leases in the store:
 //! - fencing: every incarnation (running, or killed and kept as a zombie,
 //!   like a paused process waking up) writes each shard it believes it
@@ -15,8 +21,9 @@
 //!   incarnation writes a shard per step;
 //! - a lease changes hands only with a higher epoch, and never goes back.
 //!
-//! After the schedule, partitions heal and the nodes must settle with every
-//! shard held by the node placement picks among the running ones.
+//! After the schedule, partitions heal, killed nodes restart (a minority
+//! takes nothing over, by the quorum rule), and the nodes must settle with
+//! every shard held by the node placement picks among them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -24,9 +31,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use meshmail_mesh::backoff::BackoffConfig;
+use meshmail_mesh::balance;
 use meshmail_mesh::identity::NodeId;
 use meshmail_mesh::leases::{Incarnation, LeaseError, LeaseManager};
-use meshmail_mesh::membership::{MemberEvent, Membership, MembershipConfig};
+use meshmail_mesh::membership::{Membership, MembershipConfig, Status};
 use meshmail_mesh::placement::{self, NodeKey};
 use meshmail_storage::Database;
 use meshmail_storage::kv::sqlite::{Durability, SqliteBackend, SqliteOptions};
@@ -67,8 +75,6 @@ struct Running {
     db: Database,
     membership: Membership,
     leases: LeaseManager,
-    /// Dead incarnations whose bounded takeover is not finished.
-    takeovers: Vec<Incarnation>,
 }
 
 /// A link's down that `observer` (name index, generation) learns of only
@@ -184,7 +190,6 @@ impl Sim {
             leases: LeaseManager::new(db.clone(), inc.clone(), SHARDS),
             inc,
             db,
-            takeovers: Vec::new(),
         });
         Ok(())
     }
@@ -197,8 +202,7 @@ impl Sim {
     fn deliver_down(&mut self, observer: usize, peer: usize, generation: u64) {
         let (now, id) = (self.now(), self.names[peer].clone());
         if let Some(r) = self.nodes[observer].as_mut() {
-            let events = r.membership.link_down(&id, generation, now);
-            absorb(r, events);
+            r.membership.link_down(&id, generation, now);
         }
     }
 
@@ -290,15 +294,26 @@ impl Sim {
                 for (a, b, gb) in [(i, j, gj), (j, i, gi)] {
                     let peer = self.names[b].clone();
                     let r = self.nodes[a].as_mut().expect("running");
-                    let events = r.membership.link_up(&peer, gb, now);
-                    absorb(r, events);
+                    r.membership.link_up(&peer, gb, now);
                 }
             }
         }
+        // The heartbeat: both ends of every up link hear each other.
+        let links: Vec<(usize, usize)> = self.links.iter().copied().collect();
+        for (a, b) in links {
+            for (x, y) in [(a, b), (b, a)] {
+                let (Some(gy), id) = (self.generation(y), self.names[y].clone()) else {
+                    continue;
+                };
+                if let Some(r) = self.nodes[x].as_mut() {
+                    r.membership.heard(&id, gy, now);
+                }
+            }
+        }
+        let names = self.names.clone();
         for r in self.nodes.iter_mut().flatten() {
-            let events = r.membership.tick(now);
-            absorb(r, events);
-            act(r, now).await.map_err(|e| format!("{}: {e}", tag(&r.inc)))?;
+            r.membership.tick(now);
+            act(r, now, &names).await.map_err(|e| format!("{}: {e}", tag(&r.inc)))?;
         }
         Ok(())
     }
@@ -379,52 +394,55 @@ impl Sim {
     }
 }
 
-fn absorb(r: &mut Running, events: Vec<MemberEvent>) {
-    for e in events {
-        if let MemberEvent::Dead(id, generation) = e {
-            r.takeovers.push(Incarnation::new(id.to_string(), generation));
-        }
-    }
-}
-
-/// One node's reaction to its membership view, in bounded steps: finish
-/// takeovers of the dead, hand back what placement moved away, ask for what
-/// it moved here.
-async fn act(r: &mut Running, now: Instant) -> Result<(), LeaseError> {
+/// One node's balance round: the runtime's decision, carried out the
+/// runtime's way (drains are instant here).
+async fn act(r: &mut Running, now: Instant, names: &[NodeId]) -> Result<(), LeaseError> {
     let live = r.membership.live_set();
-    let settled = r.membership.settled(now);
-    let mut pending = Vec::new();
-    for dead in std::mem::take(&mut r.takeovers) {
-        if !r.leases.takeover(&dead, &live, MAX_PER_STEP).await?.done {
-            pending.push(dead);
-        }
+    // The runtime's `is_settled`: long enough since start, or every known
+    // peer linked and heard.
+    let all_linked = names
+        .iter()
+        .filter(|n| n.as_str() != r.inc.name)
+        .all(|n| r.membership.linked(n) && matches!(r.membership.status(n), Some((_, Status::Up))));
+    let settled = r.membership.settled(now) || all_linked;
+    let page =
+        r.db.read("sim_scan", |txn| async move {
+            nodes::list_leases(&txn, 0, SHARDS as usize).await
+        })
+        .await?;
+    let mut owners: Vec<Option<Lease>> = vec![None; SHARDS as usize];
+    for l in page {
+        let i = l.shard as usize;
+        owners[i] = Some(l);
     }
-    r.takeovers = pending;
-    let plan = r.leases.rebalance(&live).await?;
-    for &shard in plan.release.iter().take(MAX_PER_STEP) {
+    let held = r.leases.held();
+    let none = BTreeSet::new();
+    let excluded = BTreeSet::new();
+    let members: BTreeSet<String> = names.iter().map(|n| n.to_string()).collect();
+    let decision = balance::decide(&balance::Round {
+        me: &r.inc,
+        owners: &owners,
+        held: &held,
+        live: &live,
+        excluded: &excluded,
+        settled,
+        grace_over: r.membership.settled(now),
+        members: &members,
+        known: names.len(),
+        moves_per_round: MAX_PER_STEP,
+        handing_off: &none,
+    });
+    for &shard in decision.lost.iter().chain(&decision.release) {
         r.leases.release(shard).await?;
     }
-    for &shard in plan.acquire.iter().take(MAX_PER_STEP) {
-        if !settled && !claimable_unsettled(&r.db, &r.inc, shard).await? {
-            continue;
-        }
-        match r.leases.acquire(shard, &live).await {
-            // The plan was a snapshot: someone live got there first.
+    for answer in r.leases.acquire_many(&decision.acquire, &live).await? {
+        match answer {
+            // The scan was a snapshot: someone live got there first.
             Ok(_) | Err(LeaseError::HeldBy { .. }) => {}
             Err(e) => return Err(e),
         }
     }
     Ok(())
-}
-
-/// Before its view settles a node takes only free shards and those of its
-/// own older generations: a holder it has not heard of may just not have
-/// linked yet.
-async fn claimable_unsettled(db: &Database, me: &Incarnation, shard: u32) -> Result<bool, LeaseError> {
-    let lease = db
-        .read("sim_peek", |txn| async move { nodes::lease(&txn, shard).await })
-        .await?;
-    Ok(lease.is_none_or(|l| l.released || (l.node == me.name && l.generation < me.generation)))
 }
 
 /// A shard's write transaction, fenced like every real one.
@@ -450,8 +468,13 @@ async fn run_seed(seed: u64) -> Result<Stats, String> {
             sim.run_nodes().await?;
             sim.check().await?;
         }
-        sim.log("heal all, schedule over".into());
+        sim.log("heal all, restart the killed, schedule over".into());
         sim.cuts.clear();
+        for i in 0..sim.names.len() {
+            if sim.nodes[i].is_none() {
+                sim.start(i).await?;
+            }
+        }
         let mut last = None;
         for settle in 1..=SETTLE_STEPS {
             sim.step += 1;

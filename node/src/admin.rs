@@ -236,9 +236,24 @@ pub async fn status(cfg: &Config) -> anyhow::Result<()> {
         .read("admin_status_nodes", |txn| async move { nodes::list(&txn).await })
         .await?;
     println!("nodes ({}):", members.len());
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     for n in &members {
+        let name = n.name.clone();
+        let seen = db
+            .read("admin_status_seen", |txn| {
+                let name = name.clone();
+                async move { nodes::seen(&txn, &name).await }
+            })
+            .await?;
+        let life = match (n.forgotten_ms, seen) {
+            (Some(_), _) => "forgotten (left for good)".to_string(),
+            (None, Some(s)) => format!("last seen {} ms ago", now_ms.saturating_sub(s.seen_ms)),
+            (None, None) => "never seen".to_string(),
+        };
         println!(
-            "  {}\tgeneration {}\tstarted {} ms since epoch",
+            "  {}\tgeneration {}\tstarted {} ms since epoch\t{life}",
             n.name, n.generation, n.started_ms
         );
     }
@@ -282,4 +297,26 @@ pub async fn status(cfg: &Config) -> anyhow::Result<()> {
         println!("  released (no owner): {released}");
     }
     Ok(())
+}
+
+/// `meshmail node forget NAME`: see the command's help.
+pub async fn node_forget(cfg: &Config, name: &str, silence_s: u64) -> anyhow::Result<()> {
+    use meshmail_storage::model::nodes;
+    let db = open(cfg)?;
+    match nodes::forget(&db, name, silence_s.saturating_mul(1000)).await? {
+        Ok(f) => {
+            println!(
+                "forgot {}#{}: peers drop it within a round and no longer count it against quorum",
+                f.record.name, f.record.generation
+            );
+            if f.leases_held > 0 {
+                println!(
+                    "it still held {} shard leases: the survivors take them over",
+                    f.leases_held
+                );
+            }
+            Ok(())
+        }
+        Err(refused) => anyhow::bail!("not forgetting: {refused}"),
+    }
 }

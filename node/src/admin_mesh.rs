@@ -3,52 +3,63 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
-use serde_json::Value;
+use anyhow::{Context, bail};
+use meshmail_mesh::status::NodeStatus;
 
 use crate::admin::http_request;
 
-async fn node_status(addr: &str) -> anyhow::Result<Value> {
+/// Reads a node's `/status` into the struct the server serialized: a
+/// missing or retyped field is an error naming the node, never a silent 0.
+async fn node_status(addr: &str) -> anyhow::Result<NodeStatus> {
     let (code, body) = http_request("GET", addr, "/status").await?;
     if code != 200 {
         bail!("{addr}/status answered HTTP {code}");
     }
-    Ok(serde_json::from_str(&body)?)
+    parse_status(&body).with_context(|| format!("{addr}/status"))
+}
+
+pub fn parse_status(body: &str) -> anyhow::Result<NodeStatus> {
+    serde_json::from_str(body).context("not a meshmail /status document")
 }
 
 /// Prints a running node's view of the mesh.
 pub async fn live_status(addr: &str) -> anyhow::Result<()> {
     let s = node_status(addr).await?;
-    println!(
-        "live view of {}#{} ({}; settled: {}, draining: {})",
-        s["node"].as_str().unwrap_or("?"),
-        s["generation"],
-        addr,
-        s["settled"],
-        s["draining"]
+    print!("{}", render_status(addr, &s));
+    Ok(())
+}
+
+fn render_status(addr: &str, s: &NodeStatus) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "live view of {}#{} ({addr}; backend {}, up {} s; settled: {}, draining: {})",
+        s.node, s.generation, s.backend, s.uptime_s, s.settled, s.draining
     );
-    println!("members:");
-    for m in s["members"].as_array().into_iter().flatten() {
-        println!(
+    let _ = writeln!(out, "members:");
+    for m in &s.members {
+        let _ = writeln!(
+            out,
             "  {:<12} generation {:<4} link {:<5} {:<8} {}{}",
-            m["node"].as_str().unwrap_or("?"),
-            m["generation"],
-            m["link"].as_str().unwrap_or("?"),
-            m["status"].as_str().unwrap_or("?"),
-            m["addr"].as_str().unwrap_or(""),
-            if m["draining"].as_bool() == Some(true) {
-                "  (draining)"
-            } else {
-                ""
-            }
+            m.node,
+            m.generation,
+            m.link.to_string(),
+            m.status.to_string(),
+            m.addr.as_deref().unwrap_or(""),
+            if m.draining { "  (draining)" } else { "" }
         );
     }
-    println!("shards owned (of {}):", s["shard_count"]);
-    for (node, n) in s["owners"].as_object().into_iter().flatten() {
-        println!("  {node:<12} {n}");
+    let _ = writeln!(
+        out,
+        "shards owned (of {}): this node runs {}, holds {} leases",
+        s.shard_count, s.shards_owned, s.leases_held
+    );
+    for (node, n) in &s.owners {
+        let _ = writeln!(out, "  {node:<12} {n}");
     }
-    println!("  unowned      {}", s["unowned"]);
-    Ok(())
+    let _ = writeln!(out, "  unowned      {}", s.unowned);
+    out
 }
 
 /// Asks a node to hand all its shards over and waits until it owns none.
@@ -57,7 +68,7 @@ pub async fn drain(addr: &str, timeout_s: u64) -> anyhow::Result<()> {
     if code != 202 {
         bail!("drain refused (HTTP {code}): {}", body.trim());
     }
-    let start_owned = node_status(addr).await?["shards_owned"].as_u64().unwrap_or(0);
+    let start_owned = node_status(addr).await?.shards_owned;
     let bar = indicatif::ProgressBar::new(start_owned);
     bar.set_style(
         indicatif::ProgressStyle::with_template("draining {msg} [{bar:40}] {pos}/{len} shards handed over ({elapsed})")
@@ -67,9 +78,9 @@ pub async fn drain(addr: &str, timeout_s: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
         let s = node_status(addr).await?;
-        let owned = s["shards_owned"].as_u64().unwrap_or(0);
+        let owned = s.shards_owned;
         // Not serving is not enough: every lease must be released in the store.
-        let held = s["leases_held"].as_u64().unwrap_or(0);
+        let held = s.leases_held;
         bar.set_position(start_owned.saturating_sub(owned.max(held)));
         if owned == 0 && held == 0 {
             bar.finish();

@@ -269,9 +269,19 @@ pub struct UpArgs {
     /// Added to every port (to run two meshes side by side).
     #[arg(long, default_value_t = 0)]
     pub base_port_offset: u32,
-    /// How long to wait before restarting a node that died.
+    /// How long to wait before restarting a node that died (the first
+    /// time, or after it had run stably).
     #[arg(long, default_value_t = 2000)]
     pub restart_delay_ms: u64,
+    /// Crash-loop cap: a node that keeps dying within
+    /// --restart-stable-after-s of its start waits twice as long each
+    /// time, up to this.
+    #[arg(long, default_value_t = 60_000)]
+    pub restart_delay_max_ms: u64,
+    /// A node that ran this long before dying was not crash-looping: its
+    /// next restart waits only --restart-delay-ms again.
+    #[arg(long, default_value_t = 30)]
+    pub restart_stable_after_s: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -291,6 +301,19 @@ pub enum NodeCmd {
     Undrain {
         #[arg(long, default_value = "127.0.0.1:8080")]
         node: String,
+    },
+    /// Remove a node that left for good from the mesh: peers drop it from
+    /// their directory, so it no longer counts against quorum (and its
+    /// leases, if it crashed holding any, are taken over). Works on the
+    /// store, with or without a node running. Refused while the node shows
+    /// a sign of life (it writes one every second while it runs): stop it
+    /// first. Starting the name again undoes it.
+    Forget {
+        /// The node's name (as in `meshmail status`).
+        name: String,
+        /// How long without a sign of life makes a node gone.
+        #[arg(long, default_value_t = 10)]
+        silence_s: u64,
     },
 }
 

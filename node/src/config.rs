@@ -526,14 +526,18 @@ pub struct MeshSection {
     /// Cluster CA and this node's certificate (default: <data_dir>/cluster).
     #[serde(default)]
     pub cluster_dir: Option<PathBuf>,
-    /// QUIC keep-alive and idle timeout: a silent peer's link is down after
-    /// `idle_timeout_ms`.
+    /// QUIC keep-alive: after this much quiet each side PINGs the other,
+    /// and the traffic heard on a link is the mesh's heartbeat.
     #[serde(default = "d_keep_alive")]
     pub keep_alive_ms: u64,
+    /// A link with nothing heard this long is closed by QUIC (and redialed).
+    /// Failure detection does not wait for it: see `dead_after_ms`.
     #[serde(default = "d_idle_timeout")]
     pub idle_timeout_ms: u64,
-    /// A peer whose link stays down this long is suspect, then dead (its
-    /// shards are taken over).
+    /// A peer silent this long (nothing heard on its link, or no link) is
+    /// suspect (counted, nothing moves), then dead: its shards are taken
+    /// over. Several `keep_alive_ms` each, so a lost ping or two never
+    /// kills a peer.
     #[serde(default = "d_suspect")]
     pub suspect_after_ms: u64,
     #[serde(default = "d_dead")]
@@ -544,9 +548,14 @@ pub struct MeshSection {
     #[serde(default = "d_redial_max")]
     pub redial_max_ms: u64,
     /// Lease acquisitions (and, separately, hand-offs) per control round:
-    /// the takeover throttle.
+    /// the takeover throttle. Acquisitions are batched (128 per
+    /// transaction), so 512 takes a third of 1024 shards in one round.
     #[serde(default = "d_moves")]
     pub moves_per_round: usize,
+    /// How long a control round waits for the shard drains it started (all
+    /// at once); drains still running then finish in the background.
+    #[serde(default = "d_drain_deadline")]
+    pub drain_deadline_ms: u64,
 }
 
 impl Default for MeshSection {
@@ -563,30 +572,48 @@ impl Default for MeshSection {
             redial_min_ms: d_redial_min(),
             redial_max_ms: d_redial_max(),
             moves_per_round: d_moves(),
+            drain_deadline_ms: d_drain_deadline(),
         }
     }
 }
 
+// The mesh's defaults are the mesh crate's own (one truth; the docs and
+// ops/config/*.toml state the same numbers, checked in config_validate).
 fn d_keep_alive() -> u64 {
-    1_000
+    meshmail_mesh::transport::KEEP_ALIVE_DEFAULT.as_millis() as u64
 }
 fn d_idle_timeout() -> u64 {
-    4_000
+    meshmail_mesh::transport::IDLE_TIMEOUT_DEFAULT.as_millis() as u64
 }
 fn d_suspect() -> u64 {
-    1_000
+    meshmail_mesh::membership::MembershipConfig::default()
+        .suspect_after
+        .as_millis() as u64
 }
 fn d_dead() -> u64 {
-    3_000
+    meshmail_mesh::membership::MembershipConfig::default()
+        .dead_after
+        .as_millis() as u64
 }
 fn d_redial_min() -> u64 {
-    200
+    meshmail_mesh::membership::MembershipConfig::default()
+        .backoff
+        .min
+        .as_millis() as u64
 }
 fn d_redial_max() -> u64 {
-    5_000
+    meshmail_mesh::membership::MembershipConfig::default()
+        .backoff
+        .max
+        .as_millis() as u64
 }
 fn d_moves() -> usize {
-    128
+    meshmail_mesh::runtime::RuntimeConfig::default().moves_per_round
+}
+fn d_drain_deadline() -> u64 {
+    meshmail_mesh::runtime::RuntimeConfig::default()
+        .drain_deadline
+        .as_millis() as u64
 }
 
 fn default_data_dir() -> PathBuf {
@@ -752,6 +779,23 @@ mod tests {
         assert!(matches!(prod.store, Some(KvConfig::Fdb { .. })));
         assert_eq!(prod.auth.failures_per_ip_max, 10);
         assert_eq!(prod.auth.failure_window_s, 300);
+        assert_eq!((prod.mesh.dead_after_ms, prod.mesh.drain_deadline_ms), (1000, 500));
+        // dev.toml spells out the defaults.
+        let dev: Config = toml::from_str(include_str!("../../ops/config/dev.toml")).unwrap();
+        let d = MeshSection::default();
+        let keys = |m: &MeshSection| {
+            (
+                m.keep_alive_ms,
+                m.idle_timeout_ms,
+                m.suspect_after_ms,
+                m.dead_after_ms,
+                m.redial_min_ms,
+                m.redial_max_ms,
+                m.moves_per_round,
+                m.drain_deadline_ms,
+            )
+        };
+        assert_eq!(keys(&dev.mesh), keys(&d));
     }
 
     #[test]

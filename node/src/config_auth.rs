@@ -27,11 +27,13 @@ impl Default for AuthSection {
 }
 
 impl AuthSection {
+    /// The limits as the authenticator takes them (ranges checked by
+    /// `Config::validate()`).
     pub fn limits(&self) -> AuthLimits {
         AuthLimits {
-            failures_per_ip_max: self.failures_per_ip_max.max(1),
-            failures_per_account_max: self.failures_per_account_max.max(1),
-            failure_window: Duration::from_secs(self.failure_window_s.max(1)),
+            failures_per_ip_max: self.failures_per_ip_max,
+            failures_per_account_max: self.failures_per_account_max,
+            failure_window: Duration::from_secs(self.failure_window_s),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! redelivery, drain, and — only in a `fault-hooks` build — fault
 //! injection for chaos runs: a release build has no such routes (404).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,9 +12,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json};
 use axum::routing::get;
+use meshmail_mesh::status::{LeaseView, NodeStatus};
 use meshmail_storage::Database;
 use metrics_exporter_prometheus::PrometheusHandle;
-use serde_json::json;
 
 pub struct NodeInfo {
     pub name: String,
@@ -26,6 +27,8 @@ pub struct NodeInfo {
     /// False once a vital task ended (the node is about to exit).
     pub liveness: Arc<crate::vitals::Liveness>,
     pub supervisor: ractor::ActorCell,
+    /// The outbound queue runner's supervisor (None with `[outbound]` off).
+    pub outbound_supervisor: Option<ractor::ActorCell>,
 }
 
 pub fn router(info: Arc<NodeInfo>) -> Router {
@@ -115,34 +118,47 @@ async fn ready(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
 
 /// This node's view: itself, the members and their links, and who owns
 /// which shards (counts per incarnation, and every lease with its epoch).
-async fn status(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
+/// The shape is [`NodeStatus`], which `meshmail status --node` parses.
+async fn status(State(info): State<Arc<NodeInfo>>) -> Json<NodeStatus> {
+    Json(node_status(&info))
+}
+
+fn node_status(info: &NodeInfo) -> NodeStatus {
     let owners = info.mesh.owners();
-    let mut per_node: std::collections::BTreeMap<String, usize> = Default::default();
-    let leases: Vec<_> = owners
+    let mut per_node: BTreeMap<String, u64> = BTreeMap::new();
+    let leases: Vec<LeaseView> = owners
         .iter()
         .flatten()
         .filter(|l| !l.released)
         .map(|l| {
             *per_node.entry(l.node.clone()).or_default() += 1;
-            json!({"shard": l.shard, "node": l.node, "generation": l.generation, "epoch": l.epoch})
+            LeaseView {
+                shard: l.shard,
+                node: l.node.clone(),
+                generation: l.generation,
+                epoch: l.epoch,
+            }
         })
         .collect();
-    Json(json!({
-        "node": info.name,
-        "generation": info.generation,
-        "backend": info.db.backend_name(),
-        "uptime_s": info.started.elapsed().as_secs(),
-        "shards_owned": info.ctx.owned_shards(),
-        "leases_held": info.mesh.held(),
-        "shard_count": info.ctx.shard_count,
-        "settled": info.mesh.settled(),
-        "draining": info.mesh.draining(),
-        "members": info.mesh.members(),
-        "owners": per_node,
-        "unowned": owners.iter().filter(|l| l.as_ref().is_none_or(|l| l.released)).count(),
-        "leases": leases,
-        "actors_live": meshmail_actors::live::live_actors(),
-    }))
+    NodeStatus {
+        node: info.name.clone(),
+        generation: info.generation,
+        backend: info.db.backend_name().to_string(),
+        uptime_s: info.started.elapsed().as_secs(),
+        shards_owned: info.ctx.owned_shards() as u64,
+        leases_held: info.mesh.held() as u64,
+        shard_count: info.ctx.shard_count,
+        settled: info.mesh.settled(),
+        draining: info.mesh.draining(),
+        members: info.mesh.members(),
+        owners: per_node,
+        unowned: owners.iter().filter(|l| l.as_ref().is_none_or(|l| l.released)).count() as u64,
+        leases,
+        actors_live: meshmail_actors::live::live_actors()
+            .into_iter()
+            .map(|(kind, n)| (kind.to_string(), n))
+            .collect(),
+    }
 }
 
 /// Redelivers a quarantined item through its shard actor.

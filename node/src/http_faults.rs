@@ -89,14 +89,32 @@ pub async fn fence_probe(State(info): State<Arc<NodeInfo>>, Query(p): Query<Prob
     }
 }
 
-/// `POST /admin/faults/kill-supervisor`: stops the node's root supervisor,
-/// as a bug that killed it would. The node must then exit non-zero
-/// (crash-only) instead of answering on its listeners with no actors.
-pub async fn kill_supervisor(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
+#[derive(Deserialize)]
+pub struct KillSupervisorParams {
+    /// `root` (default) or `outbound`.
+    which: Option<String>,
+}
+
+/// `POST /admin/faults/kill-supervisor[?which=root|outbound]`: stops the
+/// node's root supervisor or the outbound runner's, as a bug that killed it
+/// would. The node must then exit non-zero (crash-only) instead of
+/// answering on its listeners with part of its actors gone.
+pub async fn kill_supervisor(
+    State(info): State<Arc<NodeInfo>>,
+    Query(p): Query<KillSupervisorParams>,
+) -> impl IntoResponse {
     if let Err(e) = faults_enabled() {
         return e;
     }
-    tracing::warn!("fault injection: killing the root supervisor");
-    info.supervisor.kill();
-    (StatusCode::OK, "root supervisor killed\n".to_string())
+    let (name, cell) = match p.which.as_deref().unwrap_or("root") {
+        "root" => ("root supervisor", Some(info.supervisor.clone())),
+        "outbound" => ("outbound runner supervisor", info.outbound_supervisor.clone()),
+        other => return (StatusCode::BAD_REQUEST, format!("unknown supervisor {other:?}\n")),
+    };
+    let Some(cell) = cell else {
+        return (StatusCode::NOT_FOUND, format!("no {name} on this node\n"));
+    };
+    tracing::warn!("fault injection: killing the {name}");
+    cell.kill();
+    (StatusCode::OK, format!("{name} killed\n"))
 }

@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod config;
 mod config_auth;
+mod config_validate;
 mod http;
 mod http_cap;
 mod http_faults;
@@ -22,6 +23,7 @@ mod mesh;
 mod serve;
 mod tls;
 mod up;
+mod up_restart;
 mod vitals;
 mod webmail;
 
@@ -41,10 +43,17 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = config::Config::load(cli.config.as_deref(), &cli.overrides)?;
+    // One check of every setting, after the flags are merged: a bad value
+    // is refused here with its name, never clamped or found mid-start.
+    let cfg = match &cli.command {
+        Command::Serve(args) => cfg.with_serve_args(args),
+        _ => cfg,
+    };
+    cfg.validate()?;
     match cli.command {
         Command::Serve(args) => {
             let opts = serve::ServeOptions { sink: args.bench_sink };
-            serve::run(cfg.with_serve_args(&args), opts).await
+            serve::run(cfg, opts).await
         }
         Command::Domain {
             cmd: DomainCmd::Add { domain },
@@ -113,6 +122,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Node {
             cmd: NodeCmd::Undrain { node },
         } => admin_mesh::undrain(&node).await,
+        Command::Node {
+            cmd: NodeCmd::Forget { name, silence_s },
+        } => admin::node_forget(&cfg, &name, silence_s).await,
         Command::Cluster { cmd } => match cmd {
             ClusterCmd::Init { dir } => cluster::init(&cfg, dir.as_deref()),
             ClusterCmd::Cert { node, dir } => cluster::cert(&cfg, &node, dir.as_deref()),

@@ -53,6 +53,8 @@ pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>, vitals: &mut Vitals) -> any
         .iter()
         .map(|s| s.parse::<Seed>().map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Ranges and cross-field rules (dead_after_ms >= 3 x keep_alive_ms, ...)
+    // were checked by `Config::validate()`.
     let config = RuntimeConfig {
         seeds,
         advertise: m.advertise.or(m.listen),
@@ -64,7 +66,8 @@ pub async fn start(cfg: &Config, ctx: &Arc<NodeCtx>, vitals: &mut Vitals) -> any
                 Duration::from_millis(m.redial_max_ms),
             ),
         ),
-        moves_per_round: m.moves_per_round.max(1),
+        moves_per_round: m.moves_per_round,
+        drain_deadline: Duration::from_millis(m.drain_deadline_ms),
         ..RuntimeConfig::default()
     };
     let host = Arc::new(Host(ctx.clone()));

@@ -124,13 +124,13 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         tracing::warn!("--bench-sink: SMTP answers 250 WITHOUT STORING ANYTHING (benchmark mode)");
     }
 
-    let dns = meshmail_protocols::dns::Dns::new(cfg.dns.resolver, Duration::from_millis(cfg.dns.timeout_ms.max(1)))
+    let dns = meshmail_protocols::dns::Dns::new(cfg.dns.resolver, Duration::from_millis(cfg.dns.timeout_ms))
         .context("setting up the DNS resolver")?;
 
     let routing = cfg.smtp.routing()?;
     // Outbound delivery: the queue runner runs the queue items of the
     // shards whose lease this node holds (granted by the mesh above).
-    let _outbound = if cfg.outbound.enabled {
+    let outbound = if cfg.outbound.enabled {
         let tls_ca = match &cfg.outbound.tls_ca_file {
             Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
             None => None,
@@ -143,11 +143,11 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             cfg.outbound.runtime(&cfg.hostname)?,
             Some(roots),
         );
-        Some(
-            meshmail_protocols::outbound::runner::start(o)
-                .await
-                .map_err(|e| anyhow::anyhow!("starting the outbound queue runner: {e}"))?,
-        )
+        let (runner, handle) = meshmail_protocols::outbound::runner::start(o)
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the outbound queue runner: {e}"))?;
+        vitals.watch("outbound runner supervisor", handle);
+        Some(runner)
     } else {
         None
     };
@@ -180,7 +180,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_message_bytes: cfg.smtp.max_message_bytes,
             max_recipients: cfg.smtp.max_recipients,
             allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
-            idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s.max(1)),
+            idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s),
             dns: dns.clone(),
             routing: routing.clone(),
             inbound_auth: cfg.smtp.inbound_auth(),
@@ -218,6 +218,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         mesh: mesh.clone(),
         liveness: vitals.liveness(),
         supervisor: supervisor.get_cell(),
+        outbound_supervisor: outbound.as_ref().map(|o| o.get_cell()),
     });
     let http_listener = match cfg.listen.http {
         Some(addr) => {
@@ -315,7 +316,7 @@ fn jmap_shared(
         max_message_bytes: cfg.smtp.max_message_bytes,
         max_recipients: cfg.smtp.max_recipients,
         allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
-        idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s.max(1)),
+        idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s),
         dns: dns.clone(),
         // Validated at startup (serve fails on a bad separator first).
         routing: cfg.smtp.routing().unwrap_or_default(),
@@ -326,10 +327,10 @@ fn jmap_shared(
     let limits = meshmail_protocols::jmap::Limits {
         max_size_request: j.max_size_request_bytes,
         max_size_upload: j.max_size_upload_bytes,
-        max_concurrent_requests: j.max_concurrent_requests.max(1),
-        max_calls_in_request: j.max_calls_in_request.max(1),
-        max_objects_in_get: j.max_objects_in_get.max(1),
-        max_objects_in_set: j.max_objects_in_set.max(1),
+        max_concurrent_requests: j.max_concurrent_requests,
+        max_calls_in_request: j.max_calls_in_request,
+        max_objects_in_get: j.max_objects_in_get,
+        max_objects_in_set: j.max_objects_in_set,
         ..Default::default()
     };
     meshmail_protocols::jmap::JmapShared::new(

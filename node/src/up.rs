@@ -3,11 +3,12 @@
 //! meets meshmail. It prepares what the nodes need (cluster CA and node
 //! certificates, and with `--demo` a domain and an account), starts the
 //! nodes on the dev ports plus 10·i, prints their endpoints, restarts a node
-//! that dies (after a delay), and stops them all on Ctrl-C or SIGTERM.
+//! that dies (after a delay that grows while it keeps dying right after
+//! start, see [`crate::up_restart`]), and stops them all on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use meshmail_mesh::{ClusterCa, NodeId};
@@ -17,6 +18,7 @@ use tokio::process::{Child, Command};
 
 use crate::cli::UpArgs;
 use crate::config::Config;
+use crate::up_restart::{CrashLoop, RestartPolicy};
 
 pub const DEMO_DOMAIN: &str = "example.test";
 pub const DEMO_ACCOUNT: &str = "demo@example.test";
@@ -187,7 +189,10 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
     }
     let mut generations = Vec::new();
     for (spec, child) in nodes.iter().zip(children.iter_mut()) {
+        // A node that cannot start the first time fails `up` at once (a
+        // port taken, a bad config): the operator is there to see it.
         let line = wait_ready(&spec.name, child).await?;
+        eprintln!("{} started (pid {})", spec.name, child.id().unwrap_or(0));
         let generation = line
             .split_whitespace()
             .find_map(|w| w.strip_prefix("generation="))
@@ -197,35 +202,37 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
     }
     print_table(cfg, &nodes, &generations, args.demo);
 
-    let restart_delay = Duration::from_millis(args.restart_delay_ms);
+    let policy = RestartPolicy {
+        base: Duration::from_millis(args.restart_delay_ms),
+        max: Duration::from_millis(args.restart_delay_max_ms),
+        stable_after: Duration::from_secs(args.restart_stable_after_s),
+    };
+    let now = Instant::now();
+    let mut slots: Vec<Slot> = children
+        .into_iter()
+        .map(|child| Slot {
+            child: Some(child),
+            started: now,
+            crash: CrashLoop::new(policy),
+            restart_at: None,
+        })
+        .collect();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // One supervision pass every 100 ms: notice deaths, schedule restarts
+    // and start the ones due. A node waiting out its delay (up to
+    // `restart_delay_max_ms`) never keeps the others from being watched,
+    // nor Ctrl-C from being heard.
     loop {
-        let exited = async {
-            loop {
-                for (i, c) in children.iter_mut().enumerate() {
-                    if let Ok(Some(status)) = c.try_wait() {
-                        return (i, status);
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
             _ = term.recv() => break,
-            (i, status) = exited => {
-                let spec = &nodes[i];
-                eprintln!("{} exited ({status}); restarting in {:.1} s", spec.name, restart_delay.as_secs_f64());
-                tokio::time::sleep(restart_delay).await;
-                let mut child = spawn_node(&exe, cfg_path, cfg, spec, &nodes)?;
-                match wait_ready(&spec.name, &mut child).await {
-                    Ok(line) => eprintln!("{} restarted: {line}", spec.name),
-                    Err(e) => eprintln!("{} did not come back: {e:#} (retrying after the delay)", spec.name),
-                }
-                children[i] = child;
-            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        for (spec, slot) in nodes.iter().zip(slots.iter_mut()) {
+            slot.supervise(spec, || spawn_node(&exe, cfg_path, cfg, spec, &nodes));
         }
     }
+    let mut children: Vec<Child> = slots.into_iter().filter_map(|s| s.child).collect();
     eprintln!("stopping {} nodes", children.len());
     for c in &children {
         if let Some(pid) = c.id() {
@@ -239,6 +246,80 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
         }
     }
     Ok(())
+}
+
+/// One node of the local mesh under supervision.
+struct Slot {
+    /// None while it waits out its restart delay.
+    child: Option<Child>,
+    started: Instant,
+    crash: CrashLoop,
+    restart_at: Option<Instant>,
+}
+
+impl Slot {
+    fn supervise(&mut self, spec: &NodeSpec, spawn: impl FnOnce() -> anyhow::Result<Child>) {
+        if let Some(child) = self.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            let ran = self.started.elapsed();
+            let r = self.crash.on_exit(ran);
+            if r.quick_deaths >= 2 {
+                eprintln!(
+                    "{} exited ({status}) after {:.1} s: crash loop, {} quick exits in a row; restarting in {:.1} s (see {}.log)",
+                    spec.name,
+                    ran.as_secs_f64(),
+                    r.quick_deaths,
+                    r.delay.as_secs_f64(),
+                    spec.name
+                );
+            } else {
+                eprintln!(
+                    "{} exited ({status}) after {:.1} s; restarting in {:.1} s",
+                    spec.name,
+                    ran.as_secs_f64(),
+                    r.delay.as_secs_f64()
+                );
+            }
+            self.child = None;
+            self.restart_at = Some(Instant::now() + r.delay);
+        }
+        if self.child.is_none() && self.restart_at.is_some_and(|t| Instant::now() >= t) {
+            self.restart_at = None;
+            self.started = Instant::now();
+            match spawn() {
+                Ok(mut child) => {
+                    announce_ready(&spec.name, &mut child);
+                    self.child = Some(child);
+                }
+                Err(e) => {
+                    // Counts as a quick death: the schedule grows.
+                    let r = self.crash.on_exit(Duration::ZERO);
+                    eprintln!(
+                        "{} could not be started: {e:#}; retrying in {:.1} s",
+                        spec.name,
+                        r.delay.as_secs_f64()
+                    );
+                    self.restart_at = Some(Instant::now() + r.delay);
+                }
+            }
+        }
+    }
+}
+
+/// Prints a restarted node's ready line when it comes (on its own task,
+/// so a slow start never stalls supervision) and drains its stdout.
+fn announce_ready(name: &str, child: &mut Child) {
+    let Some(out) = child.stdout.take() else { return };
+    let (name, pid) = (name.to_string(), child.id().unwrap_or(0));
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(out).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.starts_with("meshmail ready:") {
+                eprintln!("{name} restarted (pid {pid}): {line}");
+            }
+        }
+    });
 }
 
 fn print_table(cfg: &Config, nodes: &[NodeSpec], generations: &[String], demo: bool) {

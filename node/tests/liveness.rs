@@ -25,8 +25,9 @@ fn http_post(addr: &str, path: &str) -> String {
     out
 }
 
-#[test]
-fn a_dead_root_supervisor_takes_the_node_down_non_zero() {
+/// Kills a supervisor through the fault endpoint and waits (bounded) for
+/// the node to exit non-zero.
+fn killed_supervisor_takes_the_node_down(path: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::start(dir.path(), &[], &[("MESHMAIL_FAULT_HOOKS", "1")]);
     let http = node.addr("http").to_string();
@@ -34,7 +35,8 @@ fn a_dead_root_supervisor_takes_the_node_down_non_zero() {
     let ready = http_get(&http, "/ready");
     assert!(ready.contains("200 OK") && ready.contains("ready"), "{ready}");
 
-    assert!(http_post(&http, "/admin/faults/kill-supervisor").contains("200 OK"));
+    let killed = http_post(&http, path);
+    assert!(killed.contains("200 OK"), "{killed}");
     // Wait for the exit on another thread, bounded (no sleeping poll).
     let mut child = std::mem::replace(&mut node.child, std::process::Command::new("true").spawn().unwrap());
     let pid = child.id().to_string();
@@ -44,13 +46,23 @@ fn a_dead_root_supervisor_takes_the_node_down_non_zero() {
     });
     let Ok(status) = rx.recv_timeout(Duration::from_secs(30)) else {
         let _ = std::process::Command::new("kill").args(["-9", &pid]).status();
-        panic!("the node must exit once its root supervisor is gone");
+        panic!("the node must exit once a vital supervisor is gone ({path})");
     };
     let status = status.unwrap();
     assert!(
         !status.success(),
         "crash-only: the exit status says it failed ({status})"
     );
+}
+
+#[test]
+fn a_dead_root_supervisor_takes_the_node_down_non_zero() {
+    killed_supervisor_takes_the_node_down("/admin/faults/kill-supervisor");
+}
+
+#[test]
+fn a_dead_outbound_runner_supervisor_takes_the_node_down_non_zero() {
+    killed_supervisor_takes_the_node_down("/admin/faults/kill-supervisor?which=outbound");
 }
 
 #[test]

@@ -370,6 +370,17 @@ fn restarted_node_has_a_higher_generation_and_a_stale_one_is_fenced() {
     });
 }
 
+/// Does this node of three see links up to both others?
+fn both_links_up(n: &Node) -> bool {
+    status(n)["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["link"] == "up")
+        .count()
+        == 2
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -381,15 +392,6 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
     let (a, b, c, _) = three_nodes(dir);
     let nodes = [&a, &b, &c];
 
-    let all_up = |n: &Node| {
-        status(n)["members"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["link"] == "up")
-            .count()
-            == 2
-    };
     let mut times = Vec::new();
     for i in 0..20 {
         let victim = nodes[i % 3];
@@ -397,7 +399,7 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
         assert_eq!(code, 200, "{body}");
         let started = Instant::now();
         wait_for("links to come back", Duration::from_secs(15), || {
-            nodes.iter().all(|n| all_up(n))
+            nodes.iter().all(|n| both_links_up(n))
         });
         times.push(started.elapsed());
     }
@@ -435,4 +437,87 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
         "Subject: via drained\r\n\r\nx\r\n",
     );
     assert_eq!(code, 250, "{reply}");
+}
+
+/// Issue 13: a SIGKILLed node (not restarted) is found dead by silence —
+/// nothing heard on its link, which QUIC still holds for its 4 s idle
+/// timeout — and the survivors take its shards in a few batched
+/// transactions. The bound is generous for a debug build on a loaded
+/// machine, and still below what waiting for the idle timeout alone costs.
+#[test]
+fn a_killed_node_is_found_dead_by_silence_and_its_shards_taken_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (a, mut b, c, _) = three_nodes(dir);
+    let owned = |n: &Node| status(n)["shards_owned"].as_u64().unwrap();
+    b.kill();
+    let started = Instant::now();
+    let took = wait_for("the survivors to own every shard", Duration::from_secs(30), || {
+        let s = status(&a);
+        s["owners"].get("node-b").is_none() && owned(&a) + owned(&c) == u64::from(SHARDS)
+    });
+    eprintln!("kill -> every shard owned by the survivors: {took:?}");
+    assert!(
+        took < Duration::from_millis(3500),
+        "failover took {took:?}: detection waited for the link's idle timeout?"
+    );
+    // The survivors saw it die while its link could still be up, and
+    // timed the detection and the takeover.
+    let detections =
+        metric(&a, "meshmail_mesh_detection_seconds_count") + metric(&c, "meshmail_mesh_detection_seconds_count");
+    assert!(detections >= 2.0, "each survivor records one detection ({detections})");
+    let detected_s = metric(&a, "meshmail_mesh_detection_seconds_sum");
+    assert!(
+        detected_s > 0.5 && detected_s < 3.0,
+        "silence at the verdict: {detected_s} s"
+    );
+    let takeovers =
+        metric(&a, "meshmail_mesh_takeover_seconds_count") + metric(&c, "meshmail_mesh_takeover_seconds_count");
+    assert!(takeovers >= 1.0, "a takeover was timed ({takeovers})");
+    let b_seen = status(&a)["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["node"] == "node-b")
+        .cloned()
+        .unwrap();
+    assert_eq!(b_seen["status"], "dead", "{b_seen}");
+    eprintln!("total {:?} since the kill", started.elapsed());
+}
+
+/// Issue 13: after a partition heals, links come back at once, not when a
+/// redial backoff grown during the partition says so. The bound leaves room
+/// for a debug build's TLS handshakes with other tests' nodes on the same
+/// two cores (1.5 s held alone, 4-6 s with four more 3-node tests running);
+/// a release measurement is still owed (soak/reports/failover-2026-12-01.md).
+#[test]
+fn links_come_back_promptly_after_a_partition_heals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (a, b, c, _) = three_nodes(dir);
+    let nodes = [&a, &b, &c];
+    let mut times = Vec::new();
+    for (i, ms) in [(0usize, 2500u64), (1, 3000), (2, 2500)] {
+        let victim = nodes[i];
+        let (code, body) = http_post(victim.addr("http"), &format!("/admin/faults/partition?ms={ms}"));
+        assert_eq!(code, 200, "{body}");
+        let heal = Instant::now() + Duration::from_millis(ms);
+        wait_for("the partition to take effect", Duration::from_secs(5), || {
+            !both_links_up(victim)
+        });
+        while Instant::now() < heal {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        wait_for("links back after the heal", Duration::from_secs(15), || {
+            nodes.iter().all(|n| both_links_up(n))
+        });
+        times.push(heal.elapsed());
+    }
+    eprintln!("partition heal -> every link up: {times:?}");
+    for t in &times {
+        assert!(*t < Duration::from_secs(8), "links back {t:?} after the heal");
+    }
+    wait_for("ownership to settle after the heals", Duration::from_secs(30), || {
+        converged(&nodes)
+    });
 }

@@ -7,7 +7,8 @@ mod common;
 
 use meshmail_protocols::imap::response::{self, Esearch, ListItem};
 use meshmail_protocols::imap::{
-    FetchResponse, IdSet, Partial, Section, SectionText, Status, StatusItem, fuzz_command, list_pattern_matches,
+    FetchResponse, IdSet, Partial, Section, SectionText, Status, StatusItem, StatusValue, fuzz_command,
+    list_pattern_matches,
 };
 use meshmail_protocols::summary::{Summary, summarize};
 use rand::rngs::StdRng;
@@ -367,10 +368,14 @@ fn response_lines() {
     assert_eq!(
         s(response::status_response_line(
             "INBOX",
-            &[(StatusItem::Messages, 3), (StatusItem::UidNext, 9)],
+            &[
+                (StatusItem::Messages, StatusValue::Number(3)),
+                (StatusItem::UidNext, StatusValue::Number(9)),
+                (StatusItem::MailboxId, StatusValue::ObjectId("m7".into()))
+            ],
             false
         )),
-        "* STATUS \"INBOX\" (MESSAGES 3 UIDNEXT 9)\r\n"
+        "* STATUS \"INBOX\" (MESSAGES 3 UIDNEXT 9 MAILBOXID (m7))\r\n"
     );
     let all: IdSet = [2, 3, 4, 10].into_iter().collect();
     let e = Esearch {

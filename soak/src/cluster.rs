@@ -39,6 +39,11 @@ pub struct NodeSlot {
     pub generation: Option<u64>,
     pub paused: bool,
     pub started_at: Option<Instant>,
+    /// Where the node listens when that differs from where clients reach
+    /// it (`addrs`): the chaos runner's namespaces put a relay in between.
+    pub bind: Option<NodeAddrs>,
+    /// Runs the node through this command (e.g. `ip netns exec NS`).
+    pub launch_prefix: Vec<String>,
 }
 
 impl NodeSlot {
@@ -170,6 +175,8 @@ impl LocalMesh {
                 generation: None,
                 paused: false,
                 started_at: None,
+                bind: None,
+                launch_prefix: Vec::new(),
             })
             .collect();
         Ok(LocalMesh {
@@ -192,7 +199,10 @@ impl LocalMesh {
         if self.slots[i].child.is_some() {
             bail!("{} is already running", self.slots[i].addrs.name);
         }
-        let a = self.slots[i].addrs.clone();
+        let a = self.slots[i]
+            .bind
+            .clone()
+            .unwrap_or_else(|| self.slots[i].addrs.clone());
         let seeds: Vec<String> = self
             .slots
             .iter()
@@ -203,7 +213,15 @@ impl LocalMesh {
             .create(true)
             .append(true)
             .open(self.log_dir.join(format!("{}.log", a.name)))?;
-        let mut cmd = Command::new(&self.bin);
+        let prefix = &self.slots[i].launch_prefix;
+        let mut cmd = match prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        };
         cmd.arg("--data-dir")
             .arg(&self.data_dir)
             .args(["serve", "--node-name", &a.name, "--smtp", &a.smtp, "--imap", &a.imap])

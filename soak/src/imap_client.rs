@@ -95,17 +95,52 @@ impl ImapClient {
         )
         .await
         .context("write timed out")??;
+        self.until_tagged(&tag, command).await
+    }
+
+    /// Reads responses up to the tagged one of `tag`: the untagged ones
+    /// (literals inlined) and the tagged line. A NO or BAD is an error.
+    async fn until_tagged(&mut self, tag: &str, what: &str) -> anyhow::Result<(Vec<String>, String)> {
         let mut untagged = Vec::new();
         loop {
             let resp = self.response().await?;
             if resp.starts_with(&format!("{tag} ")) {
                 if !resp[tag.len() + 1..].starts_with("OK") {
-                    bail!("{command:?} failed: {}", resp.trim_end());
+                    bail!("{what:?} failed: {}", resp.trim_end());
                 }
                 return Ok((untagged, resp));
             }
             untagged.push(resp);
         }
+    }
+
+    /// Nagle's algorithm on this connection: most clients leave it on
+    /// (the sessions of this crate turn it off by default).
+    pub fn set_nodelay(&self, on: bool) -> anyhow::Result<()> {
+        Ok(self.w.as_ref().set_nodelay(on)?)
+    }
+
+    /// `APPEND mailbox {n}` with a synchronizing literal, written as
+    /// Python's imaplib and many clients do: the command line, then after
+    /// the continuation the literal and its CRLF in two writes.
+    pub async fn append_sync_literal(&mut self, mailbox: &str, message: &[u8]) -> anyhow::Result<String> {
+        let tag = format!("t{}", self.next_tag);
+        self.next_tag += 1;
+        let line = format!("{tag} APPEND {mailbox} {{{}}}\r\n", message.len());
+        tokio::time::timeout(self.op_timeout, self.w.write_all(line.as_bytes()))
+            .await
+            .context("write timed out")??;
+        let cont = self.line().await?;
+        if !cont.starts_with('+') {
+            bail!("APPEND refused: {}", cont.trim_end());
+        }
+        tokio::time::timeout(self.op_timeout, async {
+            self.w.write_all(message).await?;
+            self.w.write_all(b"\r\n").await
+        })
+        .await
+        .context("write timed out")??;
+        Ok(self.until_tagged(&tag, "APPEND").await?.1)
     }
 
     pub async fn login(&mut self, user: &str, password: &str) -> anyhow::Result<()> {

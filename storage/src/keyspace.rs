@@ -233,6 +233,10 @@ pub fn node(name: &str) -> Vec<u8> {
 pub fn nodes() -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("node",)))
 }
+/// When a node name's running incarnation last said it was alive.
+pub fn node_seen(name: &str) -> Vec<u8> {
+    pack(&("nseen", name))
+}
 
 /// The lease of one virtual shard.
 pub fn lease(shard: u32) -> Vec<u8> {

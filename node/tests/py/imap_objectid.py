@@ -53,6 +53,36 @@ def main():
         assert m, item
         imap_ids[m.group(1).decode()] = m.group(2).decode()
     assert imap_ids, "INBOX has messages"
+    # STATUS and LIST-STATUS give the same MAILBOXID (RFC 8474 §4.2).
+    typ, data = c.status("ObjectIdBox", "(MAILBOXID MESSAGES)")
+    assert typ == "OK" and f"MAILBOXID ({created.group(1).decode()})".encode() in data[0], data
+    typ, data = c._simple_command("LIST", '""', "INBOX", "RETURN", "(STATUS (MAILBOXID))")
+    status = c.untagged_responses.pop("STATUS", [])
+    assert typ == "OK" and any(f"MAILBOXID ({mailbox_id})".encode() in s for s in status), status
+    # SEARCH EMAILID / THREADID (RFC 8474 §6) find the message by the ids.
+    email, thread = next(iter(imap_ids.items()))
+    typ, by_email = c.uid("SEARCH", "EMAILID", email)
+    typ2, by_thread = c.uid("SEARCH", "THREADID", thread)
+    assert typ == typ2 == "OK", (by_email, by_thread)
+    assert len(by_email[0].split()) == 1, by_email
+    same_thread = [e for e, t in imap_ids.items() if t == thread]
+    assert len(by_thread[0].split()) == len(same_thread), (by_thread, same_thread)
+    typ, none = c.uid("SEARCH", "EMAILID", "e0_0")
+    assert typ == "OK" and none[0].split() == [], none
+    # DELETED and DELETED-STORAGE (RFC 9208 §4.2.5) count what EXPUNGE frees.
+    def deleted():
+        typ, data = c.status("INBOX", "(DELETED DELETED-STORAGE)")
+        m = re.search(rb"DELETED (\d+) DELETED-STORAGE (\d+)", data[0])
+        assert typ == "OK" and m, data
+        return int(m.group(1)), int(m.group(2))
+
+    typ, data = c.fetch("1:*", "(FLAGS RFC822.SIZE)")
+    seq, size = next((int(i.split()[0]), int(re.search(rb"RFC822.SIZE (\d+)", i).group(1)))
+                     for i in data if b"\\Deleted" not in i)
+    count, total = deleted()
+    c.store(str(seq), "+FLAGS", "\\Deleted")
+    assert deleted() == (count + 1, total + size), (deleted(), count, total, size)
+    c.store(str(seq), "-FLAGS", "\\Deleted")
     c.logout()
 
     session = http("GET", "/.well-known/jmap")

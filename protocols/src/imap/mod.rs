@@ -34,6 +34,7 @@ pub mod types;
 pub mod utf7;
 
 pub mod session;
+mod session_auth;
 mod session_commands;
 mod session_messages;
 mod session_search;

@@ -249,6 +249,13 @@ fn mailbox_management() {
             ]
         }
     );
+    assert_eq!(
+        parse("a STATUS INBOX (MAILBOXID deleted-storage)"),
+        C::Status {
+            mailbox: "INBOX".into(),
+            items: vec![StatusItem::MailboxId, StatusItem::DeletedStorage]
+        }
+    );
     assert_eq!(parse("a GETQUOTA \"\""), C::GetQuota(String::new()));
     assert_eq!(parse("a GETQUOTAROOT inbox"), C::GetQuotaRoot("INBOX".into()));
     assert_eq!(
@@ -369,6 +376,15 @@ fn search_forms() {
     // Literal search strings (with CHARSET, as clients send non-ASCII).
     let s = search("a SEARCH CHARSET UTF-8 TEXT {6}\nXXXXXX");
     assert_eq!(s.key, SearchKey::Text("XXXXXX".into()));
+    // OBJECTID (RFC 8474 §6): ids are case-sensitive atoms.
+    assert_eq!(
+        search("a SEARCH EMAILID e3_Ab-1 THREADID t9f").key,
+        SearchKey::And(vec![
+            SearchKey::EmailId("e3_Ab-1".into()),
+            SearchKey::ThreadId("t9f".into())
+        ])
+    );
+    assert!(parse_command("a SEARCH EMAILID e.3\r\n".as_bytes()).is_err());
 }
 
 #[test]

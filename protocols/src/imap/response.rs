@@ -11,7 +11,7 @@
 use std::fmt;
 
 use super::sequence::IdSet;
-use super::types::{Date, MONTHS, Section, SectionText, StatusItem};
+use super::types::{Date, MONTHS, Section, SectionText, StatusItem, StatusValue};
 use super::utf7::encode_mailbox;
 use crate::summary::{BodyPart, Envelope};
 
@@ -267,10 +267,16 @@ pub fn list_line(kind: &str, item: &ListItem<'_>, utf8: bool) -> Vec<u8> {
 }
 
 /// `* STATUS "name" (MESSAGES 3 UIDNEXT 9)`.
-pub fn status_response_line(name: &str, items: &[(StatusItem, u64)], utf8: bool) -> Vec<u8> {
+pub fn status_response_line(name: &str, items: &[(StatusItem, StatusValue)], utf8: bool) -> Vec<u8> {
     let mut out = b"* STATUS ".to_vec();
     mailbox(&mut out, name, utf8);
-    let values: Vec<String> = items.iter().map(|(i, v)| format!("{} {v}", i.as_str())).collect();
+    let values: Vec<String> = items
+        .iter()
+        .map(|(i, v)| match v {
+            StatusValue::Number(n) => format!("{} {n}", i.as_str()),
+            StatusValue::ObjectId(id) => format!("{} ({id})", i.as_str()),
+        })
+        .collect();
     out.extend_from_slice(format!(" ({})\r\n", values.join(" ")).as_bytes());
     out
 }

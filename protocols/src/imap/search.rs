@@ -130,6 +130,8 @@ fn search_key(r: &mut Reader<'_>, depth: usize) -> R<SearchKey> {
         "LARGER" => K::Larger(r.number64()?),
         "SMALLER" => K::Smaller(r.number64()?),
         "UID" => K::Uid(r.sequence_set()?),
+        "EMAILID" => K::EmailId(object_id(r)?),
+        "THREADID" => K::ThreadId(object_id(r)?),
         "NOT" => K::Not(Box::new(search_key(r, depth + 1)?)),
         "OR" => {
             let a = search_key(r, depth + 1)?;
@@ -178,6 +180,14 @@ pub trait MessageView {
     /// The decoded text of the message (`body_only`: without the header),
     /// None when not loaded.
     fn text(&self, body_only: bool) -> Option<String>;
+    /// The OBJECTID EMAILID / THREADID (RFC 8474); empty where ids are
+    /// not known, which matches no EMAILID/THREADID key.
+    fn email_id(&self) -> String {
+        String::new()
+    }
+    fn thread_id(&self) -> String {
+        String::new()
+    }
 }
 
 /// What a search needs to know about the mailbox.
@@ -189,6 +199,16 @@ pub struct SearchContext<'a> {
     pub max_uid: u32,
     /// The saved result (`$`, RFC 5182) as UIDs; None: nothing saved.
     pub saved: Option<&'a IdSet>,
+}
+
+/// `objectid = 1*255(ALPHA / DIGIT / "_" / "-")` (RFC 8474 §7); ids are
+/// case-sensitive, so the atom is kept as sent.
+fn object_id(r: &mut Reader<'_>) -> R<String> {
+    let a = r.atom()?;
+    if a.len() > 255 || !a.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-') {
+        return err("invalid objectid");
+    }
+    Ok(String::from_utf8_lossy(a).into_owned())
 }
 
 /// Does the message match the key?
@@ -234,6 +254,8 @@ pub fn matches(key: &SearchKey, m: &dyn MessageView, ctx: &SearchContext<'_>) ->
         K::Larger(n) => m.size() > *n,
         K::Smaller(n) => m.size() < *n,
         K::ModSeq { modseq, .. } => m.modseq() >= *modseq,
+        K::EmailId(id) => m.email_id() == *id,
+        K::ThreadId(id) => m.thread_id() == *id,
         K::Uid(set) => in_set(set, m.uid(), ctx.max_uid, m, ctx),
         K::Sequence(set) => in_set(set, m.seq(), ctx.max_seq, m, ctx),
         K::Not(k) => !matches(k, m, ctx),

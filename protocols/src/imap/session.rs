@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use meshmail_actors::auth::{AuthOutcome, Authenticator};
+use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
 use meshmail_actors::session::Session;
-use meshmail_actors::shard::{Subscription, subscribe};
+use meshmail_actors::shard::Subscription;
 use meshmail_storage::keyspace::AccountId;
 use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
@@ -21,6 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use super::parser::{ParseOptions, parse_command_with};
 use super::response::{self, Status};
 use super::sequence::IdSet;
+use super::session_auth::AccountSlot;
 use super::session_view::Selected;
 use super::types::{Command, CommandKind};
 use super::{is_done, literal_announcement};
@@ -34,8 +35,6 @@ pub const AUTOLOGOUT: Duration = Duration::from_secs(30 * 60);
 pub const PREAUTH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Commands that fail to parse before the connection is closed.
 const BAD_COMMANDS_MAX: u32 = 30;
-/// Failed logins before the connection is closed.
-const LOGIN_FAILURES_MAX: u32 = 3;
 
 /// What the sessions of one IMAP listener share.
 pub struct ImapShared {
@@ -67,41 +66,107 @@ impl ImapSession {
     }
 }
 
-/// Counts a logged-in session against its account's cap while it lives.
-struct AccountSlot {
-    shared: Arc<ImapShared>,
-    account: AccountId,
-}
-
-impl Drop for AccountSlot {
-    fn drop(&mut self) {
-        let mut m = self.shared.sessions_per_account.lock().expect("sessions map");
-        if let Some(n) = m.get_mut(&self.account) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.account);
-            }
-        }
-    }
-}
-
 /// How long a SELECT or sync waits for the shard actor to claim `\Recent`.
 const RECENT_CLAIM_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// What a session keeps whatever its phase: the listener's shared parts,
+/// the peer, and what ENABLE and SEARCH RETURN (SAVE) set.
 pub(super) struct State {
     pub shared: Arc<ImapShared>,
     pub peer: SocketAddr,
-    pub account: Option<Account>,
-    pub selected: Option<Selected>,
     pub utf8: bool,
     pub condstore: bool,
     pub qresync: bool,
     /// ENABLE IMAP4rev2: no `\Recent` (RFC 9051 dropped it).
     pub rev2: bool,
     pub saved: Option<IdSet>,
+    /// The account's change hints (IDLE, and draining before a sync).
     pub hints: Option<Subscription>,
-    slot: Option<AccountSlot>,
-    login_failures: u32,
+    pub login_failures: u32,
+}
+
+/// The session's place in RFC 9051 §3's state diagram. A `Selected` lives
+/// only inside `Phase::Selected`, next to its `Login`: the commands of the
+/// selected state are handed it from there, so none can run without one.
+pub(super) enum Phase {
+    NotAuthenticated,
+    Authenticated(Login),
+    Selected(Login, Box<Selected>),
+}
+
+/// A logged-in account, counted against its session cap while it lives.
+pub(super) struct Login {
+    pub account: Account,
+    pub(super) _slot: AccountSlot,
+}
+
+/// What a command does to the phase once it has answered.
+pub(super) enum Transition {
+    Stay,
+    /// SELECT/EXAMINE succeeded.
+    Select(Box<Selected>),
+    /// CLOSE, UNSELECT, a failed SELECT, DELETE of the selected mailbox.
+    Deselect,
+}
+
+/// The phase a command needs (RFC 9051 §6).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Any,
+    NotAuthenticated,
+    Authenticated,
+    Selected,
+}
+
+fn needs(kind: &CommandKind) -> Needs {
+    use CommandKind as K;
+    match kind {
+        K::Capability | K::Noop | K::Logout | K::Id(_) => Needs::Any,
+        K::StartTls | K::Authenticate { .. } | K::Login { .. } => Needs::NotAuthenticated,
+        K::Check
+        | K::Close
+        | K::Unselect
+        | K::Expunge
+        | K::UidExpunge(_)
+        | K::Search(_)
+        | K::Sort(_)
+        | K::Thread(_)
+        | K::Fetch(_)
+        | K::Store(_)
+        | K::Copy { .. }
+        | K::Move { .. } => Needs::Selected,
+        _ => Needs::Authenticated,
+    }
+}
+
+impl Phase {
+    fn is_authenticated(&self) -> bool {
+        !matches!(self, Phase::NotAuthenticated)
+    }
+
+    fn selected_mut(&mut self) -> Option<&mut Selected> {
+        match self {
+            Phase::Selected(_, sel) => Some(sel.as_mut()),
+            _ => None,
+        }
+    }
+
+    fn apply(&mut self, t: Transition) {
+        let old = std::mem::replace(self, Phase::NotAuthenticated);
+        *self = match (old, t) {
+            (old, Transition::Stay) => old,
+            (Phase::Authenticated(l) | Phase::Selected(l, _), Transition::Select(sel)) => Phase::Selected(l, sel),
+            (Phase::Authenticated(l) | Phase::Selected(l, _), Transition::Deselect) => Phase::Authenticated(l),
+            (Phase::NotAuthenticated, _) => Phase::NotAuthenticated,
+        };
+    }
+}
+
+/// One connection's conversation: the state every phase shares, and the
+/// phase. Kept apart so a command borrows both at once.
+pub(super) struct Imap {
+    pub st: State,
+    pub phase: Phase,
 }
 
 /// What a command asks of the loop.
@@ -126,23 +191,27 @@ impl Session for ImapSession {
                 return;
             }
         }
-        let mut st = State {
+        let st = State {
             shared: self.shared.clone(),
             peer: self.peer,
-            account: None,
-            selected: None,
             utf8: false,
             condstore: false,
             qresync: false,
             rev2: false,
             saved: None,
             hints: None,
-            slot: None,
             login_failures: 0,
         };
-        let greeting = format!("[CAPABILITY {}] meshmail ready", st.capabilities(&conn).join(" "));
+        let mut imap = Imap {
+            st,
+            phase: Phase::NotAuthenticated,
+        };
+        let greeting = format!(
+            "[CAPABILITY {}] meshmail ready",
+            imap.st.capabilities(&conn, false).join(" ")
+        );
         conn.send(&response::untagged(Status::Ok, None, &greeting));
-        match st.converse(&mut conn).await {
+        match imap.converse(&mut conn).await {
             Err(ConnError::TimedOut) => {
                 conn.send(&response::untagged(Status::Bye, None, "Autologout; idle for too long"));
             }
@@ -163,9 +232,9 @@ impl State {
         conn.is_tls() || (self.shared.allow_plaintext_auth_on_loopback && self.peer.ip().is_loopback())
     }
 
-    pub fn capabilities(&self, conn: &Conn) -> Vec<&'static str> {
+    pub fn capabilities(&self, conn: &Conn, authenticated: bool) -> Vec<&'static str> {
         let mut caps = vec!["IMAP4rev2", "IMAP4rev1"];
-        if self.account.is_none() {
+        if !authenticated {
             if self.shared.tls.is_some() && !conn.is_tls() {
                 caps.push("STARTTLS");
             }
@@ -208,37 +277,6 @@ impl State {
         caps
     }
 
-    async fn converse(&mut self, conn: &mut Conn) -> Result<(), ConnError> {
-        let mut bad = 0u32;
-        loop {
-            let Some(bytes) = self.read_command(conn).await? else {
-                continue;
-            };
-            let parsed = parse_command_with(&bytes, ParseOptions { utf8_accept: self.utf8 });
-            let cmd = match parsed {
-                Ok(c) => c,
-                Err(e) => {
-                    bad += 1;
-                    metrics::counter!("meshmail_imap_responses_total", "status" => "BAD").increment(1);
-                    conn.send(&e.response());
-                    if bad >= BAD_COMMANDS_MAX {
-                        conn.send(&response::untagged(Status::Bye, None, "Too many invalid commands"));
-                        return Ok(());
-                    }
-                    continue;
-                }
-            };
-            let name = cmd.kind.name();
-            let started = Instant::now();
-            let next = self.dispatch(conn, cmd).await?;
-            metrics::histogram!("meshmail_imap_command_seconds", "command" => name)
-                .record(started.elapsed().as_secs_f64());
-            if let Next::Logout = next {
-                return Ok(());
-            }
-        }
-    }
-
     /// One whole command: its lines and literals. `None` when it was refused
     /// (too long, literal too large) and already answered.
     async fn read_command(&mut self, conn: &mut Conn) -> Result<Option<Vec<u8>>, ConnError> {
@@ -272,150 +310,70 @@ impl State {
                 conn.flush().await?;
             }
             let data = conn.read_exact_capped(lit.len, lit.len).await?.unwrap_or_default();
+            // The rest of the command line may be held by the client's
+            // Nagle until this literal is acknowledged.
+            conn.ack_now();
             buf.extend_from_slice(b"\r\n");
             buf.extend_from_slice(&data);
         }
     }
 
-    async fn dispatch(&mut self, conn: &mut Conn, cmd: Command) -> Result<Next, ConnError> {
-        use CommandKind as K;
-        let tag = cmd.tag.clone();
-        let authenticated = self.account.is_some();
-        let selected = self.selected.is_some();
-        match &cmd.kind {
-            K::Capability | K::Noop | K::Logout | K::Id(_) => {}
-            K::StartTls | K::Authenticate { .. } | K::Login { .. } if authenticated => {
-                self.tagged(conn, &tag, Status::Bad, None, "Already authenticated");
-                return Ok(Next::Continue);
-            }
-            K::StartTls | K::Authenticate { .. } | K::Login { .. } => {}
-            _ if !authenticated => {
-                self.tagged(conn, &tag, Status::Bad, None, "Log in first");
-                return Ok(Next::Continue);
-            }
-            K::Check
-            | K::Close
-            | K::Unselect
-            | K::Expunge
-            | K::UidExpunge(_)
-            | K::Search(_)
-            | K::Sort(_)
-            | K::Thread(_)
-            | K::Fetch(_)
-            | K::Store(_)
-            | K::Copy { .. }
-            | K::Move { .. }
-                if !selected =>
-            {
-                self.tagged(conn, &tag, Status::Bad, None, "No mailbox selected");
-                return Ok(Next::Continue);
-            }
-            _ => {}
-        }
-        metrics::counter!("meshmail_imap_commands_total", "command" => cmd.kind.name()).increment(1);
-        match cmd.kind {
-            K::Capability => {
-                conn.send(&response::capability_line(&self.capabilities(conn)));
-                self.tagged(conn, &tag, Status::Ok, None, "CAPABILITY completed");
-            }
-            K::Noop | K::Check => {
-                self.sync(conn, true).await;
-                self.tagged(conn, &tag, Status::Ok, None, "Completed");
-            }
-            K::Logout => {
-                conn.send(&response::untagged(Status::Bye, None, "meshmail logging out"));
-                self.tagged(conn, &tag, Status::Ok, None, "LOGOUT completed");
-                return Ok(Next::Logout);
-            }
-            K::Id(_) => {
-                conn.send(&response::id_line(&[
-                    ("name", "meshmail"),
-                    ("version", env!("CARGO_PKG_VERSION")),
-                ]));
-                self.tagged(conn, &tag, Status::Ok, None, "ID completed");
-            }
-            K::StartTls => return self.starttls(conn, &tag).await,
-            K::Login { username, password } => return self.login(conn, &tag, &username, &password).await,
-            K::Authenticate {
-                mechanism,
-                initial_response,
-            } => return self.authenticate(conn, &tag, &mechanism, initial_response).await,
-            K::Compress(mechanism) => {
-                if conn.is_compressed() {
-                    self.tagged(conn, &tag, Status::No, Some("COMPRESSIONACTIVE"), "DEFLATE is active");
-                } else if mechanism != "DEFLATE" {
-                    self.tagged(conn, &tag, Status::Bad, None, "Only COMPRESS DEFLATE is supported");
-                } else {
-                    self.tagged(conn, &tag, Status::Ok, None, "DEFLATE active");
-                    conn.start_deflate().await?;
-                    metrics::counter!("meshmail_imap_compress_sessions_total").increment(1);
+    /// ENABLE (RFC 5161): answers with what it turned on.
+    fn enable(&mut self, conn: &mut Conn, tag: &str, caps: &[String]) {
+        let mut enabled = Vec::new();
+        for c in caps {
+            match c.to_ascii_uppercase().as_str() {
+                "CONDSTORE" => {
+                    self.condstore = true;
+                    enabled.push("CONDSTORE");
                 }
-            }
-            K::Enable(caps) => {
-                let mut enabled = Vec::new();
-                for c in caps {
-                    match c.to_ascii_uppercase().as_str() {
-                        "CONDSTORE" => {
-                            self.condstore = true;
-                            enabled.push("CONDSTORE");
-                        }
-                        "QRESYNC" => {
-                            self.condstore = true;
-                            self.qresync = true;
-                            enabled.push("QRESYNC");
-                        }
-                        "UTF8=ACCEPT" => {
-                            self.utf8 = true;
-                            enabled.push("UTF8=ACCEPT");
-                        }
-                        "IMAP4REV2" => {
-                            self.rev2 = true;
-                            enabled.push("IMAP4rev2");
-                        }
-                        _ => {}
-                    }
+                "QRESYNC" => {
+                    self.condstore = true;
+                    self.qresync = true;
+                    enabled.push("QRESYNC");
                 }
-                conn.send(&response::enabled_line(&enabled));
-                self.tagged(conn, &tag, Status::Ok, None, "ENABLE completed");
-            }
-            K::Idle => return self.idle(conn, &tag).await,
-            other => {
-                super::session_commands::run(self, conn, &tag, other).await?;
+                "UTF8=ACCEPT" => {
+                    self.utf8 = true;
+                    enabled.push("UTF8=ACCEPT");
+                }
+                "IMAP4REV2" => {
+                    self.rev2 = true;
+                    enabled.push("IMAP4rev2");
+                }
+                _ => {}
             }
         }
-        Ok(Next::Continue)
+        conn.send(&response::enabled_line(&enabled));
+        self.tagged(conn, tag, Status::Ok, None, "ENABLE completed");
     }
 
-    /// Untagged updates for the selected mailbox (and drains stale hints).
-    pub async fn sync(&mut self, conn: &mut Conn, allow_expunge: bool) {
+    /// Untagged updates for the selected mailbox, if any (and drains
+    /// stale hints).
+    pub async fn sync(&mut self, conn: &mut Conn, sel: Option<&mut Selected>, allow_expunge: bool) {
         if let Some(h) = self.hints.as_mut() {
             while h.rx.try_recv().is_ok() {}
         }
-        let (condstore, qresync) = (self.condstore, self.qresync);
+        let Some(sel) = sel else { return };
         let db = self.shared.ctx.db.clone();
-        if let Some(sel) = self.selected.as_mut() {
-            match sel.sync(&db, allow_expunge, condstore, qresync).await {
-                Ok(out) => conn.send(&out),
-                Err(e) => tracing::warn!(error = %e, "imap sync failed"),
-            }
+        match sel.sync(&db, allow_expunge, self.condstore, self.qresync).await {
+            Ok(out) => conn.send(&out),
+            Err(e) => tracing::warn!(error = %e, "imap sync failed"),
         }
-        if let Some(line) = self.settle_recent(false).await {
+        if let Some(line) = self.settle_recent(sel, false).await {
             conn.send(line.as_bytes());
         }
     }
 
     /// RFC 7162 §3.1: a command that uses MODSEQ (FETCH MODSEQ or
     /// CHANGEDSINCE, SEARCH MODSEQ, STORE UNCHANGEDSINCE) makes the session
-    /// CONDSTORE-aware. The first time, with a mailbox selected, the
-    /// tagged OK carries `HIGHESTMODSEQ` (the code returned here).
-    pub fn condstore_by_use(&mut self) -> Option<String> {
+    /// CONDSTORE-aware. The first time, the tagged OK carries
+    /// `HIGHESTMODSEQ` (the code returned here).
+    pub fn condstore_by_use(&mut self, sel: &Selected) -> Option<String> {
         if self.condstore {
             return None;
         }
         self.condstore = true;
-        self.selected
-            .as_ref()
-            .map(|s| format!("HIGHESTMODSEQ {}", s.known_modseq))
+        Some(format!("HIGHESTMODSEQ {}", sel.known_modseq))
     }
 
     /// IMAP4rev1 `\Recent` for the messages of the selected mailbox this
@@ -424,13 +382,11 @@ impl State {
     /// node it is on); a read-only one sees them recent without claiming.
     /// Returns the `* n RECENT` line when something was settled, or when
     /// `selecting` (SELECT and EXAMINE always report RECENT to rev1).
-    pub async fn settle_recent(&mut self, selecting: bool) -> Option<String> {
+    pub async fn settle_recent(&mut self, sel: &mut Selected, selecting: bool) -> Option<String> {
         if self.rev2 {
             return None;
         }
-        let account = self.account.as_ref()?.id;
-        let sel = self.selected.as_ref()?;
-        let (mailbox, read_only, top) = (sel.id, sel.read_only, sel.max_uid());
+        let (account, mailbox, read_only, top) = (sel.account, sel.id, sel.read_only, sel.max_uid());
         let checked = if selecting { 0 } else { sel.recent_checked };
         if top <= checked && !selecting {
             return None;
@@ -465,161 +421,134 @@ impl State {
                 }
             }
         };
-        let sel = self.selected.as_mut()?;
         sel.take_recent(from.max(checked), to);
         sel.recent_checked = top.max(to);
         let count = sel.uids.iter().filter(|u| sel.recent.contains(u)).count();
         Some(format!("* {count} RECENT\r\n"))
     }
+}
 
-    async fn starttls(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
-        let Some(tls) = self.shared.tls.clone() else {
-            self.tagged(conn, tag, Status::No, None, "TLS is not available");
-            return Ok(Next::Continue);
-        };
-        if conn.is_tls() {
-            self.tagged(conn, tag, Status::Bad, None, "TLS already active");
-            return Ok(Next::Continue);
-        }
-        self.tagged(conn, tag, Status::Ok, None, "Begin TLS negotiation now");
-        conn.start_tls(&tls).await?;
-        Ok(Next::Continue)
-    }
-
-    async fn login(&mut self, conn: &mut Conn, tag: &str, user: &str, password: &str) -> Result<Next, ConnError> {
-        if !self.auth_allowed(conn) {
-            self.tagged(conn, tag, Status::No, Some("PRIVACYREQUIRED"), "Use STARTTLS first");
-            return Ok(Next::Continue);
-        }
-        self.finish_auth(conn, tag, user, password).await
-    }
-
-    async fn authenticate(
-        &mut self,
-        conn: &mut Conn,
-        tag: &str,
-        mech: &str,
-        initial: Option<Vec<u8>>,
-    ) -> Result<Next, ConnError> {
-        if !mech.eq_ignore_ascii_case("PLAIN") {
-            self.tagged(conn, tag, Status::No, Some("CANNOT"), "Only PLAIN is supported");
-            return Ok(Next::Continue);
-        }
-        if !self.auth_allowed(conn) {
-            self.tagged(conn, tag, Status::No, Some("PRIVACYREQUIRED"), "Use STARTTLS first");
-            return Ok(Next::Continue);
-        }
-        let data = match initial {
-            Some(d) => d,
-            None => {
-                conn.send(&response::continuation(""));
-                let line = match conn.read_line(COMMAND_LINE_MAX).await? {
-                    Line::Complete(l) => l,
-                    Line::TooLong => Vec::new(),
-                };
-                match super::parse_sasl_response(&line) {
-                    Ok(super::SaslResponse::Data(d)) => d,
-                    Ok(super::SaslResponse::Cancel) => {
-                        self.tagged(conn, tag, Status::Bad, None, "Authentication cancelled");
-                        return Ok(Next::Continue);
-                    }
-                    Err(why) => {
-                        self.tagged(conn, tag, Status::Bad, None, why);
-                        return Ok(Next::Continue);
-                    }
-                }
-            }
-        };
-        let parts: Vec<&[u8]> = data.split(|b| *b == 0).collect();
-        let [authz, authc, pass] = parts.as_slice() else {
-            self.tagged(conn, tag, Status::Bad, None, "Malformed PLAIN response");
-            return Ok(Next::Continue);
-        };
-        let (authz, authc, pass) = (
-            String::from_utf8_lossy(authz),
-            String::from_utf8_lossy(authc),
-            String::from_utf8_lossy(pass),
-        );
-        if !authz.is_empty() && !authz.eq_ignore_ascii_case(&authc) {
-            self.tagged(
-                conn,
-                tag,
-                Status::No,
-                Some("AUTHORIZATIONFAILED"),
-                "Proxy login is not supported",
+impl Imap {
+    async fn converse(&mut self, conn: &mut Conn) -> Result<(), ConnError> {
+        let mut bad = 0u32;
+        loop {
+            let Some(bytes) = self.st.read_command(conn).await? else {
+                continue;
+            };
+            let parsed = parse_command_with(
+                &bytes,
+                ParseOptions {
+                    utf8_accept: self.st.utf8,
+                },
             );
-            return Ok(Next::Continue);
+            let cmd = match parsed {
+                Ok(c) => c,
+                Err(e) => {
+                    bad += 1;
+                    metrics::counter!("meshmail_imap_responses_total", "status" => "BAD").increment(1);
+                    conn.send(&e.response());
+                    if bad >= BAD_COMMANDS_MAX {
+                        conn.send(&response::untagged(Status::Bye, None, "Too many invalid commands"));
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            let name = cmd.kind.name();
+            let started = Instant::now();
+            let next = self.dispatch(conn, cmd).await?;
+            metrics::histogram!("meshmail_imap_command_seconds", "command" => name)
+                .record(started.elapsed().as_secs_f64());
+            if let Next::Logout = next {
+                return Ok(());
+            }
         }
-        self.finish_auth(conn, tag, &authc, &pass).await
     }
 
-    async fn finish_auth(&mut self, conn: &mut Conn, tag: &str, user: &str, password: &str) -> Result<Next, ConnError> {
-        match self.shared.auth.authenticate(user, password, self.peer.ip()).await {
-            AuthOutcome::Ok(account) => {
-                {
-                    let mut m = self.shared.sessions_per_account.lock().expect("sessions map");
-                    let n = m.entry(account.id).or_insert(0);
-                    if *n >= self.shared.max_sessions_per_account {
-                        drop(m);
-                        self.tagged(
-                            conn,
-                            tag,
-                            Status::No,
-                            Some("LIMIT"),
-                            "Too many sessions for this account",
-                        );
-                        return Ok(Next::Continue);
+    async fn dispatch(&mut self, conn: &mut Conn, cmd: Command) -> Result<Next, ConnError> {
+        use CommandKind as K;
+        let tag = cmd.tag.clone();
+        let need = needs(&cmd.kind);
+        let refusal = match (need, &self.phase) {
+            (Needs::NotAuthenticated, Phase::Authenticated(_) | Phase::Selected(..)) => Some("Already authenticated"),
+            (Needs::Authenticated | Needs::Selected, Phase::NotAuthenticated) => Some("Log in first"),
+            (Needs::Selected, Phase::Authenticated(_)) => Some("No mailbox selected"),
+            _ => None,
+        };
+        if let Some(why) = refusal {
+            self.st.tagged(conn, &tag, Status::Bad, None, why);
+            return Ok(Next::Continue);
+        }
+        metrics::counter!("meshmail_imap_commands_total", "command" => cmd.kind.name()).increment(1);
+        let st = &mut self.st;
+        match cmd.kind {
+            K::Capability => {
+                conn.send(&response::capability_line(
+                    &st.capabilities(conn, self.phase.is_authenticated()),
+                ));
+                st.tagged(conn, &tag, Status::Ok, None, "CAPABILITY completed");
+            }
+            K::Noop => {
+                st.sync(conn, self.phase.selected_mut(), true).await;
+                st.tagged(conn, &tag, Status::Ok, None, "Completed");
+            }
+            K::Logout => {
+                conn.send(&response::untagged(Status::Bye, None, "meshmail logging out"));
+                st.tagged(conn, &tag, Status::Ok, None, "LOGOUT completed");
+                return Ok(Next::Logout);
+            }
+            K::Id(_) => {
+                conn.send(&response::id_line(&[
+                    ("name", "meshmail"),
+                    ("version", env!("CARGO_PKG_VERSION")),
+                ]));
+                st.tagged(conn, &tag, Status::Ok, None, "ID completed");
+            }
+            K::StartTls => return st.starttls(conn, &tag).await,
+            K::Login { username, password } => {
+                return self.login(conn, &tag, &username, &password).await;
+            }
+            K::Authenticate {
+                mechanism,
+                initial_response,
+            } => return self.authenticate(conn, &tag, &mechanism, initial_response).await,
+            K::Compress(mechanism) => {
+                if conn.is_compressed() {
+                    st.tagged(conn, &tag, Status::No, Some("COMPRESSIONACTIVE"), "DEFLATE is active");
+                } else if mechanism != "DEFLATE" {
+                    st.tagged(conn, &tag, Status::Bad, None, "Only COMPRESS DEFLATE is supported");
+                } else {
+                    st.tagged(conn, &tag, Status::Ok, None, "DEFLATE active");
+                    conn.start_deflate().await?;
+                    metrics::counter!("meshmail_imap_compress_sessions_total").increment(1);
+                }
+            }
+            K::Enable(caps) => st.enable(conn, &tag, &caps),
+            K::Idle => return self.idle(conn, &tag).await,
+            other => {
+                let transition = match &mut self.phase {
+                    Phase::Selected(_, sel) if need == Needs::Selected => {
+                        super::session_messages::run(st, sel, conn, &tag, other).await?
                     }
-                    *n += 1;
-                }
-                self.slot = Some(AccountSlot {
-                    shared: self.shared.clone(),
-                    account: account.id,
-                });
-                self.hints = Some(subscribe(&self.shared.ctx, account.id));
-                conn.set_idle_timeout(AUTOLOGOUT);
-                self.account = Some(account);
-                let caps = format!("CAPABILITY {}", self.capabilities(conn).join(" "));
-                self.tagged(conn, tag, Status::Ok, Some(&caps), "Logged in");
-                Ok(Next::Continue)
-            }
-            AuthOutcome::Failed => {
-                self.login_failures += 1;
-                self.tagged(
-                    conn,
-                    tag,
-                    Status::No,
-                    Some("AUTHENTICATIONFAILED"),
-                    "Invalid credentials",
-                );
-                if self.login_failures >= LOGIN_FAILURES_MAX {
-                    conn.send(&response::untagged(Status::Bye, None, "Too many failed logins"));
-                    return Ok(Next::Logout);
-                }
-                Ok(Next::Continue)
-            }
-            AuthOutcome::RateLimited { retry_after } => {
-                let text = format!("Too many failed attempts; try again in {} s", retry_after.as_secs());
-                self.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &text);
-                Ok(Next::Continue)
-            }
-            AuthOutcome::Unavailable(_) => {
-                self.tagged(
-                    conn,
-                    tag,
-                    Status::No,
-                    Some("UNAVAILABLE"),
-                    "Authentication temporarily unavailable",
-                );
-                Ok(Next::Continue)
+                    Phase::Selected(login, sel) => {
+                        super::session_commands::run(st, login, Some(sel.as_mut()), conn, &tag, other).await?
+                    }
+                    Phase::Authenticated(login) => {
+                        super::session_commands::run(st, login, None, conn, &tag, other).await?
+                    }
+                    // Refused above.
+                    Phase::NotAuthenticated => Transition::Stay,
+                };
+                self.phase.apply(transition);
             }
         }
+        Ok(Next::Continue)
     }
 
     /// IDLE: waits on the socket (for DONE) and on the shard actor's hints,
     /// pushing untagged updates as they come. Refreshes the autologout timer.
     async fn idle(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
-        self.sync(conn, true).await;
+        self.st.sync(conn, self.phase.selected_mut(), true).await;
         conn.send(&response::continuation("idling"));
         conn.flush().await?;
         enum Event {
@@ -628,7 +557,7 @@ impl State {
         }
         loop {
             let event = {
-                let hints = self.hints.as_mut();
+                let hints = self.st.hints.as_mut();
                 let hint = async move {
                     match hints {
                         Some(h) => h.rx.recv().await,
@@ -642,9 +571,9 @@ impl State {
                 }
             };
             match event {
-                Event::Hint(None) => self.hints = None,
+                Event::Hint(None) => self.st.hints = None,
                 Event::Hint(Some(hint)) => {
-                    self.sync(conn, true).await;
+                    self.st.sync(conn, self.phase.selected_mut(), true).await;
                     conn.flush().await?;
                     metrics::histogram!("meshmail_imap_idle_push_seconds")
                         .record(hint.committed_at.elapsed().as_secs_f64());
@@ -652,9 +581,9 @@ impl State {
                 Event::Line(line) => {
                     let done = matches!(line?, Line::Complete(l) if is_done(&l));
                     if done {
-                        self.tagged(conn, tag, Status::Ok, None, "IDLE terminated");
+                        self.st.tagged(conn, tag, Status::Ok, None, "IDLE terminated");
                     } else {
-                        self.tagged(conn, tag, Status::Bad, None, "Expected DONE");
+                        self.st.tagged(conn, tag, Status::Bad, None, "Expected DONE");
                     }
                     return Ok(Next::Continue);
                 }

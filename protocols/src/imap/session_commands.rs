@@ -7,30 +7,42 @@ use bytes::Bytes;
 use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver};
 use meshmail_actors::mailbox_ops::{MailboxOp, request};
 use meshmail_storage::StorageError;
+use meshmail_storage::keyspace::AccountId;
 use meshmail_storage::model::mailboxes::{self, Mailbox};
 use meshmail_storage::model::quota;
 use meshmail_storage::model::{new_id, now_ms};
 
 use super::list_tree::{self, Existing};
 use super::response::{self, ListItem, Status};
-use super::session::State;
+use super::session::{Login, State, Transition};
 use super::session_view::Selected;
-use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem};
+use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem, StatusValue};
 use crate::ingest::ingest;
 use crate::net::{Conn, ConnError};
 
 use meshmail_storage::model::mailboxes::DELIMITER;
 
-pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: CommandKind) -> Result<(), ConnError> {
+/// The commands of the authenticated state; `sel` is the selected mailbox
+/// when there is one (for untagged updates and DELETE of it).
+pub(super) async fn run(
+    st: &mut State,
+    login: &Login,
+    sel: Option<&mut Selected>,
+    conn: &mut Conn,
+    tag: &str,
+    kind: CommandKind,
+) -> Result<Transition, ConnError> {
     use CommandKind as K;
+    let account = login.account.id;
     match kind {
-        K::Select { mailbox, params } => select(st, conn, tag, &mailbox, params, false).await?,
-        K::Examine { mailbox, params } => select(st, conn, tag, &mailbox, params, true).await?,
+        K::Select { mailbox, params } => return Ok(select(st, account, conn, tag, &mailbox, params, false).await),
+        K::Examine { mailbox, params } => return Ok(select(st, account, conn, tag, &mailbox, params, true).await),
         K::Create { mailbox, special_use } => {
             let name = mailbox.trim_end_matches(DELIMITER).to_string();
             let special = special_use.into_iter().next();
             let r = write(
                 st,
+                account,
                 MailboxOp::Create {
                     name: name.clone(),
                     special_use: special,
@@ -38,7 +50,7 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
             )
             .await;
             // OBJECTID (RFC 8474 §4.1): the new mailbox's id in the OK.
-            match (&r, find(st, &name).await) {
+            match (&r, find(st, account, &name).await) {
                 (Ok(_), Ok(Some(mb))) => {
                     let code = format!("MAILBOXID ({})", crate::jmap::ids::mailbox_id(mb.id));
                     st.tagged(conn, tag, Status::Ok, Some(&code), "CREATE completed");
@@ -47,27 +59,25 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
             }
         }
         K::Delete(name) => {
-            if st
-                .selected
-                .as_ref()
-                .is_some_and(|s| s.name == mailboxes::canonical_name(&name))
-            {
-                st.selected = None;
-            }
-            let r = write(st, MailboxOp::Delete { name }).await;
+            let was_selected = sel.is_some_and(|s| s.name == mailboxes::canonical_name(&name));
+            let r = write(st, account, MailboxOp::Delete { name }).await;
             reply(st, conn, tag, r, "DELETE completed");
+            if was_selected {
+                return Ok(Transition::Deselect);
+            }
         }
         K::Rename { from, to } => {
-            let r = write(st, MailboxOp::Rename { from, to }).await;
+            let r = write(st, account, MailboxOp::Rename { from, to }).await;
             reply(st, conn, tag, r, "RENAME completed");
         }
         K::Subscribe(name) => {
-            let r = write(st, MailboxOp::Subscribe { name, subscribed: true }).await;
+            let r = write(st, account, MailboxOp::Subscribe { name, subscribed: true }).await;
             reply(st, conn, tag, r, "SUBSCRIBE completed");
         }
         K::Unsubscribe(name) => {
             let r = write(
                 st,
+                account,
                 MailboxOp::Subscribe {
                     name,
                     subscribed: false,
@@ -76,7 +86,7 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
             .await;
             reply(st, conn, tag, r, "UNSUBSCRIBE completed");
         }
-        K::List(cmd) => list(st, conn, tag, cmd, "LIST").await,
+        K::List(cmd) => list(st, account, conn, tag, cmd, "LIST").await,
         K::Lsub { reference, pattern } => {
             let cmd = ListCommand {
                 reference,
@@ -84,67 +94,46 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
                 select_subscribed: true,
                 ..Default::default()
             };
-            list(st, conn, tag, cmd, "LSUB").await
+            list(st, account, conn, tag, cmd, "LSUB").await
         }
         K::Namespace => {
             conn.send(&response::namespace_line("", Some(DELIMITER), st.utf8));
             st.tagged(conn, tag, Status::Ok, None, "NAMESPACE completed");
         }
-        K::Status { mailbox, items } => match find(st, &mailbox).await {
+        K::Status { mailbox, items } => match find(st, account, &mailbox).await {
             Ok(Some(mb)) => {
-                let values = status_values(st, &mb, &items).await;
+                let values = status_values(st, account, &mb, &items).await;
                 conn.send(&response::status_response_line(&mb.name, &values, st.utf8));
                 st.tagged(conn, tag, Status::Ok, None, "STATUS completed");
             }
             Ok(None) => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such mailbox"),
             Err(_) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
         },
-        K::Append { mailbox, messages } => append(st, conn, tag, &mailbox, messages).await,
-        K::Close => {
-            if let Some(sel) = st.selected.take()
-                && !sel.read_only
-            {
-                // CLOSE expunges silently (no EXPUNGE responses).
-                let deleted = super::session_messages::deleted_uids(st, &sel, &sel.uids)
-                    .await
-                    .unwrap_or_default();
-                if !deleted.is_empty() {
-                    let op = MailboxOp::Expunge {
-                        mailbox: sel.id,
-                        uids: deleted,
-                    };
-                    let _ = write(st, op).await;
-                }
-            }
-            st.tagged(conn, tag, Status::Ok, None, "CLOSE completed");
-        }
-        K::Unselect => {
-            st.selected = None;
-            st.tagged(conn, tag, Status::Ok, None, "UNSELECT completed");
-        }
+        K::Append { mailbox, messages } => append(st, login, sel, conn, tag, &mailbox, messages).await,
         K::GetQuotaRoot(mailbox) => {
             conn.send(&response::quotaroot_line(&mailbox, &[""], st.utf8));
-            quota(st, conn).await;
+            quota(st, account, conn).await;
             st.tagged(conn, tag, Status::Ok, None, "GETQUOTAROOT completed");
         }
         K::GetQuota(root) if root.is_empty() => {
-            quota(st, conn).await;
+            quota(st, account, conn).await;
             st.tagged(conn, tag, Status::Ok, None, "GETQUOTA completed");
         }
         K::GetQuota(_) => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such quota root"),
         K::SetQuota { .. } => st.tagged(conn, tag, Status::No, Some("NOPERM"), "Quotas are set by the operator"),
-        other => super::session_messages::run(st, conn, tag, other).await?,
+        // The selected state's commands are routed to `session_messages`.
+        _ => st.tagged(conn, tag, Status::Bad, None, "Command not valid here"),
     }
-    Ok(())
+    Ok(Transition::Stay)
 }
 
-fn account_id(st: &State) -> i64 {
-    st.account.as_ref().expect("authenticated").id
-}
-
-/// Sends a write to the shard actor and refreshes the selected view.
-pub(super) async fn write(st: &mut State, op: MailboxOp) -> Result<meshmail_actors::mailbox_ops::OpResult, String> {
-    request(&st.shared.ctx, account_id(st), op).await
+/// Sends a write to the account's shard actor.
+pub(super) async fn write(
+    st: &State,
+    account: AccountId,
+    op: MailboxOp,
+) -> Result<meshmail_actors::mailbox_ops::OpResult, String> {
+    request(&st.shared.ctx, account, op).await
 }
 
 fn reply<T>(st: &State, conn: &mut Conn, tag: &str, r: Result<T, String>, ok: &str) {
@@ -157,8 +146,8 @@ fn reply<T>(st: &State, conn: &mut Conn, tag: &str, r: Result<T, String>, ok: &s
     }
 }
 
-pub(super) async fn find(st: &State, name: &str) -> Result<Option<Mailbox>, StorageError> {
-    let (account, name) = (account_id(st), name.to_string());
+pub(super) async fn find(st: &State, account: AccountId, name: &str) -> Result<Option<Mailbox>, StorageError> {
+    let name = name.to_string();
     st.shared
         .ctx
         .db
@@ -169,39 +158,39 @@ pub(super) async fn find(st: &State, name: &str) -> Result<Option<Mailbox>, Stor
         .await
 }
 
+/// SELECT/EXAMINE. A failed one leaves the session unselected (RFC 9051
+/// §6.3.2), whatever was selected before.
 async fn select(
     st: &mut State,
+    account: AccountId,
     conn: &mut Conn,
     tag: &str,
     name: &str,
     params: SelectParams,
     read_only: bool,
-) -> Result<(), ConnError> {
-    st.selected = None;
+) -> Transition {
     if params.condstore || params.qresync.is_some() {
         st.condstore = true;
     }
-    let mb = match find(st, name).await {
+    let mb = match find(st, account, name).await {
         Ok(Some(mb)) => mb,
         Ok(None) => {
             st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such mailbox");
-            return Ok(());
+            return Transition::Deselect;
         }
         Err(_) => {
             st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
-            return Ok(());
+            return Transition::Deselect;
         }
     };
-    let sel = match Selected::open(&st.shared.ctx.db, account_id(st), &mb, read_only).await {
+    let mut sel = match Selected::open(&st.shared.ctx.db, account, &mb, read_only).await {
         Ok(s) => s,
         Err(_) => {
             st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
-            return Ok(());
+            return Transition::Deselect;
         }
     };
-    st.selected = Some(sel);
-    let recent = st.settle_recent(true).await;
-    let sel = st.selected.take().expect("just selected");
+    let recent = st.settle_recent(&mut sel, true).await;
     let mut out = Vec::new();
     out.extend_from_slice(format!("* {} EXISTS\r\n", sel.uids.len()).as_bytes());
     if let Some(line) = recent {
@@ -239,13 +228,16 @@ async fn select(
         super::session_messages::qresync_select(st, conn, &sel, q).await;
     }
     let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
-    st.selected = Some(sel);
     st.tagged(conn, tag, Status::Ok, Some(code), "SELECT completed");
-    Ok(())
+    Transition::Select(Box::new(sel))
 }
 
-async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(StatusItem, u64)> {
-    let account = account_id(st);
+async fn status_values(
+    st: &State,
+    account: AccountId,
+    mb: &Mailbox,
+    items: &[StatusItem],
+) -> Vec<(StatusItem, StatusValue)> {
     let id = mb.id;
     let counts = st
         .shared
@@ -256,6 +248,15 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
         })
         .await
         .unwrap_or_default();
+    // DELETED and DELETED-STORAGE read the same rows: once for both.
+    let deleted = if items
+        .iter()
+        .any(|i| matches!(i, StatusItem::Deleted | StatusItem::DeletedStorage))
+    {
+        deleted_in(st, account, mb).await
+    } else {
+        Vec::new()
+    };
     let mut out = Vec::new();
     for item in items {
         let v = match item {
@@ -270,43 +271,46 @@ async fn status_values(st: &State, mb: &Mailbox, items: &[StatusItem]) -> Vec<(S
                 .await
                 .map(|u| u.iter().filter(|u| **u > mb.recent_uid).count() as u64)
                 .unwrap_or(0),
-            StatusItem::Deleted => {
-                let uids = meshmail_storage::model::messages::all_uids(&st.shared.ctx.db, account, id)
-                    .await
-                    .unwrap_or_default();
-                let sel_like = Selected {
-                    account,
-                    id,
-                    name: mb.name.clone(),
-                    read_only: true,
-                    uid_validity: mb.uid_validity,
-                    uids: uids.clone(),
-                    known_modseq: 0,
-                    pending_expunges: vec![],
-                    reported: Default::default(),
-                    recent: Default::default(),
-                    recent_checked: 0,
-                    announced: Vec::new(),
-                };
-                super::session_messages::deleted_uids(st, &sel_like, &uids)
-                    .await
-                    .map(|d| d.len() as u64)
-                    .unwrap_or(0)
+            StatusItem::Deleted => deleted.len() as u64,
+            StatusItem::DeletedStorage => deleted.iter().map(|m| m.body.size).sum(),
+            StatusItem::MailboxId => {
+                out.push((*item, StatusValue::ObjectId(crate::jmap::ids::mailbox_id(id))));
+                continue;
             }
         };
-        out.push((*item, v));
+        out.push((*item, StatusValue::Number(v)));
     }
     out
 }
 
-async fn list(st: &mut State, conn: &mut Conn, tag: &str, cmd: ListCommand, kind: &str) {
+/// The mailbox's messages flagged `\Deleted` (STATUS DELETED and
+/// DELETED-STORAGE of a mailbox that need not be selected); empty when
+/// the store cannot be read.
+async fn deleted_in(st: &State, account: AccountId, mb: &Mailbox) -> Vec<meshmail_storage::model::messages::Message> {
+    let db = &st.shared.ctx.db;
+    let Ok(uids) = meshmail_storage::model::messages::all_uids(db, account, mb.id).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for chunk in uids.chunks(super::session_view::ROWS_PER_READ) {
+        let Ok(rows) = super::session_view::load_rows(db, account, mb.id, chunk).await else {
+            return Vec::new();
+        };
+        out.extend(
+            rows.into_iter()
+                .filter(|m| m.flags.iter().any(|f| f.eq_ignore_ascii_case("\\Deleted"))),
+        );
+    }
+    out
+}
+
+async fn list(st: &mut State, account: AccountId, conn: &mut Conn, tag: &str, cmd: ListCommand, kind: &str) {
     // `LIST "" ""`: the hierarchy delimiter.
     if cmd.patterns.iter().all(|p| p.is_empty()) && !cmd.extended {
         conn.send(format!("* {kind} (\\Noselect) \"{DELIMITER}\" \"\"\r\n").as_bytes());
         st.tagged(conn, tag, Status::Ok, None, &format!("{kind} completed"));
         return;
     }
-    let account = account_id(st);
     let listing = st
         .shared
         .ctx
@@ -341,7 +345,7 @@ async fn list(st: &mut State, conn: &mut Conn, tag: &str, cmd: ListCommand, kind
         if let Some(items) = &cmd.return_status
             && let Some(mb) = all.iter().find(|m| m.name == entry.name)
         {
-            let values = status_values(st, mb, items).await;
+            let values = status_values(st, account, mb, items).await;
             conn.send(&response::status_response_line(&mb.name, &values, st.utf8));
         }
     }
@@ -350,8 +354,7 @@ async fn list(st: &mut State, conn: &mut Conn, tag: &str, cmd: ListCommand, kind
 
 /// `* QUOTA "" (...)`: the account's one quota root, with the resources
 /// that have a limit (RFC 9208 §5.1: STORAGE in KiB, MESSAGE).
-async fn quota(st: &State, conn: &mut Conn) {
-    let id = st.account.as_ref().expect("authenticated").id;
+async fn quota(st: &State, id: AccountId, conn: &mut Conn) {
     let read = st
         .shared
         .ctx
@@ -373,13 +376,21 @@ async fn quota(st: &State, conn: &mut Conn) {
     conn.send(&response::quota_line("", &resources));
 }
 
-async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages: Vec<AppendMessage>) {
-    let mb = match find(st, name).await {
+async fn append(
+    st: &mut State,
+    login: &Login,
+    sel: Option<&mut Selected>,
+    conn: &mut Conn,
+    tag: &str,
+    name: &str,
+    messages: Vec<AppendMessage>,
+) {
+    let account = &login.account;
+    let mb = match find(st, account.id, name).await {
         Ok(Some(mb)) => mb,
         Ok(None) => return st.tagged(conn, tag, Status::No, Some("TRYCREATE"), "No such mailbox"),
         Err(_) => return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
     };
-    let account = st.account.clone().expect("authenticated");
     let ctx = st.shared.ctx.clone();
     let mut uids = Vec::new();
     for m in messages {
@@ -423,6 +434,6 @@ async fn append(st: &mut State, conn: &mut Conn, tag: &str, name: &str, messages
     }
     let set = uids.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(",");
     let code = format!("APPENDUID {} {set}", mb.uid_validity);
-    st.sync(conn, false).await;
+    st.sync(conn, sel, false).await;
     st.tagged(conn, tag, Status::Ok, Some(&code), "APPEND completed");
 }

@@ -11,37 +11,66 @@ use meshmail_storage::{StorageError, keyspace};
 
 use super::response::{self, BinaryError, FetchResponse, Status};
 use super::sequence::{IdSet, SequenceSet};
-use super::session::State;
+use super::session::{State, Transition};
 use super::session_commands::{find, write};
 use super::session_view::{Selected, load_rows};
 use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, SectionText, StoreMode};
 use crate::net::{Conn, ConnError};
 use crate::summary::Summary;
 
-/// Messages loaded per read while fetching or searching.
-const ROWS_PER_READ: usize = 200;
+use super::session_view::ROWS_PER_READ;
 
-pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: CommandKind) -> Result<(), ConnError> {
+/// The commands of the selected state, run on `sel`.
+pub(super) async fn run(
+    st: &mut State,
+    sel: &mut Selected,
+    conn: &mut Conn,
+    tag: &str,
+    kind: CommandKind,
+) -> Result<Transition, ConnError> {
     use CommandKind as K;
     match kind {
-        K::Fetch(cmd) => fetch(st, conn, tag, cmd).await,
-        K::Search(cmd) => super::session_search::search(st, conn, tag, cmd).await,
-        K::Sort(cmd) => super::session_search::sort(st, conn, tag, cmd).await,
-        K::Thread(cmd) => super::session_search::thread(st, conn, tag, cmd).await,
+        K::Check => {
+            st.sync(conn, Some(sel), true).await;
+            st.tagged(conn, tag, Status::Ok, None, "CHECK completed");
+        }
+        K::Close => {
+            if !sel.read_only {
+                // CLOSE expunges silently (no EXPUNGE responses).
+                let deleted = deleted_uids(st, sel, &sel.uids).await.unwrap_or_default();
+                if !deleted.is_empty() {
+                    let op = MailboxOp::Expunge {
+                        mailbox: sel.id,
+                        uids: deleted,
+                    };
+                    let _ = write(st, sel.account, op).await;
+                }
+            }
+            st.tagged(conn, tag, Status::Ok, None, "CLOSE completed");
+            return Ok(Transition::Deselect);
+        }
+        K::Unselect => {
+            st.tagged(conn, tag, Status::Ok, None, "UNSELECT completed");
+            return Ok(Transition::Deselect);
+        }
+        K::Fetch(cmd) => fetch(st, sel, conn, tag, cmd).await,
+        K::Search(cmd) => super::session_search::search(st, sel, conn, tag, cmd).await,
+        K::Sort(cmd) => super::session_search::sort(st, sel, conn, tag, cmd).await,
+        K::Thread(cmd) => super::session_search::thread(st, sel, conn, tag, cmd).await,
         K::Store(cmd) => {
             let uid = cmd.uid;
-            let uids = resolve(st, &cmd.set, uid);
-            if st.selected.as_ref().is_some_and(|s| s.read_only) {
+            let uids = resolve(st, sel, &cmd.set, uid);
+            if sel.read_only {
                 st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
-                return Ok(());
+                return Ok(Transition::Stay);
             }
             let condstore_code = if cmd.unchanged_since.is_some() {
-                st.condstore_by_use()
+                st.condstore_by_use(sel)
             } else {
                 None
             };
             let op = MailboxOp::Store {
-                mailbox: st.selected.as_ref().expect("selected").id,
+                mailbox: sel.id,
                 uids,
                 op: match cmd.mode {
                     StoreMode::Replace => FlagOp::Replace,
@@ -51,12 +80,10 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
                 flags: cmd.flags.iter().map(|f| f.as_str().to_string()).collect(),
                 unchanged_since: cmd.unchanged_since,
             };
-            match write(st, op).await {
+            match write(st, sel.account, op).await {
                 Ok(r) => {
-                    let sel = st.selected.as_mut().expect("selected");
                     sel.reported.extend(r.stored.iter().map(|(u, _, m)| (*u, *m)));
                     let (utf8, condstore) = (st.utf8, st.condstore);
-                    let sel = st.selected.as_mut().expect("selected");
                     if !cmd.silent || condstore {
                         for (u, flags, modseq) in &r.stored {
                             let Some(seq) = sel.seq_of(*u) else { continue };
@@ -74,11 +101,10 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
                             conn.send(&f.finish());
                         }
                     }
-                    st.sync(conn, uid).await;
+                    st.sync(conn, Some(sel), uid).await;
                     if r.modified.is_empty() {
                         st.tagged(conn, tag, Status::Ok, condstore_code.as_deref(), "STORE completed");
                     } else {
-                        let sel = st.selected.as_ref().expect("selected");
                         let ids: Vec<u32> = if uid {
                             r.modified.clone()
                         } else {
@@ -91,13 +117,14 @@ pub(super) async fn run(st: &mut State, conn: &mut Conn, tag: &str, kind: Comman
                 Err(e) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e),
             }
         }
-        K::Copy { uid, set, mailbox } => copy(st, conn, tag, uid, &set, &mailbox, false).await,
-        K::Move { uid, set, mailbox } => copy(st, conn, tag, uid, &set, &mailbox, true).await,
-        K::Expunge => expunge(st, conn, tag, None).await,
-        K::UidExpunge(set) => expunge(st, conn, tag, Some(set)).await,
+        K::Copy { uid, set, mailbox } => copy(st, sel, conn, tag, uid, &set, &mailbox, false).await,
+        K::Move { uid, set, mailbox } => copy(st, sel, conn, tag, uid, &set, &mailbox, true).await,
+        K::Expunge => expunge(st, sel, conn, tag, None).await,
+        K::UidExpunge(set) => expunge(st, sel, conn, tag, Some(set)).await,
+        // Every other command is routed to `session_commands`.
         _ => st.tagged(conn, tag, Status::Bad, None, "Command not valid here"),
     }
-    Ok(())
+    Ok(Transition::Stay)
 }
 
 fn id_set(ids: &[u32]) -> String {
@@ -109,8 +136,7 @@ fn id_set(ids: &[u32]) -> String {
 }
 
 /// The UIDs a set names in the selected mailbox.
-fn resolve(st: &State, set: &SequenceSet, uid: bool) -> Vec<Uid> {
-    let sel = st.selected.as_ref().expect("selected");
+fn resolve(st: &State, sel: &Selected, set: &SequenceSet, uid: bool) -> Vec<Uid> {
     if uid {
         let ids = set.resolve(sel.max_uid(), st.saved.as_ref());
         sel.existing(&ids)
@@ -138,9 +164,8 @@ fn needs_raw(a: &FetchAttr) -> bool {
     )
 }
 
-async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
-    let uids = resolve(st, &cmd.set, cmd.uid);
-    let sel = st.selected.as_ref().expect("selected");
+async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
+    let uids = resolve(st, sel, &cmd.set, cmd.uid);
     let (account, mailbox, read_only) = (sel.account, sel.id, sel.read_only);
     let set_seen = !read_only && cmd.attrs.iter().any(FetchAttr::sets_seen);
     let raw_needed = cmd.attrs.iter().any(needs_raw);
@@ -166,10 +191,8 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
                     flags: vec!["\\Seen".into()],
                     unchanged_since: None,
                 };
-                if let Ok(r) = write(st, op).await {
-                    if let Some(sel) = st.selected.as_mut() {
-                        sel.reported.extend(r.stored.iter().map(|(u, _, m)| (*u, *m)));
-                    }
+                if let Ok(r) = write(st, account, op).await {
+                    sel.reported.extend(r.stored.iter().map(|(u, _, m)| (*u, *m)));
                     for (u, flags, modseq) in r.stored {
                         if let Some(m) = rows.iter_mut().find(|m| m.uid == u) {
                             m.flags = flags;
@@ -187,7 +210,6 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
             {
                 continue;
             }
-            let sel = st.selected.as_mut().expect("selected");
             let Some(seq) = sel.seq_of(m.uid) else { continue };
             if shows_flags {
                 conn.send(&sel.announce(&m.flags));
@@ -203,7 +225,7 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
             } else {
                 None
             };
-            let (f, bad_cte) = render(st, seq, m, raw.as_ref(), &cmd, flags_changed.contains(&m.uid));
+            let (f, bad_cte) = render(st, sel, seq, m, raw.as_ref(), &cmd, flags_changed.contains(&m.uid));
             unknown_cte |= bad_cte;
             conn.send(&f);
         }
@@ -213,11 +235,10 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
         && cmd.uid
         && let Some(since) = cmd.changed_since
     {
-        let sel = st.selected.as_ref().expect("selected");
         let set = cmd.set.resolve(sel.max_uid(), None);
         vanished_since(&st.shared.ctx.db, sel, conn, since, Some(&set)).await;
     }
-    st.sync(conn, cmd.uid).await;
+    st.sync(conn, Some(sel), cmd.uid).await;
     if unknown_cte {
         st.tagged(
             conn,
@@ -228,7 +249,7 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
         );
     } else {
         let uses = cmd.changed_since.is_some() || cmd.attrs.iter().any(|a| matches!(a, FetchAttr::ModSeq));
-        let code = if uses { st.condstore_by_use() } else { None };
+        let code = if uses { st.condstore_by_use(sel) } else { None };
         if vanished > 0 && code.is_none() {
             // RFC 9051 §7.1: the client learns why some messages it asked
             // for got no answer; the EXPUNGEs come at its next command.
@@ -249,6 +270,7 @@ async fn fetch(st: &mut State, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
 /// an unknown transfer encoding.
 fn render(
     st: &State,
+    sel: &Selected,
     seq: u32,
     m: &Message,
     raw: Option<&Bytes>,
@@ -275,7 +297,7 @@ fn render(
             }
             FetchAttr::Uid => {}
             FetchAttr::Flags => {
-                f.flags(&shown_flags(st, m));
+                f.flags(&sel.shown_flags(m.uid, &m.flags));
                 has_flags = true;
             }
             FetchAttr::InternalDate => {
@@ -290,12 +312,10 @@ fn render(
             }
             // The same ids JMAP gives the message (OBJECTID, RFC 8474).
             FetchAttr::EmailId => {
-                let mailbox = st.selected.as_ref().map_or(0, |s| s.id);
-                f.object_id("EMAILID", &crate::jmap::ids::email_id(mailbox, m.uid));
+                f.object_id("EMAILID", &crate::jmap::ids::email_id(sel.id, m.uid));
             }
             FetchAttr::ThreadId => {
-                let mailbox = st.selected.as_ref().map_or(0, |s| s.id);
-                let id = crate::jmap::ids::thread_id(m.thread_id.as_deref(), mailbox, m.uid);
+                let id = crate::jmap::ids::thread_id(m.thread_id.as_deref(), sel.id, m.uid);
                 f.object_id("THREADID", &id);
             }
             FetchAttr::Envelope => {
@@ -351,19 +371,12 @@ fn render(
         }
     }
     if flags_changed && !has_flags {
-        f.flags(&shown_flags(st, m));
+        f.flags(&sel.shown_flags(m.uid, &m.flags));
     }
     if st.condstore && !has_modseq && (cmd.changed_since.is_some() || flags_changed) {
         f.modseq(m.modseq);
     }
     (f.finish(), bad_cte)
-}
-
-fn shown_flags(st: &State, m: &Message) -> Vec<String> {
-    match &st.selected {
-        Some(sel) => sel.shown_flags(m.uid, &m.flags),
-        None => m.flags.clone(),
-    }
 }
 
 fn section(raw: &[u8], summary: &Summary, text: SectionText) -> Vec<u8> {
@@ -374,14 +387,23 @@ fn section(raw: &[u8], summary: &Summary, text: SectionText) -> Vec<u8> {
     response::section_bytes(raw, summary, &s).unwrap_or_default()
 }
 
-async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &SequenceSet, name: &str, moving: bool) {
-    let uids = resolve(st, set, uid);
-    let target = match find(st, name).await {
+#[allow(clippy::too_many_arguments)] // the COPY/MOVE command's parts, named
+async fn copy(
+    st: &mut State,
+    sel: &mut Selected,
+    conn: &mut Conn,
+    tag: &str,
+    uid: bool,
+    set: &SequenceSet,
+    name: &str,
+    moving: bool,
+) {
+    let uids = resolve(st, sel, set, uid);
+    let target = match find(st, sel.account, name).await {
         Ok(Some(t)) => t,
         Ok(None) => return st.tagged(conn, tag, Status::No, Some("TRYCREATE"), "No such mailbox"),
         Err(_) => return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
     };
-    let sel = st.selected.as_ref().expect("selected");
     if moving && sel.read_only {
         return st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
     }
@@ -391,7 +413,7 @@ async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &Seque
         to: target.id,
         moving,
     };
-    match write(st, op).await {
+    match write(st, sel.account, op).await {
         Ok(r) if r.over_quota => st.tagged(conn, tag, Status::No, Some("OVERQUOTA"), "Over quota: nothing copied"),
         Ok(r) if r.copied.is_empty() => st.tagged(conn, tag, Status::Ok, None, "Nothing to copy"),
         Ok(r) => {
@@ -400,10 +422,10 @@ async fn copy(st: &mut State, conn: &mut Conn, tag: &str, uid: bool, set: &Seque
             let code = format!("COPYUID {} {} {}", r.uid_validity, id_set(&src), id_set(&dst));
             if moving {
                 conn.send(&response::untagged(Status::Ok, Some(&code), "Moved"));
-                st.sync(conn, true).await;
+                st.sync(conn, Some(sel), true).await;
                 st.tagged(conn, tag, Status::Ok, None, "MOVE completed");
             } else {
-                st.sync(conn, uid).await;
+                st.sync(conn, Some(sel), uid).await;
                 st.tagged(conn, tag, Status::Ok, Some(&code), "COPY completed");
             }
         }
@@ -425,8 +447,7 @@ pub(super) async fn deleted_uids(st: &State, sel: &Selected, uids: &[Uid]) -> Re
     Ok(out)
 }
 
-async fn expunge(st: &mut State, conn: &mut Conn, tag: &str, only: Option<SequenceSet>) {
-    let sel = st.selected.as_ref().expect("selected");
+async fn expunge(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, only: Option<SequenceSet>) {
     if sel.read_only {
         return st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
     }
@@ -443,11 +464,11 @@ async fn expunge(st: &mut State, conn: &mut Conn, tag: &str, only: Option<Sequen
             mailbox: sel.id,
             uids: deleted,
         };
-        if let Err(e) = write(st, op).await {
+        if let Err(e) = write(st, sel.account, op).await {
             return st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), &e);
         }
     }
-    st.sync(conn, true).await;
+    st.sync(conn, Some(sel), true).await;
     st.tagged(conn, tag, Status::Ok, None, "EXPUNGE completed");
 }
 

@@ -10,19 +10,19 @@ use super::search::{MessageView, SearchContext, matches, needs_body, needs_heade
 use super::sequence::IdSet;
 use super::session::State;
 use super::session_messages::summary_of;
-use super::session_view::load_rows;
+use super::session_view::{Selected, load_rows};
 use super::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
 use super::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
 use super::types::{SearchCommand, SearchKey, SortCommand, ThreadCommand};
 use crate::net::Conn;
 use crate::summary::{Envelope, Summary};
 
-/// Messages loaded per read while searching.
-const ROWS_PER_READ: usize = 200;
+use super::session_view::ROWS_PER_READ;
 
 /// A message as SEARCH sees it; the body is parsed only if the key needs it.
 struct View<'a> {
     m: &'a Message,
+    mailbox: meshmail_storage::keyspace::MailboxId,
     seq: u32,
     recent: bool,
     summary: Summary,
@@ -33,6 +33,12 @@ struct View<'a> {
 impl MessageView for View<'_> {
     fn uid(&self) -> u32 {
         self.m.uid
+    }
+    fn email_id(&self) -> String {
+        crate::jmap::ids::email_id(self.mailbox, self.m.uid)
+    }
+    fn thread_id(&self) -> String {
+        crate::jmap::ids::thread_id(self.m.thread_id.as_deref(), self.mailbox, self.m.uid)
     }
     fn seq(&self) -> u32 {
         self.seq
@@ -117,8 +123,7 @@ fn searchable_text(msg: &mail_parser::Message<'_>, out: &mut String, depth: usiz
 
 /// The messages of the selected mailbox that match `key`, with their
 /// sequence numbers, in sequence order; None when the store cannot be read.
-async fn matching(st: &State, key: &SearchKey) -> Option<Vec<(u32, Message)>> {
-    let sel = st.selected.as_ref().expect("selected");
+async fn matching(st: &State, sel: &Selected, key: &SearchKey) -> Option<Vec<(u32, Message)>> {
     let (account, mailbox) = (sel.account, sel.id);
     let ctx = SearchContext {
         max_seq: sel.uids.len() as u32,
@@ -145,6 +150,7 @@ async fn matching(st: &State, key: &SearchKey) -> Option<Vec<(u32, Message)>> {
             };
             let view = View {
                 m: &m,
+                mailbox,
                 seq,
                 recent: sel.recent.contains(&m.uid),
                 summary: summary_of(&m),
@@ -161,8 +167,8 @@ async fn matching(st: &State, key: &SearchKey) -> Option<Vec<(u32, Message)>> {
 
 /// SORT (RFC 5256): the matches in the order of the criteria, ties in
 /// sequence order.
-pub(super) async fn sort(st: &mut State, conn: &mut Conn, tag: &str, cmd: SortCommand) {
-    let Some(found) = matching(st, &cmd.search.key).await else {
+pub(super) async fn sort(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: SortCommand) {
+    let Some(found) = matching(st, sel, &cmd.search.key).await else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
@@ -181,13 +187,13 @@ pub(super) async fn sort(st: &mut State, conn: &mut Conn, tag: &str, cmd: SortCo
     }
     line.extend_from_slice(b"\r\n");
     conn.send(&line);
-    st.sync(conn, cmd.uid).await;
+    st.sync(conn, Some(sel), cmd.uid).await;
     st.tagged(conn, tag, Status::Ok, None, "SORT completed");
 }
 
 /// THREAD (RFC 5256): the matches threaded by the algorithm.
-pub(super) async fn thread(st: &mut State, conn: &mut Conn, tag: &str, cmd: ThreadCommand) {
-    let Some(found) = matching(st, &cmd.search.key).await else {
+pub(super) async fn thread(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: ThreadCommand) {
+    let Some(found) = matching(st, sel, &cmd.search.key).await else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
@@ -213,12 +219,12 @@ pub(super) async fn thread(st: &mut State, conn: &mut Conn, tag: &str, cmd: Thre
         .collect();
     let threads = super::thread::thread(cmd.algorithm, &msgs);
     conn.send(&thread_line(&threads, &msgs));
-    st.sync(conn, cmd.uid).await;
+    st.sync(conn, Some(sel), cmd.uid).await;
     st.tagged(conn, tag, Status::Ok, None, "THREAD completed");
 }
 
-pub(super) async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: SearchCommand) {
-    let Some(found) = matching(st, &cmd.key).await else {
+pub(super) async fn search(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: SearchCommand) {
+    let Some(found) = matching(st, sel, &cmd.key).await else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
@@ -255,10 +261,10 @@ pub(super) async fn search(st: &mut State, conn: &mut Conn, tag: &str, cmd: Sear
         None => conn.send(&response::search_line(&ids, modseq)),
     }
     let code = if uses_modseq(&cmd.key) {
-        st.condstore_by_use()
+        st.condstore_by_use(sel)
     } else {
         None
     };
-    st.sync(conn, cmd.uid).await;
+    st.sync(conn, Some(sel), cmd.uid).await;
     st.tagged(conn, tag, Status::Ok, code.as_deref(), "SEARCH completed");
 }

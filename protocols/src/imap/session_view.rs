@@ -250,6 +250,9 @@ impl Selected {
 }
 
 /// The rows of some UIDs (missing ones are skipped), in one snapshot.
+/// Message rows read per store read (a range well inside FDB's limits).
+pub(super) const ROWS_PER_READ: usize = 200;
+
 pub async fn load_rows(
     db: &Database,
     account: AccountId,

@@ -212,6 +212,17 @@ pub enum StatusItem {
     Size,
     HighestModSeq,
     Recent,
+    /// The mailbox's OBJECTID (RFC 8474 §4.2), the JMAP Mailbox id.
+    MailboxId,
+    /// Bytes an EXPUNGE would free (RFC 9208 §4.2.5).
+    DeletedStorage,
+}
+
+/// A STATUS value: most are numbers, MAILBOXID a parenthesized id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusValue {
+    Number(u64),
+    ObjectId(String),
 }
 
 impl StatusItem {
@@ -225,6 +236,8 @@ impl StatusItem {
             StatusItem::Size => "SIZE",
             StatusItem::HighestModSeq => "HIGHESTMODSEQ",
             StatusItem::Recent => "RECENT",
+            StatusItem::MailboxId => "MAILBOXID",
+            StatusItem::DeletedStorage => "DELETED-STORAGE",
         }
     }
 
@@ -239,6 +252,8 @@ impl StatusItem {
             StatusItem::Size,
             StatusItem::HighestModSeq,
             StatusItem::Recent,
+            StatusItem::MailboxId,
+            StatusItem::DeletedStorage,
         ];
         all.into_iter().find(|i| i.as_str().eq_ignore_ascii_case(name))
     }
@@ -503,6 +518,9 @@ pub enum SearchKey {
         entry: Option<(String, String)>,
         modseq: u64,
     },
+    /// `EMAILID id` / `THREADID id` (RFC 8474 §6): the JMAP ids.
+    EmailId(String),
+    ThreadId(String),
     /// A parenthesized list, or several keys at top level.
     And(Vec<SearchKey>),
 }

@@ -73,27 +73,42 @@ pub async fn read(shared: &JmapShared, account: AccountId, blob_id: &str) -> Res
             })
         }
         BlobRef::Upload(hash) => {
-            let h = hash.clone();
-            let up = ctx
-                .db
-                .read("jmap_upload_get", move |txn| {
-                    let h = h.clone();
-                    async move { jmap::get_upload(&txn, account, &h).await }
-                })
-                .await?
-                .ok_or(BlobError::NotFound)?;
-            let body = meshmail_storage::model::messages::BodyRef {
-                hash: up.hash.clone(),
-                size: up.size,
-                inline: false,
-            };
+            let (bytes, media_type) = upload_bytes(shared, account, hash).await?;
             Ok(BlobData {
-                bytes: ctx.blobs.get(&ctx.db, &body).await?,
-                media_type: up.media_type,
+                bytes,
+                media_type,
                 name: None,
             })
         }
+        BlobRef::UploadPart(hash, part) => {
+            let (raw, _) = upload_bytes(shared, account, hash).await?;
+            let (bytes, media_type, name) = email_parts::part_contents(&raw, &part).ok_or(BlobError::NotFound)?;
+            Ok(BlobData {
+                bytes: Bytes::from(bytes),
+                media_type,
+                name,
+            })
+        }
     }
+}
+
+/// An upload of `account` and its media type.
+async fn upload_bytes(shared: &JmapShared, account: AccountId, hash: String) -> Result<(Bytes, String), BlobError> {
+    let ctx = &shared.ctx;
+    let up = ctx
+        .db
+        .read("jmap_upload_get", move |txn| {
+            let h = hash.clone();
+            async move { jmap::get_upload(&txn, account, &h).await }
+        })
+        .await?
+        .ok_or(BlobError::NotFound)?;
+    let body = meshmail_storage::model::messages::BodyRef {
+        hash: up.hash.clone(),
+        size: up.size,
+        inline: false,
+    };
+    Ok((ctx.blobs.get(&ctx.db, &body).await?, up.media_type))
 }
 
 pub async fn read_blob(call: &Call<'_>, blob_id: &str) -> Result<BlobData, BlobError> {

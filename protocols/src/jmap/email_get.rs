@@ -331,7 +331,7 @@ async fn render(
     }
     if needs_body {
         let raw = store::body(&call.shared.ctx, msg).await?;
-        let origin = Origin { mailbox, uid: msg.uid };
+        let origin = Origin::stored(mailbox, msg.uid);
         let limit = if args.max_body_value_bytes > 0 {
             args.max_body_value_bytes
         } else {
@@ -379,7 +379,7 @@ pub fn body_properties(
             indices
                 .iter()
                 .map(|&i| {
-                    let p = email_parts::body_part(raw, &msg, i as usize, Some(origin), 0);
+                    let p = email_parts::body_part(raw, &msg, i as usize, Some(&origin), 0);
                     select_body(serde_json::to_value(p).unwrap_or(Value::Null), &body_props)
                 })
                 .collect(),
@@ -396,7 +396,7 @@ pub fn body_properties(
         out.insert("attachments".into(), part_list(&msg.attachments));
     }
     if want("bodyStructure") {
-        let tree = email_parts::body_part(raw, &msg, 0, Some(origin), 0);
+        let tree = email_parts::body_part(raw, &msg, 0, Some(&origin), 0);
         out.insert(
             "bodyStructure".into(),
             select_body(serde_json::to_value(tree).unwrap_or(Value::Null), &body_props),

@@ -304,7 +304,12 @@ pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Resul
             resp.not_parsable.push(blob_id);
             continue;
         }
-        let origin = super::email_parts::Origin { mailbox: 0, uid: 0 };
+        // Its parts' blob ids resolve through this blob's bytes.
+        let Some(blob_ref) = super::ids::parse_blob(&blob_id) else {
+            resp.not_found.push(blob_id);
+            continue;
+        };
+        let origin = super::email_parts::Origin::of_blob(&blob_ref);
         let limit = if args.max_body_value_bytes > 0 {
             args.max_body_value_bytes
         } else {

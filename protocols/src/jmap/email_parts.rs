@@ -229,15 +229,55 @@ pub struct BodyPart {
     pub sub_parts: Option<Vec<BodyPart>>,
 }
 
-/// Where a message lives (for blob ids).
-#[derive(Debug, Clone, Copy)]
+/// Where a message's bytes come from, for its parts' blob ids: a stored
+/// message or an upload, or a message attached inside one of them (`path`
+/// is the part path to it, so its part `p` is the source's part `path.p`
+/// and downloads resolve through the outer bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    pub mailbox: MailboxId,
-    pub uid: Uid,
+    pub source: BlobSource,
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlobSource {
+    Message(MailboxId, Uid),
+    Upload(String),
+}
+
+impl Origin {
+    pub fn stored(mailbox: MailboxId, uid: Uid) -> Origin {
+        Origin {
+            source: BlobSource::Message(mailbox, uid),
+            path: None,
+        }
+    }
+
+    /// The origin of the message a blob holds (Email/parse).
+    pub fn of_blob(blob: &ids::BlobRef) -> Origin {
+        let (source, path) = match blob {
+            ids::BlobRef::Message(m, u) => (BlobSource::Message(*m, *u), None),
+            ids::BlobRef::Part(m, u, p) => (BlobSource::Message(*m, *u), Some(p.clone())),
+            ids::BlobRef::Upload(h) => (BlobSource::Upload(h.clone()), None),
+            ids::BlobRef::UploadPart(h, p) => (BlobSource::Upload(h.clone()), Some(p.clone())),
+        };
+        Origin { source, path }
+    }
+
+    pub fn part_blob_id(&self, part: &str) -> String {
+        let full = match &self.path {
+            Some(prefix) => format!("{prefix}.{part}"),
+            None => part.to_string(),
+        };
+        match &self.source {
+            BlobSource::Message(m, u) => ids::part_blob_id(*m, *u, &full),
+            BlobSource::Upload(h) => ids::upload_part_blob_id(h, &full),
+        }
+    }
 }
 
 /// Describes part `index` of `msg` (and its children, for a multipart).
-pub fn body_part(raw: &[u8], msg: &Message<'_>, index: usize, origin: Option<Origin>, depth: usize) -> BodyPart {
+pub fn body_part(raw: &[u8], msg: &Message<'_>, index: usize, origin: Option<&Origin>, depth: usize) -> BodyPart {
     let Some(part) = msg.parts.get(index) else {
         return empty_part();
     };
@@ -274,7 +314,7 @@ pub fn body_part(raw: &[u8], msg: &Message<'_>, index: usize, origin: Option<Ori
     let part_id = (!multipart).then(|| index.to_string());
     BodyPart {
         blob_id: match (&part_id, origin) {
-            (Some(p), Some(o)) => Some(ids::part_blob_id(o.mailbox, o.uid, p)),
+            (Some(p), Some(o)) => Some(o.part_blob_id(p)),
             _ => None,
         },
         part_id,
@@ -351,9 +391,23 @@ pub fn body_value(part: &MessagePart<'_>, max_bytes: usize) -> BodyValue {
 
 /// The decoded bytes of part `part_id` (a part blob), if it exists.
 pub fn part_contents(raw: &[u8], part_id: &str) -> Option<(Vec<u8>, String, Option<String>)> {
+    // `a.b`: part b of the message attached as part a (Email/parse of an
+    // attached message names its parts this way).
+    let (first, rest) = match part_id.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (part_id, None),
+    };
     let msg = MessageParser::default().parse(raw)?;
-    let index: usize = part_id.parse().ok()?;
+    let index: usize = first.parse().ok()?;
     let part = msg.parts.get(index)?;
+    if let Some(rest) = rest {
+        let start = part.offset_body as usize;
+        let end = (part.offset_end as usize).min(raw.len());
+        if !matches!(part.body, PartType::Message(_)) || start > end {
+            return None;
+        }
+        return part_contents(&raw[start..end], rest);
+    }
     if matches!(part.body, PartType::Multipart(_)) {
         return None;
     }
@@ -400,11 +454,42 @@ mod tests {
         );
     }
 
+    /// Email/parse of an attached message names its parts through the outer
+    /// blob, and those ids download the nested part's bytes.
+    #[test]
+    fn parts_of_an_attached_message_resolve_through_the_outer_bytes() {
+        let raw = b"From: a@x\r\nContent-Type: multipart/mixed; boundary=o\r\n\r\n--o\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n--o\r\nContent-Type: message/rfc822\r\n\r\nFrom: b@y\r\nSubject: inner\r\nContent-Type: multipart/mixed; boundary=i\r\n\r\n--i\r\nContent-Type: text/plain\r\n\r\ninner text\r\n--i\r\nContent-Type: application/octet-stream; name=n.bin\r\nContent-Transfer-Encoding: base64\r\n\r\nAAEC\r\n--i--\r\n--o--\r\n";
+        let outer = MessageParser::default().parse(&raw[..]).unwrap();
+        let attached = outer
+            .parts
+            .iter()
+            .position(|p| matches!(p.body, PartType::Message(_)))
+            .unwrap();
+        let blob = ids::parse_blob(&ids::part_blob_id(1, 2, &attached.to_string())).unwrap();
+        let (inner_raw, media_type, _) = part_contents(raw, &attached.to_string()).unwrap();
+        assert_eq!(media_type, "message/rfc822");
+        let inner = MessageParser::default().parse(&inner_raw[..]).unwrap();
+        let tree = body_part(&inner_raw, &inner, 0, Some(&Origin::of_blob(&blob)), 0);
+        let subs = tree.sub_parts.unwrap();
+        let bin = subs.iter().find(|p| p.name.as_deref() == Some("n.bin")).unwrap();
+        let id = bin.blob_id.clone().unwrap();
+        assert_eq!(id, format!("b1_2_{attached}-{}", bin.part_id.as_deref().unwrap()));
+        let Some(ids::BlobRef::Part(1, 2, path)) = ids::parse_blob(&id) else {
+            panic!("{id}")
+        };
+        let (bytes, _, name) = part_contents(raw, &path).unwrap();
+        assert_eq!((bytes, name.as_deref()), (vec![0u8, 1, 2], Some("n.bin")));
+        // An upload's parts the same way.
+        let up = Origin::of_blob(&ids::BlobRef::Upload("ab".repeat(32)));
+        assert_eq!(up.part_blob_id("3"), format!("U{}_3", "ab".repeat(32)));
+        assert!(part_contents(raw, "1.1").is_none(), "part 1 is text, not a message");
+    }
+
     #[test]
     fn parts_and_values() {
         let raw = b"From: a@x\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b\r\nContent-Type: application/pdf; name=x.pdf\r\nContent-Disposition: attachment; filename=x.pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nAAEC\r\n--b--\r\n";
         let msg = MessageParser::default().parse(&raw[..]).unwrap();
-        let tree = body_part(raw, &msg, 0, Some(Origin { mailbox: 1, uid: 2 }), 0);
+        let tree = body_part(raw, &msg, 0, Some(&Origin::stored(1, 2)), 0);
         assert_eq!(tree.media_type, "multipart/mixed");
         let subs = tree.sub_parts.unwrap();
         assert_eq!(subs.len(), 2);

@@ -76,6 +76,8 @@ pub enum BlobRef {
     Message(MailboxId, Uid),
     Part(MailboxId, Uid, String),
     Upload(String),
+    /// A part of an uploaded message (its Email/parse blob ids).
+    UploadPart(String, String),
 }
 
 pub fn message_blob_id(mailbox: MailboxId, uid: Uid) -> String {
@@ -90,19 +92,35 @@ pub fn upload_blob_id(hash: &str) -> String {
     format!("U{hash}")
 }
 
+pub fn upload_part_blob_id(hash: &str, part: &str) -> String {
+    format!("U{hash}_{}", part.replace('.', "-"))
+}
+
+/// A part path in a blob id: digits, `-` between levels.
+fn part_path(p: &str) -> Option<String> {
+    (!p.is_empty() && p.len() <= 64 && p.bytes().all(|b| b.is_ascii_digit() || b == b'-')).then(|| p.replace('-', "."))
+}
+
 pub fn parse_blob(s: &str) -> Option<BlobRef> {
-    if let Some(h) = s.strip_prefix('U') {
-        return (h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())).then(|| BlobRef::Upload(h.to_string()));
+    if let Some(rest) = s.strip_prefix('U') {
+        let (h, part) = match rest.split_once('_') {
+            Some((h, p)) => (h, Some(part_path(p)?)),
+            None => (rest, None),
+        };
+        if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        return Some(match part {
+            Some(p) => BlobRef::UploadPart(h.to_string(), p),
+            None => BlobRef::Upload(h.to_string()),
+        });
     }
     let mut it = s.strip_prefix('b')?.splitn(3, '_');
     let m = digits(it.next()?)?;
     let u = digits(it.next()?)?;
     match it.next() {
         None => Some(BlobRef::Message(m, u)),
-        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit() || b == b'-') => {
-            Some(BlobRef::Part(m, u, p.replace('-', ".")))
-        }
-        Some(_) => None,
+        Some(p) => Some(BlobRef::Part(m, u, part_path(p)?)),
     }
 }
 
@@ -219,6 +237,15 @@ mod tests {
             Some(BlobRef::Part(1, 2, "1.2".into()))
         );
         assert_eq!(parse_blob(&message_blob_id(1, 2)), Some(BlobRef::Message(1, 2)));
+        let h = "ab".repeat(32);
+        assert_eq!(parse_blob(&upload_blob_id(&h)), Some(BlobRef::Upload(h.clone())));
+        assert_eq!(
+            parse_blob(&upload_part_blob_id(&h, "2.3")),
+            Some(BlobRef::UploadPart(h.clone(), "2.3".into()))
+        );
+        assert_eq!(parse_blob(&format!("U{h}_")), None);
+        assert_eq!(parse_blob(&format!("U{h}_2x")), None);
+        assert_eq!(parse_blob("b1_2_"), None);
         assert_eq!(parse_blob("U00"), None);
         assert_eq!(parse_thread("tabc"), Some(ThreadRef::Stored("abc".into())));
         assert_eq!(parse_thread("u1_2"), Some(ThreadRef::Single(1, 2)));

@@ -121,6 +121,25 @@ impl Conn {
         self.tls
     }
 
+    /// Acknowledges what was received now, not after the delayed-ACK timer.
+    /// Clients that write a literal and its closing CRLF separately
+    /// (Python's imaplib, and others) have Nagle's algorithm hold the CRLF
+    /// until the literal is acknowledged, so without this every
+    /// synchronizing literal stalls for Linux's 40 ms delayed ACK.
+    pub fn ack_now(&self) {
+        let tcp = match &self.stream {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref().0,
+            Stream::Upgrading => return,
+        };
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Err(e) = socket2::SockRef::from(tcp).set_tcp_quickack(true) {
+            tracing::debug!(error = %e, "TCP_QUICKACK failed");
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let _ = tcp;
+    }
+
     /// Queues bytes for the client (sent at the next flush or read).
     pub fn send(&mut self, bytes: &[u8]) {
         self.out.extend_from_slice(bytes);

@@ -311,8 +311,11 @@ impl Actor for OutboundSupervisor {
     }
 }
 
-/// Starts the supervisor (and so the runner) for this node.
-pub async fn start(o: Arc<Outbound>) -> Result<ActorRef<SupervisorMsg>, ActorProcessingErr> {
-    let (sup, _) = Actor::spawn(None, OutboundSupervisor, o).await?;
-    Ok(sup)
+/// Starts the supervisor (and so the runner) for this node; the handle
+/// ends when the supervisor stops (its restart budget spent), which the
+/// node treats as fatal.
+pub async fn start(
+    o: Arc<Outbound>,
+) -> Result<(ActorRef<SupervisorMsg>, tokio::task::JoinHandle<()>), ActorProcessingErr> {
+    Ok(Actor::spawn(None, OutboundSupervisor, o).await?)
 }

@@ -14,6 +14,129 @@ pub struct NodeRecord {
     /// The mesh address peers dial.
     pub mesh_addr: String,
     pub started_ms: u64,
+    /// Set by `meshmail node forget`: the node left for good, so peers drop
+    /// it from their directory and it no longer counts against quorum. A
+    /// start of the name writes a fresh record, which clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forgotten_ms: Option<u64>,
+}
+
+/// The last sign of life of a node name: written by its mesh runtime every
+/// [`SEEN_INTERVAL_MS`], read by `meshmail node forget` (which refuses a
+/// node seen lately) and `meshmail status`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NodeSeen {
+    pub generation: u64,
+    pub seen_ms: u64,
+}
+
+/// How often a running node records [`NodeSeen`].
+pub const SEEN_INTERVAL_MS: u64 = 1_000;
+
+/// Records that (name, generation) is alive now. A blind write (no read):
+/// it never conflicts, and the newest incarnation's rows win within a
+/// second because the superseded one stops writing.
+pub async fn record_seen(db: &Database, name: &str, generation: u64) -> Result<()> {
+    let name = name.to_string();
+    db.run("node_seen", move |txn| {
+        let name = name.clone();
+        async move {
+            put_record(
+                &txn,
+                &keyspace::node_seen(&name),
+                &NodeSeen {
+                    generation,
+                    seen_ms: now_ms(),
+                },
+            )
+        }
+    })
+    .await
+}
+
+pub async fn seen(txn: &Txn, name: &str) -> Result<Option<NodeSeen>> {
+    get_record(txn, &keyspace::node_seen(name), "node_seen").await
+}
+
+/// Why `forget` refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ForgetRefused {
+    #[error("no node named {0} is registered")]
+    Unknown(String),
+    #[error("{name} is already forgotten")]
+    AlreadyForgotten { name: String },
+    #[error(
+        "{name}#{generation} was alive {ago_ms} ms ago (holding {leases} shard leases): stop it (or `meshmail node drain` it) first; a node is gone only after {silence_ms} ms without a sign of life"
+    )]
+    Alive {
+        name: String,
+        generation: u64,
+        ago_ms: u64,
+        leases: usize,
+        silence_ms: u64,
+    },
+}
+
+/// What `forget` did: the record as forgotten, and how many shard leases
+/// the gone node still held (survivors take them over once it no longer
+/// counts against their quorum).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forgotten {
+    pub record: NodeRecord,
+    pub leases_held: usize,
+}
+
+/// Marks `name` as gone for good, in one transaction that also checks it
+/// really is gone: no sign of life (see [`record_seen`]) for `silence_ms`.
+/// Leases it still holds do not block (a crashed node never released
+/// them); they are counted so the operator sees what will be taken over.
+/// `Ok(Err(_))` is a refusal; `Err(_)` a store failure.
+pub async fn forget(
+    db: &Database,
+    name: &str,
+    silence_ms: u64,
+) -> Result<std::result::Result<Forgotten, ForgetRefused>> {
+    let name = name.to_string();
+    db.run("node_forget", move |txn| {
+        let name = name.clone();
+        async move {
+            let Some(mut record) = get_record::<NodeRecord>(&txn, &keyspace::node(&name), "node").await? else {
+                return Ok(Err(ForgetRefused::Unknown(name)));
+            };
+            if record.forgotten_ms.is_some() {
+                return Ok(Err(ForgetRefused::AlreadyForgotten { name }));
+            }
+            let mut leases = 0;
+            let mut from = 0;
+            loop {
+                let page = list_leases(&txn, from, 1024).await?;
+                leases += page.iter().filter(|l| !l.released && l.node == name).count();
+                match page.last() {
+                    Some(last) if page.len() == 1024 => from = last.shard + 1,
+                    _ => break,
+                }
+            }
+            let now = now_ms();
+            if let Some(s) = seen(&txn, &name).await?
+                && now.saturating_sub(s.seen_ms) < silence_ms
+            {
+                return Ok(Err(ForgetRefused::Alive {
+                    name,
+                    generation: s.generation,
+                    ago_ms: now.saturating_sub(s.seen_ms),
+                    leases,
+                    silence_ms,
+                }));
+            }
+            record.forgotten_ms = Some(now);
+            put_record(&txn, &keyspace::node(&name), &record)?;
+            Ok(Ok(Forgotten {
+                record,
+                leases_held: leases,
+            }))
+        }
+    })
+    .await
 }
 
 /// Registers a starting node and returns its new generation: one more than
@@ -37,6 +160,7 @@ pub async fn register_start(db: &Database, name: &str, mesh_addr: &str) -> Resul
                     generation,
                     mesh_addr: mesh_addr.clone(),
                     started_ms: now_ms(),
+                    forgotten_ms: None,
                 },
             )?;
             Ok::<u64, StorageError>(generation)

@@ -1,0 +1,179 @@
+//! Carrying out one planned fault (see `schedule.rs`) on the running mesh,
+//! and lifting network faults when their time is up. A fault that cannot
+//! be injected right now (too many nodes down, its node not serving) is
+//! recorded as `skipped`, so the report shows plan and execution side by side.
+
+use std::time::{Duration, Instant};
+
+use crate::runner::Run;
+use crate::schedule::{FaultKind, Planned};
+
+impl Run {
+    pub(crate) async fn inject(&mut self, p: &Planned, now: Instant, max_down: usize) -> anyhow::Result<()> {
+        let guard = p.kind.isolates() && self.down(now) >= max_down;
+        let target = if guard {
+            None
+        } else {
+            self.pick_serving(now, p.node, p.pick)
+        };
+        let Some(i) = target else {
+            let why = if guard {
+                format!("{} nodes down already", self.down(now))
+            } else {
+                "no eligible node serving".into()
+            };
+            let i = p.node.unwrap_or(0);
+            self.record(
+                "skipped",
+                i,
+                format!("{} at {:.1} s ({}): {why}", p.kind.name(), p.t_s, p.source),
+            );
+            return Ok(());
+        };
+        match p.kind {
+            FaultKind::Kill => {
+                self.h.kill(i).await?;
+                let delay = p.duration_s;
+                self.record("kill", i, format!("SIGKILL, restart in {delay:.1} s"));
+                self.set_view(i);
+                self.restarts.push((now + Duration::from_secs_f64(delay), i, 0));
+                self.poll_shards("kill", i, now);
+            }
+            FaultKind::LinkDrop => {
+                if self
+                    .post_fault(i, "/admin/faults/drop-links", "link_drop", String::new())
+                    .await
+                {
+                    self.poll_links("link_drop", i, now);
+                }
+            }
+            FaultKind::Partition => self.transport_partition(i, p.duration_s, now).await,
+            FaultKind::Pause => {
+                let d = p.duration_s;
+                self.h.mesh.pause(i)?;
+                self.record("pause", i, format!("SIGSTOP for {d:.1} s"));
+                self.set_view(i);
+                self.resumes.push((now + Duration::from_secs_f64(d), i));
+            }
+            FaultKind::Starve => self.starve(i, p.duration_s, now),
+            FaultKind::StoreLock => self.store_lock(i, p.duration_s, now).await,
+            kind => self.inject_net(kind, p, i, now).await,
+        }
+        Ok(())
+    }
+
+    /// The load's refusals so far (4xx/5xx answers).
+    fn refusals(&self) -> u64 {
+        self.h.load.as_ref().map_or(0, |l| l.summary().counters.refused)
+    }
+
+    /// The store's write lock held elsewhere for `seconds` (every node is affected).
+    async fn store_lock(&mut self, i: usize, seconds: f64, now: Instant) {
+        let db = self.h.mesh.data_dir.join("meshmail.sqlite");
+        match crate::store_outage::lock(&db, seconds + 5.0).await {
+            Ok(l) => {
+                self.record(
+                    "store_lock",
+                    i,
+                    format!("{} write-locked for {seconds:.1} s", db.display()),
+                );
+                let before = self.refusals();
+                self.store_locks
+                    .push((now + Duration::from_secs_f64(seconds), i, l, before));
+            }
+            Err(e) => self.record("fault_error", i, format!("store_lock: {e:#}")),
+        }
+    }
+
+    /// CPU starvation of node `i` for `seconds`.
+    fn starve(&mut self, i: usize, seconds: f64, now: Instant) {
+        let Some(pid) = self.h.mesh.slots[i].pid else { return };
+        match crate::starve::Starvation::start(pid) {
+            Ok(s) => {
+                let detail = format!(
+                    "{} threads pinned to CPU 0 at nice 19 beside a spinner, for {seconds:.1} s",
+                    s.threads()
+                );
+                self.record("starve", i, detail);
+                self.starving.push((now + Duration::from_secs_f64(seconds), i, s));
+            }
+            Err(e) => self.record("fault_error", i, format!("starve: {e:#}")),
+        }
+    }
+
+    /// The transport's partition endpoint: node `i` has no links for `seconds`.
+    async fn transport_partition(&mut self, i: usize, seconds: f64, now: Instant) {
+        let ms = (seconds * 1000.0) as u64;
+        let path = format!("/admin/faults/partition?ms={ms}");
+        if self.post_fault(i, &path, "partition", format!("{ms} ms")).await {
+            let heal = now + Duration::from_millis(ms);
+            self.isolated_until[i] = Some(heal);
+            self.poll_links("partition", i, heal);
+        }
+    }
+
+    /// A namespace fault on node `i` for `p.duration_s`.
+    async fn inject_net(&mut self, kind: FaultKind, p: &Planned, i: usize, now: Instant) {
+        let Some(net) = self.netns.as_ref() else {
+            // No namespaces here: a partition (one-way or not) becomes the
+            // transport's partition; shaping has no fallback.
+            if matches!(kind, FaultKind::NetnsPartition | FaultKind::NetnsOneway) && self.transport_fallback {
+                self.transport_partition(i, p.duration_s, now).await;
+                return;
+            }
+            self.record(
+                "skipped",
+                i,
+                format!("{}: no network namespaces in this run", kind.name()),
+            );
+            return;
+        };
+        let applied = net.apply(kind, i, &p.netem).await;
+        match applied {
+            Ok(detail) => {
+                let until = now + Duration::from_secs_f64(p.duration_s);
+                self.record(kind.name(), i, format!("{detail} for {:.1} s", p.duration_s));
+                if kind.isolates() {
+                    self.isolated_until[i] = Some(until);
+                }
+                self.heals.push((until, i, kind));
+            }
+            Err(e) => self.record("fault_error", i, format!("{}: {e:#}", kind.name())),
+        }
+    }
+
+    /// Lifts the network faults whose time is up and measures their recovery.
+    pub(crate) async fn heal_due(&mut self, now: Instant) {
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.store_locks)
+            .into_iter()
+            .partition(|x| x.0 <= now);
+        self.store_locks = keep;
+        for (_, i, l, before) in due {
+            l.end().await;
+            let refused = self.refusals().saturating_sub(before);
+            self.outage_refusals += refused;
+            self.record("heal", i, format!("store_lock: {refused} SMTP refusals during it"));
+            self.poll_shards("store_lock", i, Instant::now());
+        }
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.starving).into_iter().partition(|x| x.0 <= now);
+        self.starving = keep;
+        for (_, i, s) in due {
+            s.end();
+            self.record("heal", i, "starve".into());
+            self.poll_links("starve", i, Instant::now());
+        }
+        let due: Vec<_> = self.heals.iter().copied().filter(|x| x.0 <= now).collect();
+        self.heals.retain(|x| x.0 > now);
+        for (_, i, kind) in due {
+            let Some(net) = self.netns.as_ref() else { continue };
+            let healed = net.heal(i).await;
+            match healed {
+                Ok(()) => {
+                    self.record("heal", i, kind.name().into());
+                    self.poll_links(kind.name(), i, Instant::now());
+                }
+                Err(e) => self.record("fault_error", i, format!("heal: {e:#}")),
+            }
+        }
+    }
+}
