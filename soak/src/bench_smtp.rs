@@ -248,12 +248,16 @@ fn meshmail_run(
 ) -> anyhow::Result<RunFigures> {
     let dir = tempfile::tempdir()?;
     let rcpts = recipients(mailboxes);
-    let page_size = if mode.starts_with("base-") {
+    let baseline = mode.starts_with("base-");
+    let page_size = if baseline {
         BASELINE_PAGE_SIZE_BYTES
     } else {
         args.sqlite_page_size
     };
     setup_accounts(dir.path(), &rcpts, page_size)?;
+    if baseline {
+        unfence_for_older_build(dir.path())?;
+    }
     let config: Vec<String> = args
         .node_config
         .iter()
@@ -356,6 +360,16 @@ const BASELINE_PAGE_SIZE_BYTES: u32 = 4096;
 /// Accounts per setup transaction: each creates a handful of mailboxes, so
 /// this stays far below FDB's 10 MB / 5 s.
 const ACCOUNTS_PER_TXN: usize = 50;
+
+/// The store is set up by this build, which fences older builds out of a
+/// file it opened (the `conflict_log` view of `kv::sqlite::schema`); the
+/// base-* runs are an older build, given the file before any node of this
+/// build ran on it: the fence goes, the older build makes its own table.
+fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
+    let conn = rusqlite::Connection::open(data_dir.join("meshmail.sqlite"))?;
+    conn.execute_batch("DROP VIEW IF EXISTS conflict_log")?;
+    Ok(())
+}
 
 /// The domain and one account per recipient, written straight to the
 /// store before the node starts (as the admin commands do), with one

@@ -7,19 +7,40 @@ use rusqlite::{Connection, OptionalExtension, params};
 /// one blob: a batch of hundreds of keys costs one B-tree insert, not
 /// hundreds plus their index entries), for optimistic conflict checks.
 ///
-/// The per-range `conflict_log` of earlier versions is dropped: a process
-/// of an older build still writing there would make conflicts invisible to
-/// this one, so it must fail loudly instead.
+/// The per-range `conflict_log` table of earlier builds is replaced by an
+/// empty view of that name: a process of an older build sharing the file
+/// would otherwise log its commits where this one never looks (and miss
+/// this one's), each blind to the other's conflicts. With the view in
+/// place an older build fails loudly instead: at open (its `CREATE INDEX`
+/// on `conflict_log`: "views may not be indexed") or, if it was already
+/// running, at its next commit ("cannot modify conflict_log because it is
+/// a view").
 pub fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;
          CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-         DROP TABLE IF EXISTS conflict_log;
          CREATE TABLE IF NOT EXISTS commit_log (
              version INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, ranges BLOB NOT NULL);
          INSERT OR IGNORE INTO meta(name, value) VALUES ('version', 0), ('pruned_through', 0);",
-    )
+    )?;
+    let old: Option<String> = conn
+        .query_row("SELECT type FROM sqlite_master WHERE name = 'conflict_log'", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if old.as_deref() == Some("table") {
+        conn.execute_batch("DROP TABLE conflict_log")?;
+    }
+    if old.as_deref() != Some("view") {
+        conn.execute_batch(OLD_BUILDS_FENCE)?;
+    }
+    Ok(())
 }
+
+/// The view that stands where older builds' `conflict_log` table was (see
+/// [`create`]): no rows, no columns they use.
+const OLD_BUILDS_FENCE: &str = "CREATE VIEW conflict_log AS SELECT \
+     'replaced by commit_log: every process sharing this file must run the same build' AS why WHERE 0";
 
 pub fn read_meta(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
     let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE name = ?1")?;
@@ -107,6 +128,31 @@ pub fn prune_conflict_log(conn: &Connection, cutoff_ms: i64) -> rusqlite::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What builds before `commit_log` ran at open, and at every commit.
+    const OLD_CREATE: &str = "CREATE TABLE IF NOT EXISTS conflict_log (
+             version INTEGER NOT NULL, b BLOB NOT NULL, e BLOB NOT NULL, at_ms INTEGER NOT NULL);
+         CREATE INDEX IF NOT EXISTS conflict_log_by_version ON conflict_log(version);";
+    const OLD_LOG: &str = "INSERT INTO conflict_log(version, b, e, at_ms) VALUES (1, x'61', x'62', 0)";
+
+    #[test]
+    fn an_old_store_is_converted_and_an_older_build_sharing_it_fails() {
+        let old = Connection::open_in_memory().unwrap();
+        old.execute_batch(OLD_CREATE).unwrap();
+        old.execute_batch(OLD_LOG).unwrap();
+        create(&old).unwrap();
+        // Opening again (another process of this build) keeps the fence.
+        create(&old).unwrap();
+        // An older build opening the file now fails at its index...
+        let err = old.execute_batch(OLD_CREATE).unwrap_err();
+        assert!(err.to_string().contains("views may not be indexed"), "{err}");
+        // ...and one already running fails at its next commit.
+        let err = old.execute_batch(OLD_LOG).unwrap_err();
+        assert!(err.to_string().contains("cannot modify conflict_log"), "{err}");
+        // This build's log works.
+        log_commit(&old, 2, 0, &[(b"a".to_vec(), b"b".to_vec())]).unwrap();
+        assert_eq!(write_ranges_since(&old, 1).unwrap().len(), 1);
+    }
 
     #[test]
     fn ranges_round_trip_and_truncation_is_refused() {
