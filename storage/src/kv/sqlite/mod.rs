@@ -54,8 +54,8 @@ pub struct SqliteOptions {
 /// of a cell in the page (~1,000 B at 4 KiB) and spills the rest to an
 /// overflow page of its own. At 4 KiB every inline 1 KiB body (and most
 /// message rows) took a mostly empty 4 KiB overflow page; 8 KiB pages keep
-/// cells up to ~2 KB in place. Measured in `bench smtp` (see
-/// soak/reports/bench-ingest-2026-12-01.md).
+/// cells up to ~2 KB in place. Not yet isolated in `bench smtp` (see
+/// soak/reports/ingest-2026-12-02.md).
 pub const PAGE_SIZE_BYTES_DEFAULT: u32 = 8192;
 
 impl SqliteOptions {
