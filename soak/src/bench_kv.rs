@@ -126,6 +126,7 @@ fn one_run(exe: &std::path::Path, args: &KvArgs, procs: u32, writes: u32) -> any
     open_kv(&KvConfig::Sqlite {
         path: path.clone(),
         fsync: true,
+        page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
     })?;
     let children = (0..procs)
         .map(|_| {
@@ -216,6 +217,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         let db = open_kv(&KvConfig::Sqlite {
             path: args.path.clone(),
             fsync: true,
+            page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
         })?;
         let pid = std::process::id();
         let value = vec![0x5au8; args.value_bytes];

@@ -1,21 +1,31 @@
 //! `meshmail-soak bench smtp`: N messages of a fixed size over C connections
-//! against one node, then the same load against the same server in its
-//! no-storage sink mode, so the durable rate is also given as a fraction of
-//! the protocol-only ceiling measured in the same run.
+//! against one node, in the same invocation:
+//!
+//! * `durable`: to `--mailboxes` distinct accounts (default 16: with 16
+//!   sessions, one mailbox each), every 250 durable;
+//! * `spread`: the same load spread over `--spread-mailboxes` accounts;
+//! * `sink`: the server's no-storage mode (the protocol ceiling);
+//! * `dovecot`: Debian's Dovecot LMTP (`dovecot-lmtpd`, fsync on) as the
+//!   peer, when installed (see [`crate::dovecot_peer`]), to the same
+//!   recipients as `durable`; the durable rate is printed as a ratio of it;
+//! * `dovecot-spread`: the peer to the `spread` recipients.
+//!
+//! Besides msg/s and latency it reports the node's CPU (user+sys from
+//! /proc) per message, the bytes on disk per stored message after a WAL
+//! checkpoint (SQLite file + blobs), and the write amplification (bytes the
+//! node had the kernel write / message bytes delivered).
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
 
-use anyhow::bail;
 use clap::Args;
-use hdrhistogram::Histogram;
+use meshmail_storage::StorageError;
+use meshmail_storage::model::{accounts, domains};
+use meshmail_storage::open::{KvConfig, open_kv};
 use serde::Serialize;
 
-use crate::node_proc::{NodeProc, histogram, meshmail_binary, setup_account};
+use crate::node_proc::{NodeProc, histogram, meshmail_binary};
+use crate::smtp_load::{self, LoadSpec};
+use crate::store_usage;
 
 #[derive(Debug, Args)]
 pub struct SmtpArgs {
@@ -28,6 +38,19 @@ pub struct SmtpArgs {
     /// Message size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub size: usize,
+    /// Distinct recipient mailboxes of the `durable` (and `dovecot`) mode.
+    #[arg(long, default_value_t = 16)]
+    pub mailboxes: usize,
+    /// Recipient mailboxes of the `spread` mode (0: no spread run).
+    #[arg(long, default_value_t = 1000)]
+    pub spread_mailboxes: usize,
+    /// Messages stored (unmeasured) before each `durable` run: the rate as
+    /// the store grows.
+    #[arg(long, default_value_t = 0)]
+    pub prefill: u64,
+    /// Run Dovecot's LMTP as the peer when installed (`auto`), or not (`off`).
+    #[arg(long, default_value = "auto")]
+    pub peer: String,
     /// Runs per mode (the report gives medians).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -37,147 +60,346 @@ pub struct SmtpArgs {
     /// The meshmail binary (default: next to this one).
     #[arg(long)]
     pub meshmail: Option<PathBuf>,
+    /// Another meshmail binary (an earlier build) run in the same
+    /// invocation, interleaved, as modes `base-durable` and `base-spread`:
+    /// before/after ratios from one run on a noisy machine.
+    #[arg(long)]
+    pub baseline_meshmail: Option<PathBuf>,
+    /// Page size of the SQLite file the bench creates for `durable`,
+    /// `spread` and `sink` (base-* runs get 4096, SQLite's default, which
+    /// earlier builds used).
+    #[arg(long, default_value_t = meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT)]
+    pub sqlite_page_size: u32,
+    /// A TOML config file for the nodes (`--config`), e.g. `batchers`.
+    #[arg(long)]
+    pub node_config: Option<PathBuf>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RunFigures {
     pub mode: &'static str,
     pub messages: u64,
     pub msg_per_s: f64,
     pub accept_p50_ms: f64,
     pub accept_p99_ms: f64,
+    pub first_quarter_msg_per_s: f64,
+    pub last_quarter_msg_per_s: f64,
     pub mean_batch: f64,
+    pub mean_commit_ms: f64,
+    pub cpu_ms_per_msg: f64,
+    /// Bytes on disk per stored message (all messages stored, prefill too).
+    pub disk_bytes_per_msg: f64,
+    pub sqlite_bytes_per_msg: f64,
+    pub blob_bytes_per_msg: f64,
+    pub write_amplification: f64,
     pub batch_buckets: Vec<(String, f64)>,
 }
 
-const USER: &str = "bench@bench.example";
+const DOMAIN: &str = "bench.example";
+const MODES: [&str; 7] = [
+    "base-durable",
+    "durable",
+    "base-spread",
+    "spread",
+    "sink",
+    "dovecot",
+    "dovecot-spread",
+];
+
+fn recipients(n: usize) -> Vec<String> {
+    (0..n.max(1)).map(|i| format!("bench{i}@{DOMAIN}")).collect()
+}
 
 pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
     let bin = meshmail_binary(args.meshmail.as_deref())?;
+    let dovecot = match args.peer.as_str() {
+        "off" => None,
+        _ => crate::dovecot_peer::binary(),
+    };
+    if dovecot.is_none() && args.peer != "off" {
+        eprintln!("dovecot LMTP not installed (apt-get install dovecot-lmtpd): no peer run");
+    }
     let mut all = Vec::new();
     for run in 0..args.runs {
-        for (mode, extra) in [("durable", &[][..]), ("sink", &["--bench-sink"][..])] {
-            let dir = tempfile::tempdir()?;
-            setup_account(&bin, dir.path(), USER, "bench")?;
-            let node = NodeProc::start(&bin, dir.path(), extra)?;
-            let figures = load(&node, &args, mode)?;
+        for mode in MODES {
+            let base = args.baseline_meshmail.as_deref();
+            let figures = match (mode, base) {
+                ("durable", _) => meshmail_run(&bin, &args, mode, args.mailboxes, args.prefill, &[])?,
+                ("spread", _) if args.spread_mailboxes > 0 => {
+                    meshmail_run(&bin, &args, mode, args.spread_mailboxes, 0, &[])?
+                }
+                ("base-durable", Some(b)) => meshmail_run(b, &args, mode, args.mailboxes, args.prefill, &[])?,
+                ("base-spread", Some(b)) if args.spread_mailboxes > 0 => {
+                    meshmail_run(b, &args, mode, args.spread_mailboxes, 0, &[])?
+                }
+                ("sink", _) => meshmail_run(&bin, &args, mode, args.mailboxes, 0, &["--bench-sink"])?,
+                ("dovecot", _) if dovecot.is_some() => {
+                    dovecot_run(dovecot.as_deref().expect("checked"), &args, mode, args.mailboxes)?
+                }
+                ("dovecot-spread", _) if dovecot.is_some() && args.spread_mailboxes > 0 => {
+                    dovecot_run(dovecot.as_deref().expect("checked"), &args, mode, args.spread_mailboxes)?
+                }
+                _ => continue,
+            };
             eprintln!(
-                "run {}/{} {mode}: {:.0} msg/s, p50 {:.2} ms, p99 {:.2} ms, mean batch {:.1}",
+                "run {}/{} {mode}: {:.0} msg/s (quarters {:.0} → {:.0}), p50 {:.2} ms, p99 {:.2} ms, batch {:.1}, \
+                 CPU {:.3} ms/msg, {:.0} B/msg on disk, write amp {:.1}",
                 run + 1,
                 args.runs,
                 figures.msg_per_s,
+                figures.first_quarter_msg_per_s,
+                figures.last_quarter_msg_per_s,
                 figures.accept_p50_ms,
                 figures.accept_p99_ms,
-                figures.mean_batch
+                figures.mean_batch,
+                figures.cpu_ms_per_msg,
+                figures.disk_bytes_per_msg,
+                figures.write_amplification,
             );
             all.push(figures);
         }
     }
-    let median = |mode: &str, f: fn(&RunFigures) -> f64| {
-        let mut v: Vec<f64> = all.iter().filter(|r| r.mode == mode).map(f).collect();
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let durable = median("durable", |r| r.msg_per_s);
-    let sink = median("sink", |r| r.msg_per_s);
-    println!(
-        "bench smtp: {} messages of {} B over {} connections, median of {} runs\n",
-        args.messages, args.size, args.connections, args.runs
-    );
-    println!("| mode | msg/s | accept p50 ms | accept p99 ms | mean batch |");
-    println!("|---|---:|---:|---:|---:|");
-    for mode in ["durable", "sink"] {
-        println!(
-            "| {mode} | {:.0} | {:.2} | {:.2} | {:.1} |",
-            median(mode, |r| r.msg_per_s),
-            median(mode, |r| r.accept_p50_ms),
-            median(mode, |r| r.accept_p99_ms),
-            median(mode, |r| r.mean_batch)
-        );
-    }
-    println!("\ndurable / sink = {:.2}", durable / sink.max(1e-9));
-    if let Some(last) = all.iter().rev().find(|r| r.mode == "durable") {
-        println!(
-            "batch-size distribution (last durable run, cumulative): {:?}",
-            last.batch_buckets
-        );
-    }
+    print_report(&args, &all);
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_vec_pretty(&all)?)?;
     }
     Ok(())
 }
 
-fn load(node: &NodeProc, args: &SmtpArgs, mode: &'static str) -> anyhow::Result<RunFigures> {
-    let addr = node.addr("smtp")?;
-    let next = Arc::new(AtomicU64::new(0));
-    let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
-    let body = "x".repeat(args.size.saturating_sub(120).max(1));
-    let deadline = Instant::now() + Duration::from_secs(args.max_secs);
-    let started = Instant::now();
-    let workers: Vec<_> = (0..args.connections)
-        .map(|_| {
-            let (addr, next, hist, body, total) = (addr.clone(), next.clone(), hist.clone(), body.clone(), args.messages);
-            std::thread::spawn(move || -> anyhow::Result<u64> {
-                let stream = TcpStream::connect(&addr)?;
-                stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-                stream.set_nodelay(true)?;
-                let mut w = stream.try_clone()?;
-                let mut r = BufReader::new(stream);
-                let mut reply = || -> anyhow::Result<u16> {
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line)? == 0 {
-                            bail!("connection closed");
-                        }
-                        if line.as_bytes().get(3) != Some(&b'-') {
-                            return Ok(line[..3].parse()?);
-                        }
-                    }
-                };
-                reply()?;
-                w.write_all(b"EHLO bench\r\n")?;
-                reply()?;
-                let mut sent = 0;
-                while Instant::now() < deadline {
-                    let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n >= total {
-                        break;
-                    }
-                    let t = Instant::now();
-                    let msg = format!(
-                        "MAIL FROM:<load@remote.example>\r\nRCPT TO:<{USER}>\r\nDATA\r\nSubject: bench {n}\r\n\r\n{body}\r\n.\r\n"
-                    );
-                    w.write_all(msg.as_bytes())?;
-                    let codes = [reply()?, reply()?, reply()?, reply()?];
-                    if codes != [250, 250, 354, 250] {
-                        bail!("unexpected replies {codes:?}");
-                    }
-                    hist.lock().expect("hist").record(t.elapsed().as_micros() as u64).ok();
-                    sent += 1;
-                }
-                w.write_all(b"QUIT\r\n")?;
-                Ok(sent)
-            })
-        })
-        .collect();
-    let mut sent = 0;
-    for w in workers {
-        sent += w.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
+    let median = |mode: &str, f: fn(&RunFigures) -> f64| {
+        let mut v: Vec<f64> = all.iter().filter(|r| r.mode == mode).map(f).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get(v.len() / 2).copied()
+    };
+    println!(
+        "bench smtp: {} messages of {} B over {} connections ({} mailboxes; spread {}; prefill {}), median of {} runs\n",
+        args.messages, args.size, args.connections, args.mailboxes, args.spread_mailboxes, args.prefill, args.runs
+    );
+    println!(
+        "| mode | msg/s | first → last quarter msg/s | accept p50 ms | accept p99 ms | mean batch | mean commit ms \
+         | node CPU ms/msg | disk B/msg (SQLite + blobs) | write amp |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for mode in MODES {
+        let Some(rate) = median(mode, |r| r.msg_per_s) else {
+            continue;
+        };
+        let m = |f: fn(&RunFigures) -> f64| median(mode, f).unwrap_or(0.0);
+        println!(
+            "| {mode} | {rate:.0} | {:.0} → {:.0} | {:.2} | {:.2} | {:.1} | {:.2} | {:.3} | {:.0} ({:.0} + {:.0}) | {:.1} |",
+            m(|r| r.first_quarter_msg_per_s),
+            m(|r| r.last_quarter_msg_per_s),
+            m(|r| r.accept_p50_ms),
+            m(|r| r.accept_p99_ms),
+            m(|r| r.mean_batch),
+            m(|r| r.mean_commit_ms),
+            m(|r| r.cpu_ms_per_msg),
+            m(|r| r.disk_bytes_per_msg),
+            m(|r| r.sqlite_bytes_per_msg),
+            m(|r| r.blob_bytes_per_msg),
+            m(|r| r.write_amplification),
+        );
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    let durable = median("durable", |r| r.msg_per_s).unwrap_or(0.0);
+    if let Some(sink) = median("sink", |r| r.msg_per_s) {
+        println!("\ndurable / sink = {:.2}", durable / sink.max(1e-9));
+    }
+    if let Some(d) = median("dovecot", |r| r.msg_per_s) {
+        println!("durable / dovecot LMTP = {:.2}", durable / d.max(1e-9));
+    }
+    if let (Some(s), Some(d)) = (
+        median("spread", |r| r.msg_per_s),
+        median("dovecot-spread", |r| r.msg_per_s),
+    ) {
+        println!("spread / dovecot LMTP spread = {:.2}", s / d.max(1e-9));
+    }
+    for (new, base) in [("durable", "base-durable"), ("spread", "base-spread")] {
+        if let (Some(n), Some(b)) = (median(new, |r| r.msg_per_s), median(base, |r| r.msg_per_s)) {
+            let cpu = |m| median(m, |r| r.cpu_ms_per_msg).unwrap_or(0.0);
+            let disk = |m| median(m, |r| r.disk_bytes_per_msg).unwrap_or(0.0);
+            println!(
+                "{new} / {base}: msg/s x{:.2}, CPU/msg x{:.2}, disk/msg x{:.2}",
+                n / b.max(1e-9),
+                cpu(new) / cpu(base).max(1e-9),
+                disk(new) / disk(base).max(1e-9)
+            );
+        }
+    }
+    if let Some(last) = all.iter().rev().find(|r| r.mode == "durable") {
+        println!(
+            "batch-size distribution (last durable run, cumulative): {:?}",
+            last.batch_buckets
+        );
+    }
+}
+
+/// One run against a fresh node: accounts, optional prefill, the measured
+/// load, then the node's figures and (after it stopped) its disk use.
+fn meshmail_run(
+    bin: &Path,
+    args: &SmtpArgs,
+    mode: &'static str,
+    mailboxes: usize,
+    prefill: u64,
+    extra: &[&str],
+) -> anyhow::Result<RunFigures> {
+    let dir = tempfile::tempdir()?;
+    let rcpts = recipients(mailboxes);
+    let baseline = mode.starts_with("base-");
+    let page_size = if baseline {
+        BASELINE_PAGE_SIZE_BYTES
+    } else {
+        args.sqlite_page_size
+    };
+    setup_accounts(dir.path(), &rcpts, page_size)?;
+    if baseline {
+        unfence_for_older_build(dir.path())?;
+    }
+    let config: Vec<String> = args
+        .node_config
+        .iter()
+        .flat_map(|p| ["--config".to_string(), p.display().to_string()])
+        .collect();
+    let node = NodeProc::start_with_global(bin, dir.path(), &config, extra)?;
+    let mut spec = LoadSpec {
+        addr: node.addr("smtp")?,
+        hello: "EHLO",
+        recipients: rcpts,
+        messages: prefill,
+        connections: args.connections,
+        size: args.size,
+        max_secs: args.max_secs,
+        first: 0,
+    };
+    if prefill > 0 {
+        smtp_load::run(&spec)?;
+    }
+    let before_metrics = node.metrics()?;
+    let (cpu0, io0) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
+    spec.messages = args.messages;
+    spec.first = prefill;
+    let load = smtp_load::run(&spec)?;
+    let (cpu1, io1) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
     let metrics = node.metrics()?;
-    let (bsum, bcount, buckets) = histogram(&metrics, "meshmail_batch_deliveries");
-    let h = hist.lock().expect("hist");
+    drop(node);
+    // Only the delivery batches' commits (the histogram is labelled by op).
+    let only = |text: &str, label: &str| {
+        text.lines()
+            .filter(|l| l.contains(label))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let delta = |name: &str, label: &str| {
+        let (s1, c1, b) = histogram(&only(&metrics, label), name);
+        let (s0, c0, _) = histogram(&only(&before_metrics, label), name);
+        (s1 - s0, c1 - c0, b)
+    };
+    let (bsum, bcount, buckets) = delta("meshmail_batch_deliveries", "");
+    let (csum, ccount, _) = delta("meshmail_kv_commit_seconds", "op=\"deliver_batch\"");
+    let sent = load.sent.max(1) as f64;
+    let stored = (load.sent + prefill).max(1) as f64;
+    let (sqlite, blobs) = if mode == "sink" {
+        (0, 0)
+    } else {
+        store_usage::checkpointed_usage(dir.path())?
+    };
     Ok(RunFigures {
         mode,
-        messages: sent,
-        msg_per_s: sent as f64 / elapsed,
-        accept_p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
-        accept_p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+        messages: load.sent,
+        msg_per_s: load.sent as f64 / load.elapsed_s,
+        accept_p50_ms: load.accept_p50_ms,
+        accept_p99_ms: load.accept_p99_ms,
+        first_quarter_msg_per_s: load.first_quarter_msg_per_s,
+        last_quarter_msg_per_s: load.last_quarter_msg_per_s,
         mean_batch: if bcount > 0.0 { bsum / bcount } else { 0.0 },
+        mean_commit_ms: if ccount > 0.0 { csum / ccount * 1000.0 } else { 0.0 },
+        cpu_ms_per_msg: (cpu1 - cpu0) * 1000.0 / sent,
+        disk_bytes_per_msg: (sqlite + blobs) as f64 / stored,
+        sqlite_bytes_per_msg: sqlite as f64 / stored,
+        blob_bytes_per_msg: blobs as f64 / stored,
+        write_amplification: io1.saturating_sub(io0) as f64 / (sent * args.size as f64),
         batch_buckets: buckets,
+    })
+}
+
+/// The same load against Dovecot's LMTP, to the recipients of `durable`
+/// (`dovecot`) or of `spread` (`dovecot-spread`).
+fn dovecot_run(bin: &Path, args: &SmtpArgs, mode: &'static str, mailboxes: usize) -> anyhow::Result<RunFigures> {
+    let peer = crate::dovecot_peer::DovecotLmtp::start(bin)?;
+    let load = smtp_load::run(&LoadSpec {
+        addr: peer.addr.clone(),
+        hello: "LHLO",
+        recipients: recipients(mailboxes),
+        messages: args.messages,
+        connections: args.connections,
+        size: args.size,
+        max_secs: args.max_secs,
+        first: 0,
+    })?;
+    let disk = store_usage::allocated_bytes(&peer.mail_dir())?;
+    Ok(RunFigures {
+        mode,
+        messages: load.sent,
+        msg_per_s: load.sent as f64 / load.elapsed_s,
+        accept_p50_ms: load.accept_p50_ms,
+        accept_p99_ms: load.accept_p99_ms,
+        first_quarter_msg_per_s: load.first_quarter_msg_per_s,
+        last_quarter_msg_per_s: load.last_quarter_msg_per_s,
+        disk_bytes_per_msg: disk as f64 / load.sent.max(1) as f64,
+        blob_bytes_per_msg: disk as f64 / load.sent.max(1) as f64,
+        ..RunFigures::default()
+    })
+}
+
+/// The page size of files made by builds before `page_size_bytes` existed.
+const BASELINE_PAGE_SIZE_BYTES: u32 = 4096;
+
+/// Accounts per setup transaction: each creates a handful of mailboxes, so
+/// this stays far below FDB's 10 MB / 5 s.
+const ACCOUNTS_PER_TXN: usize = 50;
+
+/// The store is set up by this build, which fences older builds out of a
+/// file it opened (the `conflict_log` view of `kv::sqlite::schema`); the
+/// base-* runs are an older build, given the file before any node of this
+/// build ran on it: the fence goes, the older build makes its own table.
+fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
+    let conn = rusqlite::Connection::open(data_dir.join("meshmail.sqlite"))?;
+    conn.execute_batch("DROP VIEW IF EXISTS conflict_log")?;
+    Ok(())
+}
+
+/// The domain and one account per recipient, written straight to the
+/// store before the node starts (as the admin commands do), with one
+/// password hash for all: argon2 for 1,000 accounts would take minutes.
+fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes: u32) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let db = open_kv(&KvConfig::Sqlite {
+            path: data_dir.join("meshmail.sqlite"),
+            fsync: true,
+            page_size_bytes,
+        })?;
+        db.run("bench_domain", |txn| async move {
+            domains::add(&txn, DOMAIN).await.map(drop)
+        })
+        .await?;
+        let hash = accounts::hash_password("bench")?;
+        for chunk in rcpts.chunks(ACCOUNTS_PER_TXN) {
+            let (chunk, hash) = (chunk.to_vec(), hash.clone());
+            db.run("bench_accounts", move |txn| {
+                let (chunk, hash) = (chunk.clone(), hash.clone());
+                async move {
+                    for email in &chunk {
+                        accounts::add(&txn, email, &hash).await?;
+                    }
+                    Ok::<_, StorageError>(())
+                }
+            })
+            .await?;
+        }
+        Ok::<_, anyhow::Error>(())
     })
 }

@@ -31,7 +31,29 @@ impl NodeProc {
         submission: &str,
         extra: &[&str],
     ) -> anyhow::Result<NodeProc> {
+        Self::spawn(bin, data_dir, &[], submission, extra)
+    }
+
+    /// Like [`NodeProc::start`], with global options (e.g. `--config FILE`)
+    /// before the `serve` command.
+    pub fn start_with_global(
+        bin: &Path,
+        data_dir: &Path,
+        global: &[String],
+        extra: &[&str],
+    ) -> anyhow::Result<NodeProc> {
+        Self::spawn(bin, data_dir, global, "off", extra)
+    }
+
+    fn spawn(
+        bin: &Path,
+        data_dir: &Path,
+        global: &[String],
+        submission: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<NodeProc> {
         let mut child = Command::new(bin)
+            .args(global)
             .arg("--data-dir")
             .arg(data_dir)
             .args([
@@ -66,6 +88,11 @@ impl NodeProc {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Ok(NodeProc { child, endpoints })
+    }
+
+    /// The node's process id (for /proc figures).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn addr(&self, name: &str) -> anyhow::Result<String> {

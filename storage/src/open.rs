@@ -20,6 +20,9 @@ pub enum KvConfig {
         /// false = synchronous=NORMAL (survives a crash, not a power cut).
         #[serde(default = "yes")]
         fsync: bool,
+        /// Page size of a new file (an existing one keeps its own).
+        #[serde(default = "page_size_default")]
+        page_size_bytes: u32,
     },
     /// FoundationDB (needs the `fdb` build feature and libfdb_c).
     Fdb {
@@ -32,12 +35,17 @@ fn yes() -> bool {
     true
 }
 
+fn page_size_default() -> u32 {
+    crate::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT
+}
+
 impl KvConfig {
     /// The embedded default under a data directory.
     pub fn sqlite_in(data_dir: &Path) -> Self {
         KvConfig::Sqlite {
             path: data_dir.join("meshmail.sqlite"),
             fsync: true,
+            page_size_bytes: page_size_default(),
         }
     }
 }
@@ -45,9 +53,14 @@ impl KvConfig {
 /// Opens the configured KV backend.
 pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
     match cfg {
-        KvConfig::Sqlite { path, fsync } => {
+        KvConfig::Sqlite {
+            path,
+            fsync,
+            page_size_bytes,
+        } => {
             let mut opts = SqliteOptions::new(path);
             opts.durability = if *fsync { Durability::Full } else { Durability::Normal };
+            opts.page_size_bytes = *page_size_bytes;
             Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
         }
         #[cfg(feature = "fdb")]

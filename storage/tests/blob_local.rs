@@ -411,3 +411,34 @@ async fn an_empty_store_sweeps_in_one_step() {
         }
     );
 }
+
+/// Inline bodies are prepared without a transaction: the inline sweep and a
+/// reference of the same content must still never leave a message pointing
+/// at swept bytes. A reference that read the old inline entry conflicts
+/// with the sweep that cleared it; its retry stores the bytes again.
+#[tokio::test]
+async fn an_inline_reference_racing_the_inline_sweep_stores_the_bytes_again() {
+    let e = env().await;
+    let bytes = body(21, 500);
+    let first = e.blobs.prepare(&e.db, bytes.clone()).await.unwrap();
+    assert!(first.body.inline);
+    assert_eq!(first.generation, blob::INLINE_GENERATION);
+    reference(&e.db, &first).await.unwrap();
+    release(&e.db, &first.body).await;
+    let again = e.blobs.prepare(&e.db, bytes.clone()).await.unwrap();
+
+    // The delivery's transaction reads the (still present) inline entry...
+    let txn = e.db.begin(false).await.unwrap();
+    blob::reference(&txn, &again).await.unwrap();
+    // ...the sweep clears it meanwhile...
+    assert_eq!(sweep_pass(&e, Duration::ZERO, 100).await.deleted, 1);
+    let inline_key = keyspace::blob_inline(&again.body.hash);
+    assert_eq!(get_key(&e.db, &inline_key).await, None);
+    // ...so the delivery must not commit as it is.
+    let err = txn.commit().await.unwrap_err();
+    assert!(matches!(err, StorageError::Conflict), "{err:?}");
+    // Its retry finds no entry and writes the bytes with the reference.
+    reference(&e.db, &again).await.unwrap();
+    assert_eq!(refs(&e.db, &again.body.hash).await, 1);
+    assert_eq!(e.blobs.get(&e.db, &again.body).await.unwrap(), bytes);
+}

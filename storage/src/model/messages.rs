@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::ledger::{self, LedgerState};
 use super::mailboxes::{self, Counts};
 use super::threads;
-use super::{decode, get_record, now_ms, put_record};
+use super::{decode, message_codec, now_ms, put_record};
 use crate::error::{Result, StorageError};
 use crate::keyspace::{self, AccountId, MailboxId, Uid};
 use crate::kv::{RangeOptions, Txn};
@@ -112,7 +112,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         acceptance_id: Some(msg.acceptance_id),
         thread_id: Some(thread_id),
     };
-    put_record(txn, &keyspace::message(account, mailbox, uid), &row)?;
+    put_message(txn, account, mailbox, &row)?;
     index_date(txn, account, mailbox, &row)?;
     let unseen = if row.is_seen() { 0 } else { 1 };
     mailboxes::add_counts(
@@ -140,7 +140,18 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
 }
 
 pub async fn get(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<Message>> {
-    get_record(txn, &keyspace::message(account, mailbox, uid), "message").await
+    match txn.get(&keyspace::message(account, mailbox, uid)).await? {
+        Some(raw) => Ok(Some(message_codec::decode(&raw)?)),
+        None => Ok(None),
+    }
+}
+
+/// Writes a message row in the current stored form ([`message_codec`]).
+fn put_message(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &Message) -> Result<()> {
+    txn.set(
+        &keyspace::message(account, mailbox, row.uid),
+        &message_codec::encode(row)?,
+    )
 }
 
 /// Up to `limit` messages with UID ≥ `from_uid`, in UID order.
@@ -154,7 +165,7 @@ pub async fn list(
     let (_, e) = keyspace::messages(account, mailbox);
     let b = keyspace::message(account, mailbox, from_uid);
     let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
-    rows.iter().map(|(_, v)| decode("message", v)).collect()
+    rows.iter().map(|(_, v)| message_codec::decode(v)).collect()
 }
 
 /// The receivedAt index entry of a stored row.
@@ -396,7 +407,7 @@ pub async fn store_flags(
             },
         )?;
     }
-    put_record(txn, &keyspace::message(account, mailbox, uid), &msg)?;
+    put_message(txn, account, mailbox, &msg)?;
     log_change(txn, account, mailbox, msg.modseq, uid, ChangeKind::Flags, None)?;
     Ok(Some(Ok((msg.flags, msg.modseq))))
 }
@@ -433,7 +444,7 @@ pub async fn copy_to(
         acceptance_id: if moving { msg.acceptance_id } else { None },
         ..msg.clone()
     };
-    put_record(txn, &keyspace::message(account, to, new_uid), &row)?;
+    put_message(txn, account, to, &row)?;
     index_date(txn, account, to, &row)?;
     if let Some(t) = &row.thread_id {
         threads::add_member(txn, account, t, to, new_uid)?;
@@ -454,7 +465,7 @@ pub async fn copy_to(
         // acceptance now lives at its new place.
         let mut unlinked = msg.clone();
         unlinked.acceptance_id = None;
-        put_record(txn, &keyspace::message(account, from, uid), &unlinked)?;
+        put_message(txn, account, from, &unlinked)?;
         expunge(txn, account, from, uid).await?;
         if let Some(aid) = msg.acceptance_id {
             ledger::record(

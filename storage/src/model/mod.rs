@@ -1,7 +1,9 @@
 //! The mail data model as typed functions over a [`Txn`]: callers never see
 //! raw keys or bytes. Records are JSON (self-describing, so adding a field
-//! with `#[serde(default)]` needs no migration); counters are little-endian
-//! integers so they can be changed with atomic adds.
+//! with `#[serde(default)]` needs no migration), except message rows, the
+//! one record written per delivery, which have a compact versioned binary
+//! form ([`message_codec`]); counters are little-endian integers so they can
+//! be changed with atomic adds.
 
 pub mod accounts;
 pub mod aliases;
@@ -11,6 +13,7 @@ pub mod domains;
 pub mod jmap;
 pub mod ledger;
 pub mod mailboxes;
+pub mod message_codec;
 pub mod messages;
 pub mod mta_sts;
 pub mod nodes;

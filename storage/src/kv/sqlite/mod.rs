@@ -44,7 +44,19 @@ pub struct SqliteOptions {
     pub durability: Durability,
     /// Idle read connections kept open for reuse.
     pub readers_idle_max: usize,
+    /// Page size of a new file (an existing file keeps its own: WAL mode
+    /// cannot change it). See [`PAGE_SIZE_BYTES_DEFAULT`].
+    pub page_size_bytes: u32,
 }
+
+/// The page size new files get. A `kv` row holds key + value in its
+/// B-tree cell; SQLite keeps at most about (page − 12) · 64/255 − 23 bytes
+/// of a cell in the page (~1,000 B at 4 KiB) and spills the rest to an
+/// overflow page of its own. At 4 KiB every inline 1 KiB body (and most
+/// message rows) took a mostly empty 4 KiB overflow page; 8 KiB pages keep
+/// cells up to ~2 KB in place. Not yet isolated in `bench smtp` (see
+/// soak/reports/ingest-2026-12-02.md).
+pub const PAGE_SIZE_BYTES_DEFAULT: u32 = 8192;
 
 impl SqliteOptions {
     pub fn new(path: impl Into<PathBuf>) -> Self {
@@ -52,6 +64,7 @@ impl SqliteOptions {
             path: path.into(),
             durability: Durability::Full,
             readers_idle_max: 16,
+            page_size_bytes: PAGE_SIZE_BYTES_DEFAULT,
         }
     }
 }
@@ -95,8 +108,14 @@ impl SqliteBackend {
         {
             std::fs::create_dir_all(dir)?;
         }
+        if !(512..=65536).contains(&options.page_size_bytes) || !options.page_size_bytes.is_power_of_two() {
+            return Err(StorageError::Backend(format!(
+                "page_size_bytes {} is not a power of two in 512..=65536",
+                options.page_size_bytes
+            )));
+        }
         let fair = FairLock::open(&options.path)?;
-        let conn = open_connection(&options.path, options.durability)?;
+        let conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes))?;
         {
             // Schema creation races with other processes opening the same file.
             let _guard = fair.acquire()?;
@@ -125,10 +144,36 @@ impl SqliteBackend {
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
     }
+
+    /// Folds the WAL into the main file and truncates it
+    /// (`wal_checkpoint(TRUNCATE)`), under the writer lock: what the file
+    /// costs on disk once nothing is pending (benchmarks, operators).
+    pub fn checkpoint_truncate(&self) -> Result<()> {
+        let writer = self.shared.writer.lock().expect("writer poisoned");
+        let _guard = self.shared.fair.acquire()?;
+        let busy: i64 = writer
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .map_err(sql_err)?;
+        if busy != 0 {
+            return Err(StorageError::Unavailable("checkpoint blocked by a reader".into()));
+        }
+        Ok(())
+    }
 }
 
 fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
+    open_connection_sized(path, durability, None)
+}
+
+/// Opens a connection; `page_size_bytes` applies only to a file that has
+/// no pages yet (it must be set before WAL mode and the first table).
+fn open_connection_sized(path: &Path, durability: Durability, page_size_bytes: Option<u32>) -> Result<Connection> {
     let conn = Connection::open(path).map_err(sql_err)?;
+    if let Some(size) = page_size_bytes {
+        conn.execute_batch(&format!("PRAGMA page_size={size}"))
+            .map_err(sql_err)?;
+    }
     // SQLite's busy handler only matters for processes that bypass the fair
     // lock (the sqlite3 shell, a checkpoint): wait instead of failing.
     conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(sql_err)?;
@@ -314,9 +359,6 @@ fn apply(
             .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")
             .map_err(sql_err)?;
         let mut get = tx.prepare_cached("SELECT v FROM kv WHERE k = ?1").map_err(sql_err)?;
-        let mut log = tx
-            .prepare_cached("INSERT INTO conflict_log(version, b, e, at_ms) VALUES (?1, ?2, ?3, ?4)")
-            .map_err(sql_err)?;
         for m in mutations {
             match m {
                 Mutation::Set(k, v) => set.execute(params![k, v]).map(drop),
@@ -329,10 +371,9 @@ fn apply(
             }
             .map_err(sql_err)?;
         }
-        for (b, e) in coalesce(mutations.iter().map(Mutation::conflict_range).collect()) {
-            log.execute(params![version, b, e, now_ms]).map_err(sql_err)?;
-        }
     }
+    let ranges = coalesce(mutations.iter().map(Mutation::conflict_range).collect());
+    schema::log_commit(&tx, version, now_ms, &ranges).map_err(sql_err)?;
     schema::write_meta(&tx, "version", version).map_err(sql_err)?;
     if prune {
         schema::prune_conflict_log(&tx, now_ms - 10_000).map_err(sql_err)?;
@@ -486,6 +527,27 @@ mod tests {
 
     fn r(b: &[u8], e: &[u8]) -> (Vec<u8>, Vec<u8>) {
         (b.to_vec(), e.to_vec())
+    }
+
+    fn page_size(path: &Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_new_file_gets_the_page_size_and_an_existing_one_keeps_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kv.sqlite");
+        let mut opts = SqliteOptions::new(&path);
+        drop(SqliteBackend::open(opts.clone()).unwrap());
+        assert_eq!(page_size(&path), i64::from(PAGE_SIZE_BYTES_DEFAULT));
+        opts.page_size_bytes = 16384;
+        drop(SqliteBackend::open(opts.clone()).unwrap());
+        assert_eq!(page_size(&path), i64::from(PAGE_SIZE_BYTES_DEFAULT));
+        opts.page_size_bytes = 1000;
+        assert!(SqliteBackend::open(opts).is_err());
     }
 
     #[test]

@@ -2,18 +2,45 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// `kv` holds the keyspace; `meta` the commit version; `conflict_log` the
-/// write ranges of recent commits, for optimistic conflict checks.
+/// `kv` holds the keyspace; `meta` the commit version; `commit_log` the
+/// write ranges of recent commits, one row per commit (all its ranges in
+/// one blob: a batch of hundreds of keys costs one B-tree insert, not
+/// hundreds plus their index entries), for optimistic conflict checks.
+///
+/// The per-range `conflict_log` table of earlier builds is replaced by an
+/// empty view of that name: a process of an older build sharing the file
+/// would otherwise log its commits where this one never looks (and miss
+/// this one's), each blind to the other's conflicts. With the view in
+/// place an older build fails loudly instead: at open (its `CREATE INDEX`
+/// on `conflict_log`: "views may not be indexed") or, if it was already
+/// running, at its next commit ("cannot modify conflict_log because it is
+/// a view").
 pub fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;
          CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-         CREATE TABLE IF NOT EXISTS conflict_log (
-             version INTEGER NOT NULL, b BLOB NOT NULL, e BLOB NOT NULL, at_ms INTEGER NOT NULL);
-         CREATE INDEX IF NOT EXISTS conflict_log_by_version ON conflict_log(version);
+         CREATE TABLE IF NOT EXISTS commit_log (
+             version INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, ranges BLOB NOT NULL);
          INSERT OR IGNORE INTO meta(name, value) VALUES ('version', 0), ('pruned_through', 0);",
-    )
+    )?;
+    let old: Option<String> = conn
+        .query_row("SELECT type FROM sqlite_master WHERE name = 'conflict_log'", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if old.as_deref() == Some("table") {
+        conn.execute_batch("DROP TABLE conflict_log")?;
+    }
+    if old.as_deref() != Some("view") {
+        conn.execute_batch(OLD_BUILDS_FENCE)?;
+    }
+    Ok(())
 }
+
+/// The view that stands where older builds' `conflict_log` table was (see
+/// [`create`]): no rows, no columns they use.
+const OLD_BUILDS_FENCE: &str = "CREATE VIEW conflict_log AS SELECT \
+     'replaced by commit_log: every process sharing this file must run the same build' AS why WHERE 0";
 
 pub fn read_meta(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
     let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE name = ?1")?;
@@ -31,23 +58,109 @@ pub fn write_meta(conn: &Connection, name: &str, value: i64) -> rusqlite::Result
 }
 
 pub fn write_ranges_since(conn: &Connection, version: i64) -> rusqlite::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut stmt = conn.prepare_cached("SELECT b, e FROM conflict_log WHERE version > ?1")?;
-    let rows = stmt.query_map(params![version], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    rows.collect()
+    let mut stmt = conn.prepare_cached("SELECT ranges FROM commit_log WHERE version > ?1")?;
+    let blobs = stmt.query_map(params![version], |r| r.get::<_, Vec<u8>>(0))?;
+    let mut out = Vec::new();
+    for blob in blobs {
+        let blob = blob?;
+        decode_ranges(&blob, &mut out).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                0,
+                rusqlite::types::Type::Blob,
+                "malformed commit_log ranges".into(),
+            )
+        })?;
+    }
+    Ok(out)
+}
+
+/// Logs one commit's (coalesced) write ranges.
+pub fn log_commit(conn: &Connection, version: i64, at_ms: i64, ranges: &[(Vec<u8>, Vec<u8>)]) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached("INSERT INTO commit_log(version, at_ms, ranges) VALUES (?1, ?2, ?3)")?;
+    stmt.execute(params![version, at_ms, encode_ranges(ranges)])?;
+    Ok(())
+}
+
+/// `(len u32 LE, begin, len u32 LE, end)*`: keys are at most 10 KB.
+pub fn encode_ranges(ranges: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ranges.iter().map(|(b, e)| b.len() + e.len() + 8).sum());
+    for (b, e) in ranges {
+        for k in [b, e] {
+            out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+            out.extend_from_slice(k);
+        }
+    }
+    out
+}
+
+/// The inverse of [`encode_ranges`], appended to `out`; None if malformed.
+pub fn decode_ranges(mut blob: &[u8], out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Option<()> {
+    let take = |blob: &mut &[u8]| -> Option<Vec<u8>> {
+        let len = u32::from_le_bytes(blob.get(..4)?.try_into().ok()?) as usize;
+        let key = blob.get(4..4 + len)?.to_vec();
+        *blob = &blob[4 + len..];
+        Some(key)
+    };
+    while !blob.is_empty() {
+        let b = take(&mut blob)?;
+        let e = take(&mut blob)?;
+        out.push((b, e));
+    }
+    Some(())
 }
 
 /// Drops log entries older than `cutoff_ms` and remembers the newest version
 /// dropped, so a transaction older than that is refused rather than missed.
 pub fn prune_conflict_log(conn: &Connection, cutoff_ms: i64) -> rusqlite::Result<()> {
     let newest: Option<i64> = conn.query_row(
-        "SELECT max(version) FROM conflict_log WHERE at_ms < ?1",
+        "SELECT max(version) FROM commit_log WHERE at_ms < ?1",
         params![cutoff_ms],
         |r| r.get(0),
     )?;
     if let Some(v) = newest {
-        conn.execute("DELETE FROM conflict_log WHERE version <= ?1", params![v])?;
+        conn.execute("DELETE FROM commit_log WHERE version <= ?1", params![v])?;
         let prev = read_meta(conn, "pruned_through")?;
         write_meta(conn, "pruned_through", prev.max(v))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What builds before `commit_log` ran at open, and at every commit.
+    const OLD_CREATE: &str = "CREATE TABLE IF NOT EXISTS conflict_log (
+             version INTEGER NOT NULL, b BLOB NOT NULL, e BLOB NOT NULL, at_ms INTEGER NOT NULL);
+         CREATE INDEX IF NOT EXISTS conflict_log_by_version ON conflict_log(version);";
+    const OLD_LOG: &str = "INSERT INTO conflict_log(version, b, e, at_ms) VALUES (1, x'61', x'62', 0)";
+
+    #[test]
+    fn an_old_store_is_converted_and_an_older_build_sharing_it_fails() {
+        let old = Connection::open_in_memory().unwrap();
+        old.execute_batch(OLD_CREATE).unwrap();
+        old.execute_batch(OLD_LOG).unwrap();
+        create(&old).unwrap();
+        // Opening again (another process of this build) keeps the fence.
+        create(&old).unwrap();
+        // An older build opening the file now fails at its index...
+        let err = old.execute_batch(OLD_CREATE).unwrap_err();
+        assert!(err.to_string().contains("views may not be indexed"), "{err}");
+        // ...and one already running fails at its next commit.
+        let err = old.execute_batch(OLD_LOG).unwrap_err();
+        assert!(err.to_string().contains("cannot modify conflict_log"), "{err}");
+        // This build's log works.
+        log_commit(&old, 2, 0, &[(b"a".to_vec(), b"b".to_vec())]).unwrap();
+        assert_eq!(write_ranges_since(&old, 1).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn ranges_round_trip_and_truncation_is_refused() {
+        let ranges = vec![(b"a".to_vec(), b"b".to_vec()), (Vec::new(), vec![0xff; 300])];
+        let blob = encode_ranges(&ranges);
+        let mut out = Vec::new();
+        decode_ranges(&blob, &mut out).unwrap();
+        assert_eq!(out, ranges);
+        assert!(decode_ranges(&blob[..blob.len() - 1], &mut Vec::new()).is_none());
+    }
 }
