@@ -322,22 +322,36 @@ fn place_in_namespaces(scn: &Scenario, mesh: &mut LocalMesh) -> anyhow::Result<(
 }
 
 /// Runs a scenario to the end; the report is written by the caller.
-pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOutput> {
+/// With `attach`, against that mesh instead of one started here (see `attach.rs`).
+pub async fn run(
+    mut scn: Scenario,
+    out: &Path,
+    bin: &Path,
+    attach: Option<&meshmail_soak::attached::ClusterFile>,
+) -> anyhow::Result<RunOutput> {
     let seed = scn.seed.unwrap_or_else(|| rand::rng().random());
-    let mut env = Vec::new();
-    if scn.needs_fault_hooks() {
-        env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
-    }
-    let mut mesh = LocalMesh::setup(
-        bin,
-        &out.join("data"),
-        scn.nodes,
-        scn.load.accounts,
-        scn.base_port,
-        env,
-        &out.join("logs"),
-    )
-    .await?;
+    let mut mesh = match attach {
+        Some(cluster) => {
+            crate::attach::check(&mut scn, cluster).await?;
+            LocalMesh::attach(bin, cluster, scn.load.accounts, &out.join("logs")).await?
+        }
+        None => {
+            let mut env = Vec::new();
+            if scn.needs_fault_hooks() {
+                env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
+            }
+            LocalMesh::setup(
+                bin,
+                &out.join("data"),
+                scn.nodes,
+                scn.load.accounts,
+                scn.base_port,
+                env,
+                &out.join("logs"),
+            )
+            .await?
+        }
+    };
     let outbound = if scn.outbound.enabled {
         let rig = OutboundRig::start(&scn.outbound, out)?;
         mesh.extra_args = vec!["--config".into(), rig.config_path.display().to_string()];
