@@ -220,11 +220,16 @@ impl LocalMesh {
         if let Some(dir) = &cluster.data_dir {
             // Refusals here are "already exists" on a reused target; a
             // missing account shows as lost mail, never silently.
-            let _ = run_admin(bin, dir, &["domain", "add", DOMAIN], None).await;
+            let mut refused = run_admin(bin, dir, &["domain", "add", DOMAIN], None).await.err();
             for i in 0..accounts {
                 let pw = format!("{PASSWORD}\n");
                 let args = ["account", "add", &account(i), "--password-stdin"];
-                let _ = run_admin(bin, dir, &args, Some(&pw)).await;
+                if let Err(e) = run_admin(bin, dir, &args, Some(&pw)).await {
+                    refused.get_or_insert(e);
+                }
+            }
+            if let Some(e) = refused {
+                eprintln!("attach: some of the domain and accounts were not created (existing ones are kept): {e:#}");
             }
         }
         let slots = cluster

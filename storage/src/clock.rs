@@ -14,8 +14,9 @@
 //!
 //! Not routed through here, on purpose: the SQLite backend's conflict log
 //! (it stands in for the store's own versioning, which a node's clock does
-//! not drive in FoundationDB) and TLS certificate validity (rustls reads
-//! the system clock itself).
+//! not drive in FoundationDB), TLS certificate validity (rustls reads
+//! the system clock itself) and the `/mesh/events` timestamps (the chaos
+//! runner merges every node's events into one timeline by them).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
