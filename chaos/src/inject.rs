@@ -57,6 +57,10 @@ impl Run {
             }
             FaultKind::Starve => self.starve(i, p.duration_s, now),
             FaultKind::StoreLock => self.store_lock(i, p.duration_s, now).await,
+            FaultKind::ClockJump => {
+                let offset = p.offset_s.unwrap_or(0.0);
+                self.clock_jump(i, offset, p.duration_s, now).await;
+            }
             kind => self.inject_net(kind, p, i, now).await,
         }
         Ok(())
@@ -144,6 +148,7 @@ impl Run {
 
     /// Lifts the network faults whose time is up and measures their recovery.
     pub(crate) async fn heal_due(&mut self, now: Instant) {
+        self.clock_jumps_due(now).await;
         let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.store_locks)
             .into_iter()
             .partition(|x| x.0 <= now);

@@ -8,6 +8,8 @@
 //! only as a client (SMTP, IMAP, HTTP), never through internal APIs; sends
 //! traffic only to loopback; every run is bounded in time and count.
 
+pub mod attach;
+pub mod clock_skew;
 pub mod compare;
 mod inject;
 pub mod netns;

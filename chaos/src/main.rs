@@ -35,6 +35,10 @@ enum Command {
         /// is deleted once the report is written.
         #[arg(long)]
         keep_data: bool,
+        /// Drive a mesh started elsewhere, described by this cluster file
+        /// (nodes' addresses, kill and restart commands; see chaos/README.md).
+        #[arg(long, value_name = "CLUSTER.toml")]
+        attach: Option<PathBuf>,
     },
     /// Prints the differences between two runs: A and B are run output
     /// directories or their report.json files.
@@ -49,7 +53,8 @@ fn main() {
             meshmail,
             seed,
             keep_data,
-        } => run(scenario, out, meshmail, seed, keep_data),
+            attach,
+        } => run(scenario, out, meshmail, seed, keep_data, attach),
         Command::Compare { a, b } => compare(&a, &b),
     };
     match result {
@@ -74,8 +79,13 @@ fn run(
     meshmail: Option<PathBuf>,
     seed: Option<u64>,
     keep_data: bool,
+    attach: Option<PathBuf>,
 ) -> anyhow::Result<bool> {
     let mut scn = Scenario::load(&scenario)?;
+    let cluster = attach
+        .as_deref()
+        .map(meshmail_soak::attached::ClusterFile::load)
+        .transpose()?;
     if seed.is_some() {
         scn.seed = seed;
     }
@@ -84,7 +94,7 @@ fn run(
     std::fs::create_dir_all(&out)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let passed = rt.block_on(async {
-        let mut running = Box::pin(meshmail_chaos::runner::run(scn, &out, &bin));
+        let mut running = Box::pin(meshmail_chaos::runner::run(scn, &out, &bin, cluster.as_ref()));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut o = tokio::select! {
             o = &mut running => o?,

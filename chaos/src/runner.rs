@@ -55,6 +55,8 @@ pub struct RunOutput {
     pub network: String,
     /// RSS figures from the sampler (the comparable summary's memory).
     pub memory: crate::summary::Memory,
+    /// What the clock jumps showed, when there were any.
+    pub skew: Option<crate::clock_skew::SkewFindings>,
     /// The merged timeline (written to events.ndjson, not into report.json).
     #[serde(skip)]
     pub events: Vec<meshmail_soak::events::MeshEvent>,
@@ -84,6 +86,9 @@ pub(crate) struct Run {
     pub(crate) store_locks: Vec<(Instant, usize, crate::store_outage::StoreLock, u64)>,
     /// SMTP refusals the load saw while the store was locked.
     pub(crate) outage_refusals: u64,
+    /// Clock jumps in progress, and what the finished ones showed.
+    pub(crate) clock_jumps: Vec<crate::clock_skew::Jump>,
+    pub(crate) skew: crate::clock_skew::SkewFindings,
     limit: Duration,
     unexpected_exits: u64,
     outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
@@ -317,22 +322,36 @@ fn place_in_namespaces(scn: &Scenario, mesh: &mut LocalMesh) -> anyhow::Result<(
 }
 
 /// Runs a scenario to the end; the report is written by the caller.
-pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOutput> {
+/// With `attach`, against that mesh instead of one started here (see `attach.rs`).
+pub async fn run(
+    mut scn: Scenario,
+    out: &Path,
+    bin: &Path,
+    attach: Option<&meshmail_soak::attached::ClusterFile>,
+) -> anyhow::Result<RunOutput> {
     let seed = scn.seed.unwrap_or_else(|| rand::rng().random());
-    let mut env = Vec::new();
-    if scn.needs_fault_hooks() {
-        env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
-    }
-    let mut mesh = LocalMesh::setup(
-        bin,
-        &out.join("data"),
-        scn.nodes,
-        scn.load.accounts,
-        scn.base_port,
-        env,
-        &out.join("logs"),
-    )
-    .await?;
+    let mut mesh = match attach {
+        Some(cluster) => {
+            crate::attach::check(&mut scn, cluster).await?;
+            LocalMesh::attach(bin, cluster, scn.load.accounts, &out.join("logs")).await?
+        }
+        None => {
+            let mut env = Vec::new();
+            if scn.needs_fault_hooks() {
+                env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
+            }
+            LocalMesh::setup(
+                bin,
+                &out.join("data"),
+                scn.nodes,
+                scn.load.accounts,
+                scn.base_port,
+                env,
+                &out.join("logs"),
+            )
+            .await?
+        }
+    };
     let outbound = if scn.outbound.enabled {
         let rig = OutboundRig::start(&scn.outbound, out)?;
         mesh.extra_args = vec!["--config".into(), rig.config_path.display().to_string()];
@@ -355,6 +374,8 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         starving: Vec::new(),
         store_locks: Vec::new(),
         outage_refusals: 0,
+        clock_jumps: Vec::new(),
+        skew: Default::default(),
         limit: Duration::from_secs_f64(scn.recovery_limit_s),
         unexpected_exits: 0,
         outbound,
@@ -403,6 +424,10 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
     if count("store_lock") > 0 {
         checks.push(Check::at_least("store_outage_refusals", r.outage_refusals, 1));
     }
+    let skew = (count("clock_jump") > 0).then(|| r.skew.clone());
+    if let Some(f) = &skew {
+        checks.extend(crate::clock_skew::checks(f));
+    }
     checks.push(Check::info(
         "skipped",
         count("skipped"),
@@ -442,6 +467,7 @@ pub async fn run(scn: Scenario, out: &Path, bin: &Path) -> anyhow::Result<RunOut
         outbound: r.outbound_findings.take(),
         network,
         memory,
+        skew,
         events: r.h.events.snapshot(),
     })
 }
@@ -481,6 +507,7 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
             && r.heals.is_empty()
             && r.starving.is_empty()
             && r.store_locks.is_empty()
+            && r.clock_jumps.is_empty()
         {
             break;
         }

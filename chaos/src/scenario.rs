@@ -324,10 +324,13 @@ impl Scenario {
             || self.faults.reuse_uid_messages > 0
             || self.link_drops.enabled
             || self.partitions.enabled
-            || self
-                .schedule
-                .iter()
-                .any(|e| e.fault.needs_netns() || matches!(e.fault, FaultKind::LinkDrop | FaultKind::Partition))
+            || self.schedule.iter().any(|e| {
+                e.fault.needs_netns()
+                    || matches!(
+                        e.fault,
+                        FaultKind::LinkDrop | FaultKind::Partition | FaultKind::ClockJump
+                    )
+            })
     }
 }
 

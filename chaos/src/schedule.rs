@@ -40,6 +40,9 @@ pub enum FaultKind {
     Starve,
     /// The SQLite store's write lock held by another process (see `store_outage.rs`).
     StoreLock,
+    /// The node's wall clock `offset_s` off, and the node cut off from the
+    /// mesh for `duration_s` so its shards move on (see `clock_skew.rs`).
+    ClockJump,
 }
 
 impl FaultKind {
@@ -55,6 +58,7 @@ impl FaultKind {
             FaultKind::NetnsBandwidth => "netns_bandwidth",
             FaultKind::Starve => "starve",
             FaultKind::StoreLock => "store_lock",
+            FaultKind::ClockJump => "clock_jump",
         }
     }
 
@@ -115,6 +119,8 @@ pub struct Explicit {
     pub loss_pct: Option<f64>,
     pub reorder_pct: Option<f64>,
     pub rate_kbit: Option<u64>,
+    /// `clock_jump`: the node's clock offset, seconds (negative: behind).
+    pub offset_s: Option<f64>,
 }
 
 fn d_burst() -> u32 {
@@ -157,6 +163,12 @@ impl Explicit {
         if self.duration_s.is_some_and(|d| !(d > 0.0 && d <= 3600.0)) {
             return bad("duration_s must be in (0, 3600]".into());
         }
+        match (self.fault, self.offset_s) {
+            (FaultKind::ClockJump, Some(o)) if o.is_finite() && o.abs() <= 864_000.0 && o != 0.0 => {}
+            (FaultKind::ClockJump, _) => return bad("clock_jump needs offset_s, non-zero, within ±864000 s".into()),
+            (_, Some(_)) => return bad("offset_s applies to clock_jump only".into()),
+            _ => {}
+        }
         Ok(())
     }
 }
@@ -180,6 +192,9 @@ pub struct Planned {
     pub duration_s: f64,
     #[serde(skip_serializing_if = "is_default")]
     pub netem: Netem,
+    /// `clock_jump`: the clock offset, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset_s: Option<f64>,
     /// "kills", "pauses", ... or "schedule[i]".
     pub source: String,
 }
@@ -213,6 +228,7 @@ fn random_series(
             pick: rng.random(),
             duration_s: duration.sample(rng),
             netem: Netem::default(),
+            offset_s: None,
             source: source.into(),
         });
         n += 1;
@@ -270,6 +286,7 @@ pub fn plan(scn: &Scenario, seed: u64) -> Vec<Planned> {
                     pick: rng.random(),
                     duration_s: e.duration_s.unwrap_or(2.0),
                     netem: e.netem(),
+                    offset_s: e.offset_s,
                     source: format!("schedule[{i}]"),
                 });
             }

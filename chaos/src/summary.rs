@@ -26,6 +26,7 @@ pub const RECOVERY_CLASSES: &[(&str, &[&str])] = &[
     ),
     ("starve", &["starve"]),
     ("store", &["store_lock"]),
+    ("clock", &["clock_jump"]),
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

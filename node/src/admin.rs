@@ -236,9 +236,7 @@ pub async fn status(cfg: &Config) -> anyhow::Result<()> {
         .read("admin_status_nodes", |txn| async move { nodes::list(&txn).await })
         .await?;
     println!("nodes ({}):", members.len());
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now_ms = meshmail_storage::clock::now_ms();
     for n in &members {
         let name = n.name.clone();
         let seen = db

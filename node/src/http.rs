@@ -58,6 +58,10 @@ pub fn router(info: Arc<NodeInfo>) -> Router {
             axum::routing::post(crate::http_faults::fence_probe),
         )
         .route(
+            "/admin/faults/clock-jump",
+            axum::routing::post(crate::http_faults::clock_jump),
+        )
+        .route(
             "/admin/faults/kill-supervisor",
             axum::routing::post(crate::http_faults::kill_supervisor),
         )

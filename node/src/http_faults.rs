@@ -1,6 +1,6 @@
 //! Fault injection over HTTP for chaos runs and tests: drop every mesh
-//! link, partition this node for a while, probe the write fence, kill the
-//! root supervisor. Routed
+//! link, partition this node for a while, probe the write fence, make its
+//! wall clock jump, kill the root supervisor. Routed
 //! only in a build with fault hooks (`faults::COMPILED`; a release build
 //! answers 404), and even then answering 403 unless the node runs with
 //! `MESHMAIL_FAULT_HOOKS=1`.
@@ -87,6 +87,31 @@ pub async fn fence_probe(State(info): State<Arc<NodeInfo>>, Query(p): Query<Prob
         Ok(()) => (StatusCode::OK, "committed\n".to_string()),
         Err(e) => (StatusCode::CONFLICT, format!("rejected: {e}\n")),
     }
+}
+
+#[derive(Deserialize)]
+pub struct ClockJumpParams {
+    /// The offset from the system clock, seconds (negative: behind); 0 ends the skew.
+    offset_s: i64,
+}
+
+/// `POST /admin/faults/clock-jump?offset_s=N`: from now on this node's wall
+/// clock ([`meshmail_storage::clock`]) reads N seconds off the system's
+/// (an absolute offset, not cumulative; clamped to ±10 days). The write
+/// fence must not care: it compares lease epochs, never times.
+pub async fn clock_jump(Query(p): Query<ClockJumpParams>) -> impl IntoResponse {
+    if let Err(e) = faults_enabled() {
+        return e;
+    }
+    let Some(ms) = meshmail_storage::clock::set_offset_ms(p.offset_s.saturating_mul(1000)) else {
+        return (
+            StatusCode::NOT_FOUND,
+            "this build cannot skew its clock (no fault-hooks)\n".to_string(),
+        );
+    };
+    tracing::warn!(offset_ms = ms, "fault injection: wall clock offset set");
+    let now = meshmail_storage::clock::now_ms();
+    (StatusCode::OK, format!("clock offset {ms} ms; now_ms {now}\n"))
 }
 
 #[derive(Deserialize)]

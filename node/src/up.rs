@@ -5,6 +5,9 @@
 //! nodes on the dev ports plus 10·i, prints their endpoints, restarts a node
 //! that dies (after a delay that grows while it keeps dying right after
 //! start, see [`crate::up_restart`]), and stops them all on Ctrl-C or SIGTERM.
+//! Each running node's pid is in `DATA/run/NODE.pid` (rewritten at every
+//! restart, removed when the node exits), so tools outside `up` (the chaos
+//! runner's attach mode: `kill -KILL $(cat DATA/run/node-1.pid)`) can reach it.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -150,7 +153,30 @@ fn spawn_node(
         .append(true)
         .open(log_dir.join(format!("{}.log", spec.name)))?;
     cmd.stdout(Stdio::piped()).stderr(log).kill_on_drop(true);
-    cmd.spawn().with_context(|| format!("starting {}", spec.name))
+    let child = cmd.spawn().with_context(|| format!("starting {}", spec.name))?;
+    write_pid(cfg, &spec.name, child.id());
+    Ok(child)
+}
+
+/// `DATA/run/NODE.pid`.
+fn pid_file(cfg: &Config, name: &str) -> PathBuf {
+    cfg.data_dir.join("run").join(format!("{name}.pid"))
+}
+
+/// Records a started node's pid (best effort: a tool reading it is a
+/// convenience, never a reason for `up` to fail). Written to a temporary
+/// name and renamed, so a reader never sees half a number.
+fn write_pid(cfg: &Config, name: &str, pid: Option<u32>) {
+    let (Some(pid), path) = (pid, pid_file(cfg, name)) else {
+        return;
+    };
+    let tmp = path.with_extension("pid.tmp");
+    let written = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
+        .and_then(|_| std::fs::write(&tmp, format!("{pid}\n")))
+        .and_then(|_| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        eprintln!("could not write {}: {e}", path.display());
+    }
 }
 
 /// Waits for the node's ready line; then keeps draining its stdout.
@@ -230,6 +256,9 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
         }
         for (spec, slot) in nodes.iter().zip(slots.iter_mut()) {
             slot.supervise(spec, || spawn_node(&exe, cfg_path, cfg, spec, &nodes));
+            if slot.child.is_none() {
+                let _ = std::fs::remove_file(pid_file(cfg, &spec.name));
+            }
         }
     }
     let mut children: Vec<Child> = slots.into_iter().filter_map(|s| s.child).collect();
@@ -244,6 +273,9 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
         if tokio::time::timeout(Duration::from_secs(10), c.wait()).await.is_err() {
             let _ = c.kill().await;
         }
+    }
+    for spec in &nodes {
+        let _ = std::fs::remove_file(pid_file(cfg, &spec.name));
     }
     Ok(())
 }

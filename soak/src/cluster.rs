@@ -44,11 +44,16 @@ pub struct NodeSlot {
     pub bind: Option<NodeAddrs>,
     /// Runs the node through this command (e.g. `ip netns exec NS`).
     pub launch_prefix: Vec<String>,
+    /// A node of a mesh this process did not start: killed and restarted
+    /// by the cluster file's shell commands (see `attached.rs`).
+    pub attached: Option<crate::attached::AttachedNode>,
+    /// An attached node answered as its current generation and was not killed since.
+    attached_up: bool,
 }
 
 impl NodeSlot {
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.child.is_some() || self.attached_up
     }
 }
 
@@ -63,6 +68,15 @@ pub struct LocalMesh {
     log_dir: PathBuf,
     /// Appended to every node's `serve` command line (e.g. `--config F`).
     pub extra_args: Vec<String>,
+    /// Attach mode: readiness and command limits, and whether `data_dir` is real.
+    attach: Option<AttachLimits>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct AttachLimits {
+    ready: Duration,
+    command: Duration,
+    has_data_dir: bool,
 }
 
 async fn run_admin(bin: &Path, data_dir: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {
@@ -177,6 +191,8 @@ impl LocalMesh {
                 started_at: None,
                 bind: None,
                 launch_prefix: Vec::new(),
+                attached: None,
+                attached_up: false,
             })
             .collect();
         Ok(LocalMesh {
@@ -187,7 +203,118 @@ impl LocalMesh {
             env,
             log_dir: log_dir.to_path_buf(),
             extra_args: Vec::new(),
+            attach: None,
         })
+    }
+
+    /// A mesh someone else started (the chaos runner's `--attach`). With
+    /// the cluster file's `data_dir`, the load's domain and accounts are
+    /// created there (those that exist already are left alone).
+    pub async fn attach(
+        bin: &Path,
+        cluster: &crate::attached::ClusterFile,
+        accounts: u32,
+        log_dir: &Path,
+    ) -> anyhow::Result<LocalMesh> {
+        std::fs::create_dir_all(log_dir)?;
+        if let Some(dir) = &cluster.data_dir {
+            // Refusals here are "already exists" on a reused target; a
+            // missing account shows as lost mail, never silently.
+            let mut refused = run_admin(bin, dir, &["domain", "add", DOMAIN], None).await.err();
+            for i in 0..accounts {
+                let pw = format!("{PASSWORD}\n");
+                let args = ["account", "add", &account(i), "--password-stdin"];
+                if let Err(e) = run_admin(bin, dir, &args, Some(&pw)).await {
+                    refused.get_or_insert(e);
+                }
+            }
+            if let Some(e) = refused {
+                eprintln!("attach: some of the domain and accounts were not created (existing ones are kept): {e:#}");
+            }
+        }
+        let slots = cluster
+            .node
+            .iter()
+            .map(|n| NodeSlot {
+                addrs: NodeAddrs {
+                    name: n.name.clone(),
+                    smtp: n.smtp.clone(),
+                    submission: n.submission.clone(),
+                    imap: n.imap.clone(),
+                    http: n.http.clone(),
+                    mesh: String::new(),
+                },
+                child: None,
+                pid: None,
+                generation: None,
+                paused: false,
+                started_at: None,
+                bind: None,
+                launch_prefix: Vec::new(),
+                attached: Some(n.clone()),
+                attached_up: false,
+            })
+            .collect();
+        Ok(LocalMesh {
+            bin: bin.to_path_buf(),
+            data_dir: cluster.data_dir.clone().unwrap_or_default(),
+            slots,
+            mesh_flags: cluster.node.len() > 1,
+            env: Vec::new(),
+            log_dir: log_dir.to_path_buf(),
+            extra_args: Vec::new(),
+            attach: Some(AttachLimits {
+                ready: Duration::from_secs_f64(cluster.ready_timeout_s),
+                command: Duration::from_secs_f64(cluster.command_timeout_s),
+                has_data_dir: cluster.data_dir.is_some(),
+            }),
+        })
+    }
+
+    /// Whether this mesh was attached to rather than started here.
+    pub fn is_attached(&self) -> bool {
+        self.attach.is_some()
+    }
+
+    /// Attach mode's start: the first time, waits for the node to answer;
+    /// after a kill, runs its restart command (if any) and waits for a
+    /// higher generation than the killed one.
+    async fn start_attached(&mut self, i: usize, limits: AttachLimits) -> anyhow::Result<u64> {
+        let slot = &self.slots[i];
+        let node = slot.attached.clone().context("not an attached node")?;
+        if slot.attached_up {
+            bail!("{} is already running", node.name);
+        }
+        let before = slot.generation;
+        if before.is_some()
+            && let Some(cmd) = &node.restart
+        {
+            crate::attached::run_shell(cmd, limits.command).await?;
+        }
+        let generation = crate::attached::wait_up(&node.name, &node.http, before, limits.ready).await?;
+        let slot = &mut self.slots[i];
+        slot.attached_up = true;
+        slot.generation = Some(generation);
+        slot.started_at = Some(Instant::now());
+        Ok(generation)
+    }
+
+    /// Attach mode's kill: the node's kill command, then its HTTP silent
+    /// (or answering as a successor).
+    async fn kill_attached(&mut self, i: usize, limits: AttachLimits) -> anyhow::Result<()> {
+        let slot = &self.slots[i];
+        let node = slot.attached.clone().context("not an attached node")?;
+        let Some(cmd) = &node.kill else {
+            bail!("{} has no kill command in the cluster file", node.name);
+        };
+        crate::attached::run_shell(cmd, limits.command).await?;
+        if let Some(g) = slot.generation {
+            crate::attached::wait_gone(&node.name, &node.http, g, limits.ready).await?;
+        }
+        let slot = &mut self.slots[i];
+        slot.attached_up = false;
+        slot.started_at = None;
+        Ok(())
     }
 
     pub fn addrs(&self) -> Vec<NodeAddrs> {
@@ -196,6 +323,9 @@ impl LocalMesh {
 
     /// Starts node `i` and waits for its ready line; returns its generation.
     pub async fn start(&mut self, i: usize) -> anyhow::Result<u64> {
+        if let Some(limits) = self.attach {
+            return self.start_attached(i, limits).await;
+        }
         if self.slots[i].child.is_some() {
             bail!("{} is already running", self.slots[i].addrs.name);
         }
@@ -290,6 +420,9 @@ impl LocalMesh {
 
     /// SIGKILL, then reap. A paused node dies too (SIGKILL needs no CONT).
     pub async fn kill(&mut self, i: usize) -> anyhow::Result<()> {
+        if let Some(limits) = self.attach {
+            return self.kill_attached(i, limits).await;
+        }
         let Some(mut child) = self.slots[i].child.take() else {
             bail!("{} is not running", self.slots[i].addrs.name);
         };
@@ -327,7 +460,12 @@ impl LocalMesh {
         }
     }
 
+    /// Stops every node this process started; an attached mesh is left
+    /// running (it is not ours to stop).
     pub async fn stop_all(&mut self) {
+        if self.attach.is_some() {
+            return;
+        }
         for i in 0..self.slots.len() {
             if self.slots[i].paused {
                 let _ = self.resume(i);
@@ -340,6 +478,9 @@ impl LocalMesh {
 
     /// `meshmail verify ledger`: its exit code and output.
     pub async fn verify_ledger(&self) -> anyhow::Result<(i32, String)> {
+        if self.attach.is_some_and(|a| !a.has_data_dir) {
+            return Ok((0, "not run: the cluster file gives no data_dir\n".into()));
+        }
         let out = tokio::time::timeout(
             Duration::from_secs(600),
             Command::new(&self.bin)

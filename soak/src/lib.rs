@@ -8,6 +8,7 @@
 //! kv`) through the storage crate's public API; every load loop is bounded
 //! in count and in time and stops by itself; traffic goes to loopback only.
 
+pub mod attached;
 pub mod bench_imap;
 pub mod bench_jmap;
 pub mod bench_kv;

@@ -11,6 +11,7 @@
 //! backend.
 
 pub mod blob;
+pub mod clock;
 pub mod error;
 pub mod keyspace;
 pub mod kv;

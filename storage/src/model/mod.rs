@@ -30,12 +30,10 @@ use serde::de::DeserializeOwned;
 use crate::error::{Result, StorageError};
 use crate::kv::Txn;
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch, by the node's one wall clock
+/// ([`crate::clock`], which a fault can skew).
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::clock::now_ms()
 }
 
 /// A new time-ordered unique id (UUIDv7): acceptance ids, quarantine ids.

@@ -349,7 +349,8 @@ fn apply(
         }
     }
     let version = current + 1;
-    let now_ms = crate::model::now_ms() as i64;
+    // The store's own time, not the node's (possibly skewed) clock: see crate::clock.
+    let now_ms = crate::clock::system_now_ms() as i64;
     {
         let mut set = tx
             .prepare_cached("INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)")
