@@ -14,10 +14,9 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Node, http_get, meshmail, run_ok, setup_account};
-use serde_json::Value;
+use common::{Node, converged, http_get, meshmail, run_ok, setup_account, status, wait_for};
 
 const SHARDS: u64 = 1024;
 /// Beyond every period: 1 h (claims 30 min, stale sweep markers 15 min, death 1 s).
@@ -37,12 +36,6 @@ fn start(dir: &Path, name: &str, seeds: &str) -> Node {
     Node::start(dir, &args, &[("MESHMAIL_FAULT_HOOKS", "1")])
 }
 
-fn status(node: &Node) -> Value {
-    let response = http_get(node.addr("http"), "/status");
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("status JSON: {e}: {response}"))
-}
-
 fn http_post(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -59,34 +52,6 @@ fn http_post(addr: &str, path: &str) -> (u16, String) {
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     (code, body)
-}
-
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !cond() {
-        assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    started.elapsed()
-}
-
-/// Every node sees the others linked up and every shard owned by a member.
-fn converged(nodes: &[&Node]) -> bool {
-    nodes.iter().all(|n| {
-        let s = status(n);
-        let links_up = s["members"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["link"] == "up")
-            .count();
-        let owners = s["owners"].as_object().unwrap();
-        let owned: u64 = owners.values().map(|v| v.as_u64().unwrap()).sum();
-        links_up == nodes.len() - 1 && owned == SHARDS && owners.len() == nodes.len()
-    })
 }
 
 /// (owner, epoch) of `shard` in `node`'s last lease scan.
@@ -130,7 +95,7 @@ fn a_node_whose_clock_jumped_past_the_lease_period_cannot_write_under_a_lost_lea
     let b = start(dir, "node-b", &seed);
     let c = start(dir, "node-c", &seed);
     wait_for("the three nodes to converge", Duration::from_secs(60), || {
-        converged(&[&a, &b, &c])
+        converged(SHARDS, &[&a, &b, &c])
     });
 
     // A shard node-c holds, and the epoch it fences its writes with.
@@ -189,7 +154,7 @@ fn a_node_whose_clock_jumped_past_the_lease_period_cannot_write_under_a_lost_lea
 
     // After the heal node-c takes shards back, stamped by its skewed clock.
     wait_for("convergence after the heal", Duration::from_secs(90), || {
-        converged(&[&a, &b, &c])
+        converged(SHARDS, &[&a, &b, &c])
     });
     let skewed: Vec<_> = stored_leases(dir)
         .into_iter()

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{Node, http_get, meshmail, run_ok, setup_account, smtp_send};
+use common::{Node, converged, http_get, meshmail, run_ok, setup_account, smtp_send, status, wait_for};
 use serde_json::Value;
 
 const EMAIL: &str = "mesh@example.test";
@@ -50,49 +50,14 @@ fn three_nodes(dir: &Path) -> (Node, Node, Node, String) {
     let b = start(dir, "node-b", &seed);
     let c = start(dir, "node-c", &seed);
     let took = wait_for("the three nodes to converge", Duration::from_secs(60), || {
-        converged(&[&a, &b, &c])
+        converged(u64::from(SHARDS), &[&a, &b, &c])
     });
     eprintln!("converged in {took:?}");
     (a, b, c, seed)
 }
 
-fn status(node: &Node) -> Value {
-    let response = http_get(node.addr("http"), "/status");
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("status JSON: {e}: {response}"))
-}
-
 fn generation(node: &Node) -> u64 {
     node.endpoints["generation"].parse().unwrap()
-}
-
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !cond() {
-        assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    started.elapsed()
-}
-
-/// Every node sees every other with its link up, and the shards are all
-/// owned, each by a member (as this node's last lease scan says).
-fn converged(nodes: &[&Node]) -> bool {
-    nodes.iter().all(|n| {
-        let s = status(n);
-        let links_up = s["members"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["link"] == "up")
-            .count();
-        let owners = s["owners"].as_object().unwrap();
-        let owned: u64 = owners.values().map(|v| v.as_u64().unwrap()).sum();
-        links_up == nodes.len() - 1 && owned == u64::from(SHARDS) && owners.len() == nodes.len()
-    })
 }
 
 fn account_shard(dir: &Path) -> u32 {
@@ -324,7 +289,7 @@ fn restarted_node_has_a_higher_generation_and_a_stale_one_is_fenced() {
         .position(|e| e == &("up".to_string(), "node-b".to_string(), new_gen));
     assert!(down.is_some() && down < up, "down before up: {seen:?}");
     wait_for("convergence after the restart", Duration::from_secs(60), || {
-        converged(&[&a, &b2, &c])
+        converged(u64::from(SHARDS), &[&a, &b2, &c])
     });
 
     // A stale incarnation: pause C, start its successor, resume C.
@@ -366,7 +331,7 @@ fn restarted_node_has_a_higher_generation_and_a_stale_one_is_fenced() {
     assert_eq!(code, Some(75), "a superseded node exits with EX_TEMPFAIL");
     eprintln!("stale incarnation exited {exited:?} after SIGCONT");
     wait_for("convergence with the successor", Duration::from_secs(60), || {
-        converged(&[&a, &b2, &c2])
+        converged(u64::from(SHARDS), &[&a, &b2, &c2])
     });
 }
 
@@ -416,7 +381,7 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
     // can still show a link a peer has not re-announced; seen once on a
     // loaded CI machine).
     wait_for("ownership to settle after the drops", Duration::from_secs(15), || {
-        converged(&nodes)
+        converged(u64::from(SHARDS), &nodes)
     });
 
     // Drain B: it hands every shard over and mail through it still lands.
@@ -518,6 +483,6 @@ fn links_come_back_promptly_after_a_partition_heals() {
         assert!(*t < Duration::from_secs(8), "links back {t:?} after the heal");
     }
     wait_for("ownership to settle after the heals", Duration::from_secs(30), || {
-        converged(&nodes)
+        converged(u64::from(SHARDS), &nodes)
     });
 }

@@ -204,3 +204,40 @@ pub fn python_script<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> (bo
     eprintln!("{text}");
     (out.status.success(), text)
 }
+
+/// A node's `/status` document.
+pub fn status(node: &Node) -> serde_json::Value {
+    let response = http_get(node.addr("http"), "/status");
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("status JSON: {e}: {response}"))
+}
+
+/// Polls `cond` every 20 ms until it holds (how long it took) or `limit` passes (a failure).
+pub fn wait_for(what: &str, limit: std::time::Duration, mut cond: impl FnMut() -> bool) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    started.elapsed()
+}
+
+/// Every node sees every other with its link up, and all `shards` are
+/// owned, each by a member (as that node's last lease scan says).
+pub fn converged(shards: u64, nodes: &[&Node]) -> bool {
+    nodes.iter().all(|n| {
+        let s = status(n);
+        let links_up = s["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["link"] == "up")
+            .count();
+        let owners = s["owners"].as_object().unwrap();
+        let owned: u64 = owners.values().map(|v| v.as_u64().unwrap()).sum();
+        links_up == nodes.len() - 1 && owned == shards && owners.len() == nodes.len()
+    })
+}
