@@ -171,8 +171,9 @@ async fn commit_batch(ctx: &Arc<NodeCtx>, batch: Vec<Pending>) {
         }
         Err(e) => {
             tracing::warn!(error = %e, size = batch.len(), "batch failed: nothing stored");
+            let err = DeliveryError::from(e);
             for p in batch {
-                let _ = p.reply.send(Err(DeliveryError::Temporary(e.to_string())));
+                let _ = p.reply.send(Err(err.clone()));
             }
         }
     }

@@ -114,6 +114,10 @@ pub enum DeliveryError {
     /// `NO [OVERQUOTA]`, JMAP `overQuota`); nothing was stored.
     #[error("over quota")]
     OverQuota,
+    /// The store's disk is full: nothing was stored; try again later (SMTP
+    /// 452 4.3.1 "insufficient system storage", IMAP `NO [UNAVAILABLE]`).
+    #[error("insufficient system storage: {0}")]
+    StorageFull(String),
     /// Will not succeed by retrying (SMTP 554/550).
     #[error("permanent failure: {0}")]
     Permanent(String),
@@ -123,6 +127,8 @@ impl From<StorageError> for DeliveryError {
     fn from(e: StorageError) -> Self {
         if meshmail_storage::blob::is_body_swept(&e) {
             DeliveryError::BodySwept
+        } else if matches!(e, StorageError::Unwritable { full: true, .. }) {
+            DeliveryError::StorageFull(e.to_string())
         } else {
             DeliveryError::Temporary(e.to_string())
         }

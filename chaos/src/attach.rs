@@ -36,6 +36,9 @@ fn local_only(scn: &Scenario) -> Option<String> {
     if scn.outbound.enabled {
         return Some("run the outbound rig ([outbound] configures the nodes)".into());
     }
+    if scn.disk.tmpfs_mib.is_some() {
+        return Some("put the data directory on a tmpfs ([disk]: disk faults need the store's files)".into());
+    }
     if scn.pauses.enabled {
         return Some("pause nodes ([pauses]: SIGSTOP needs the node's pid)".into());
     }
@@ -43,6 +46,9 @@ fn local_only(scn: &Scenario) -> Option<String> {
         FaultKind::Pause => Some("pause nodes (SIGSTOP needs the node's pid)".into()),
         FaultKind::Starve => Some("starve nodes (needs the node's threads)".into()),
         FaultKind::StoreLock => Some("lock the store (needs the store file)".into()),
+        FaultKind::DiskFull | FaultKind::BlobReadonly => {
+            Some(format!("inject {} (needs the data directory)", e.fault.name()))
+        }
         k if k.needs_netns() => Some(format!("inject {} (needs namespaces)", k.name())),
         _ => None,
     })

@@ -8,6 +8,21 @@ use std::time::{Duration, Instant};
 use crate::runner::Run;
 use crate::schedule::{FaultKind, Planned};
 
+/// A fault of the shared store in progress.
+pub(crate) enum StoreFault {
+    Lock(crate::store_outage::StoreLock),
+    Disk(crate::disk::DiskFault),
+}
+
+/// A store fault to lift at `until`, and the load's refusals before it.
+pub(crate) struct StoreOutage {
+    until: Instant,
+    node: usize,
+    kind: FaultKind,
+    fault: StoreFault,
+    refusals_before: u64,
+}
+
 impl Run {
     pub(crate) async fn inject(&mut self, p: &Planned, now: Instant, max_down: usize) -> anyhow::Result<()> {
         let guard = p.kind.isolates() && self.down(now) >= max_down;
@@ -32,7 +47,9 @@ impl Run {
         };
         match p.kind {
             FaultKind::Kill => {
+                let at = Instant::now();
                 self.h.kill(i).await?;
+                self.kill_times.push((at, i, self.h.elapsed_s()));
                 let delay = p.duration_s;
                 self.record("kill", i, format!("SIGKILL, restart in {delay:.1} s"));
                 self.set_view(i);
@@ -56,7 +73,9 @@ impl Run {
                 self.resumes.push((now + Duration::from_secs_f64(d), i));
             }
             FaultKind::Starve => self.starve(i, p.duration_s, now),
-            FaultKind::StoreLock => self.store_lock(i, p.duration_s, now).await,
+            FaultKind::StoreLock | FaultKind::DiskFull | FaultKind::BlobReadonly => {
+                self.store_fault(p.kind, i, p.duration_s, now).await
+            }
             FaultKind::ClockJump => {
                 let offset = p.offset_s.unwrap_or(0.0);
                 self.clock_jump(i, offset, p.duration_s, now).await;
@@ -71,21 +90,35 @@ impl Run {
         self.h.load.as_ref().map_or(0, |l| l.summary().counters.refused)
     }
 
-    /// The store's write lock held elsewhere for `seconds` (every node is affected).
-    async fn store_lock(&mut self, i: usize, seconds: f64, now: Instant) {
-        let db = self.h.mesh.data_dir.join("meshmail.sqlite");
-        match crate::store_outage::lock(&db, seconds + 5.0).await {
-            Ok(l) => {
-                self.record(
-                    "store_lock",
-                    i,
-                    format!("{} write-locked for {seconds:.1} s", db.display()),
-                );
-                let before = self.refusals();
-                self.store_locks
-                    .push((now + Duration::from_secs_f64(seconds), i, l, before));
+    /// A fault of the shared store for `seconds` (every node is affected):
+    /// its write lock held elsewhere, its disk full, its blob directory
+    /// read-only. Recorded against node `i`.
+    async fn store_fault(&mut self, kind: FaultKind, i: usize, seconds: f64, now: Instant) {
+        let data = self.h.mesh.data_dir.clone();
+        let disk = |d: crate::disk::DiskFault| (d.describe(), StoreFault::Disk(d));
+        let fault = match kind {
+            FaultKind::StoreLock => {
+                let db = data.join("meshmail.sqlite");
+                let what = format!("{} write-locked", db.display());
+                crate::store_outage::lock(&db, seconds + 5.0)
+                    .await
+                    .map(|l| (what, StoreFault::Lock(l)))
             }
-            Err(e) => self.record("fault_error", i, format!("store_lock: {e:#}")),
+            FaultKind::DiskFull => crate::disk::DiskFault::fill(&data).map(disk),
+            _ => crate::disk::DiskFault::blob_readonly(&data.join("blobs")).map(disk),
+        };
+        match fault {
+            Ok((what, fault)) => {
+                self.record(kind.name(), i, format!("{what} for {seconds:.1} s"));
+                self.store_faults.push(StoreOutage {
+                    until: now + Duration::from_secs_f64(seconds),
+                    node: i,
+                    kind,
+                    fault,
+                    refusals_before: self.refusals(),
+                });
+            }
+            Err(e) => self.record("fault_error", i, format!("{}: {e:#}", kind.name())),
         }
     }
 
@@ -149,16 +182,26 @@ impl Run {
     /// Lifts the network faults whose time is up and measures their recovery.
     pub(crate) async fn heal_due(&mut self, now: Instant) {
         self.clock_jumps_due(now).await;
-        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.store_locks)
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.store_faults)
             .into_iter()
-            .partition(|x| x.0 <= now);
-        self.store_locks = keep;
-        for (_, i, l, before) in due {
-            l.end().await;
-            let refused = self.refusals().saturating_sub(before);
-            self.outage_refusals += refused;
-            self.record("heal", i, format!("store_lock: {refused} SMTP refusals during it"));
-            self.poll_shards("store_lock", i, Instant::now());
+            .partition(|x| x.until <= now);
+        self.store_faults = keep;
+        for o in due {
+            let ended = match o.fault {
+                StoreFault::Lock(l) => {
+                    l.end().await;
+                    Ok(())
+                }
+                StoreFault::Disk(d) => d.end(),
+            };
+            let name = o.kind.name();
+            if let Err(e) = ended {
+                self.record("fault_error", o.node, format!("{name} heal: {e:#}"));
+            }
+            let refused = self.refusals().saturating_sub(o.refusals_before);
+            *self.outage_refusals.entry(name).or_default() += refused;
+            self.record("heal", o.node, format!("{name}: {refused} SMTP refusals during it"));
+            self.poll_shards(name, o.node, Instant::now());
         }
         let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.starving).into_iter().partition(|x| x.0 <= now);
         self.starving = keep;

@@ -11,6 +11,7 @@
 pub mod attach;
 pub mod clock_skew;
 pub mod compare;
+pub mod disk;
 mod inject;
 pub mod netns;
 pub mod outbound;
@@ -22,3 +23,4 @@ pub mod schedule;
 pub mod starve;
 pub mod store_outage;
 pub mod summary;
+pub mod write_gap;

@@ -92,6 +92,11 @@ fn run(
     let bin = meshmail_soak::cluster::find_meshmail(meshmail.as_deref())?;
     let out = out.unwrap_or_else(|| PathBuf::from(format!("chaos-report-{}", meshmail_soak::events::unix_ms() / 1000)));
     std::fs::create_dir_all(&out)?;
+    // Disk faults: the data directory is a small tmpfs of the run's own.
+    let tmpfs = match scn.disk.tmpfs_mib {
+        Some(mib) if cluster.is_none() => Some(meshmail_chaos::disk::DataTmpfs::mount(&out.join("data"), mib)?),
+        _ => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let passed = rt.block_on(async {
         let mut running = Box::pin(meshmail_chaos::runner::run(scn, &out, &bin, cluster.as_ref()));
@@ -117,6 +122,11 @@ fn run(
     // Dropping the run (above, when a signal came first) killed its nodes
     // and removed its namespaces; this catches anything still registered.
     meshmail_chaos::netns::teardown_all();
+    if let Some(t) = tmpfs {
+        // A run that failed to complete keeps its data for the post-mortem.
+        let keep = keep_data || !matches!(passed, Ok(Some(_)));
+        t.finish(keep)?;
+    }
     let Some(passed) = passed? else {
         eprintln!("meshmail-chaos: interrupted; nodes stopped, namespaces removed, no report");
         std::process::exit(130);

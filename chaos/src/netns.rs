@@ -34,7 +34,8 @@ const LINK_PREFIX: &str = "mmc";
 /// Prefixes of live setups in this process (torn down by the panic hook).
 static ACTIVE: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
-fn run(args: &[&str]) -> anyhow::Result<String> {
+/// Runs a command; its stdout, or an error with its stderr.
+pub(crate) fn run(args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()
@@ -123,13 +124,15 @@ pub fn teardown_all() {
     }
 }
 
-/// Installs (once) a panic hook that tears down before the default hook reports.
+/// Installs (once) a panic hook that tears down (namespaces, and the
+/// data directory's tmpfs of `disk.rs`) before the default hook reports.
 pub fn install_panic_hook() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             teardown_all();
+            crate::disk::teardown_all();
             default(info);
         }));
     });

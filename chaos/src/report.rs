@@ -26,6 +26,8 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
     let pause = recovery_values(o, &["pause"]);
     let netns = recovery_values(o, NETNS_KINDS);
     let starve = recovery_values(o, &["starve"]);
+    let store = recovery_values(o, &["store_lock", "disk_full", "blob_readonly"]);
+    let gap = recovery_values(o, &["write_gap"]);
     o.plot_notes.extend(plot::try_plot("kill recovery", || {
         plot::histogram(
             &dir.join("recovery-kill.png"),
@@ -68,6 +70,16 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
         ("pause end -> every shard served", &["pause"][..], &pause),
         ("namespace fault heal -> links up", NETNS_KINDS, &netns),
         ("CPU starvation end -> links up", &["starve"][..], &starve),
+        (
+            "store fault heal -> every shard served",
+            &["store_lock", "disk_full", "blob_readonly"][..],
+            &store,
+        ),
+        (
+            "kill -> next 250 to every account (write gap)",
+            &["write_gap"][..],
+            &gap,
+        ),
     ] {
         let q = quantiles(v);
         let missing = o

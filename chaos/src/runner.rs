@@ -82,10 +82,14 @@ pub(crate) struct Run {
     pub(crate) heals: Vec<(Instant, usize, FaultKind)>,
     /// CPU starvations to end: (when, node, the starvation).
     pub(crate) starving: Vec<(Instant, usize, crate::starve::Starvation)>,
-    /// Store locks to release: (when, node, the lock, refusals before it).
-    pub(crate) store_locks: Vec<(Instant, usize, crate::store_outage::StoreLock, u64)>,
-    /// SMTP refusals the load saw while the store was locked.
-    pub(crate) outage_refusals: u64,
+    /// When each SIGKILL was sent: (instant, node, seconds into the run).
+    pub(crate) kill_times: Vec<(Instant, usize, f64)>,
+    /// Their write gaps, measured before the load is stopped and dropped.
+    gaps: Vec<Recovery>,
+    /// Store faults to lift (lock, disk full, read-only blobs).
+    pub(crate) store_faults: Vec<crate::inject::StoreOutage>,
+    /// SMTP refusals the load saw during store faults, by fault kind.
+    pub(crate) outage_refusals: std::collections::BTreeMap<&'static str, u64>,
     /// Clock jumps in progress, and what the finished ones showed.
     pub(crate) clock_jumps: Vec<crate::clock_skew::Jump>,
     pub(crate) skew: crate::clock_skew::SkewFindings,
@@ -100,6 +104,30 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The client-observed write gap of every kill (see `write_gap.rs`),
+    /// as recoveries of kind `write_gap`.
+    fn write_gaps(&self) -> Vec<Recovery> {
+        let Some(load) = &self.h.load else { return Vec::new() };
+        let acks = crate::write_gap::Acks::new(&load.shared.acked_at.lock().expect("acked_at"));
+        self.kill_times
+            .iter()
+            .map(|(at, i, t_s)| {
+                let seconds = acks.gap(*at);
+                Recovery {
+                    kind: "write_gap".into(),
+                    node: self.h.mesh.slots[*i].addrs.name.clone(),
+                    t_s: *t_s,
+                    seconds,
+                    note: if seconds.is_none() {
+                        "no account written both before and after the kill".into()
+                    } else {
+                        String::new()
+                    },
+                }
+            })
+            .collect()
+    }
+
     /// Calls a fault endpoint of node `i`; records the fault (or why the
     /// call failed) and says whether it was injected.
     pub(crate) async fn post_fault(&mut self, i: usize, path: &str, kind: &str, detail: String) -> bool {
@@ -352,13 +380,24 @@ pub async fn run(
             .await?
         }
     };
+    // The nodes' config file, when the scenario needs one: top-level keys
+    // first, then the outbound rig's tables.
+    let mut node_config = String::new();
+    if scn.disk.blob_bodies {
+        node_config.push_str("inline_max_bytes = 0\n\n");
+    }
     let outbound = if scn.outbound.enabled {
         let rig = OutboundRig::start(&scn.outbound, out)?;
-        mesh.extra_args = vec!["--config".into(), rig.config_path.display().to_string()];
+        node_config.push_str(&std::fs::read_to_string(&rig.config_path)?);
         Some((rig, None))
     } else {
         None
     };
+    if !node_config.is_empty() {
+        let path = out.join("node.toml");
+        std::fs::write(&path, node_config)?;
+        mesh.extra_args = vec!["--config".into(), path.display().to_string()];
+    }
     let n = scn.nodes;
     let (netns, network) = place_in_namespaces(&scn, &mut mesh)?;
     let mut r = Run {
@@ -372,8 +411,10 @@ pub async fn run(
         resumes: Vec::new(),
         heals: Vec::new(),
         starving: Vec::new(),
-        store_locks: Vec::new(),
-        outage_refusals: 0,
+        kill_times: Vec::new(),
+        gaps: Vec::new(),
+        store_faults: Vec::new(),
+        outage_refusals: Default::default(),
         clock_jumps: Vec::new(),
         skew: Default::default(),
         limit: Duration::from_secs_f64(scn.recovery_limit_s),
@@ -396,6 +437,7 @@ pub async fn run(
             recoveries.push(rec);
         }
     }
+    recoveries.append(&mut r.gaps);
     let count = |k: &str| r.actions.iter().filter(|a| a.kind == k).count() as u64;
     let mut checks = end.checks.clone();
     checks.insert(0, Check::at_least("kills", count("kill"), scn.checks.min_kills));
@@ -421,8 +463,17 @@ pub async fn run(
             checks.push(Check::info(k.name(), count(k.name()), what));
         }
     }
-    if count("store_lock") > 0 {
-        checks.push(Check::at_least("store_outage_refusals", r.outage_refusals, 1));
+    // Each store fault must have been answered with refusals (4xx), never
+    // ridden out by acknowledging what was not kept (the read-back checks that).
+    for (kind, line) in [
+        ("store_lock", "store_outage_refusals"),
+        ("disk_full", "disk_full_refusals"),
+        ("blob_readonly", "blob_readonly_refusals"),
+    ] {
+        if count(kind) > 0 {
+            let refused = r.outage_refusals.get(kind).copied().unwrap_or(0);
+            checks.push(Check::at_least(line, refused, 1));
+        }
     }
     let skew = (count("clock_jump") > 0).then(|| r.skew.clone());
     if let Some(f) = &skew {
@@ -442,6 +493,22 @@ pub async fn run(
             .count() as u64,
         format!("not recovered within {} s", scn.recovery_limit_s),
     ));
+    for (class, limit) in &scn.checks.max_p99_s {
+        let kinds = crate::summary::RECOVERY_CLASSES
+            .iter()
+            .find(|(c, _)| c == class)
+            .map_or(&[][..], |(_, k)| *k);
+        let p = crate::summary::Percentiles::of(&recoveries, kinds);
+        checks.push(Check {
+            name: format!("{class}_p99_s"),
+            value: format!("{:.3}", p.p99_s),
+            ok: p.n > 0 && p.p99_s <= *limit,
+            note: format!(
+                "at most {limit} s (p50 {:.3} s, max {:.3} s, n {})",
+                p.p50_s, p.max_s, p.n
+            ),
+        });
+    }
     checks.push(Check::zero(
         "unexpected_exits",
         r.unexpected_exits,
@@ -506,7 +573,7 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
             && r.resumes.is_empty()
             && r.heals.is_empty()
             && r.starving.is_empty()
-            && r.store_locks.is_empty()
+            && r.store_faults.is_empty()
             && r.clock_jumps.is_empty()
         {
             break;
@@ -580,5 +647,6 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
         // the nodes still send while the end checks run.
         r.outbound = Some((rig, None));
     }
+    r.gaps = r.write_gaps();
     r.h.finish(Duration::from_secs_f64(scn.settle_s), out).await
 }

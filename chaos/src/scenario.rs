@@ -69,6 +69,21 @@ pub struct Scenario {
     /// Run the nodes in network namespaces (see `netns.rs`).
     #[serde(default)]
     pub netns: NetnsConfig,
+    /// The data directory on a small tmpfs, for disk faults (see `disk.rs`).
+    #[serde(default)]
+    pub disk: DiskConfig,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskConfig {
+    /// Mount a tmpfs of this many MiB on `OUT/data` (needs root); the
+    /// `disk_full` and `blob_readonly` faults need it.
+    pub tmpfs_mib: Option<u64>,
+    /// Every body goes to the blob directory (the nodes' `inline_max_bytes
+    /// = 0`), so `blob_readonly` meets every delivery, not only large ones.
+    #[serde(default)]
+    pub blob_bodies: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -264,6 +279,11 @@ pub struct Minimums {
     pub min_link_drops: u64,
     #[serde(default)]
     pub min_acked: u64,
+    /// Upper bounds on recovery p99 by class, seconds (`kill = 2.0`,
+    /// `write_gap = 1.5`, any class of `summary::RECOVERY_CLASSES`): a
+    /// class with a bound and no measurement fails too.
+    #[serde(default)]
+    pub max_p99_s: std::collections::BTreeMap<String, f64>,
 }
 
 impl Scenario {
@@ -314,6 +334,27 @@ impl Scenario {
         }
         for (i, e) in self.schedule.iter().enumerate() {
             e.validate(i, self.nodes, self.duration_s)?;
+            if e.fault.needs_disk() && self.disk.tmpfs_mib.is_none() {
+                return Err(ScenarioError::Invalid(format!(
+                    "schedule[{i}]: {} needs [disk] tmpfs_mib (the data directory on a small tmpfs; the runner never fills a real disk)",
+                    e.fault.name()
+                )));
+            }
+        }
+        for (class, limit) in &self.checks.max_p99_s {
+            if !crate::summary::RECOVERY_CLASSES.iter().any(|(c, _)| c == class) || limit.is_nan() || *limit <= 0.0 {
+                return Err(ScenarioError::Invalid(format!(
+                    "checks.max_p99_s: {class:?} = {limit}: a recovery class ({}) and a bound > 0",
+                    crate::summary::RECOVERY_CLASSES
+                        .iter()
+                        .map(|(c, _)| *c)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        if self.disk.tmpfs_mib.is_some_and(|m| !(8..=65_536).contains(&m)) {
+            return bad("disk.tmpfs_mib must be 8..=65536");
         }
         Ok(())
     }
@@ -372,5 +413,22 @@ mod tests {
         assert!(Scenario::parse("name = \"x\"\nduration_s = 10\nbogus = 1\n").is_err());
         let s = Scenario::parse("name = \"x\"\nduration_s = 10\n[faults]\ndrop_ack_messages = 1\n").unwrap();
         assert_eq!(s.load.drop_ack_messages, 1);
+    }
+
+    #[test]
+    fn disk_faults_need_a_tmpfs_and_bounds_need_a_class() {
+        let disk = "name = \"x\"\nduration_s = 10\n[[schedule]]\nfault = \"disk_full\"\nat_s = [1]\n";
+        let e = Scenario::parse(disk).unwrap_err().to_string();
+        assert!(e.contains("tmpfs_mib"), "{e}");
+        assert!(Scenario::parse(&format!("{disk}[disk]\ntmpfs_mib = 32\n")).is_ok());
+        let bound = |b: &str| {
+            Scenario::parse(&format!(
+                "name = \"x\"\nduration_s = 10\n[checks]\nmax_p99_s = {{ {b} }}\n"
+            ))
+        };
+        assert!(bound("kill = 2.0").is_ok());
+        assert!(bound("write_gap = 1.5").is_ok());
+        assert!(bound("kil = 2.0").is_err());
+        assert!(bound("kill = 0").is_err());
     }
 }

@@ -43,6 +43,10 @@ pub enum FaultKind {
     /// The node's wall clock `offset_s` off, and the node cut off from the
     /// mesh for `duration_s` so its shards move on (see `clock_skew.rs`).
     ClockJump,
+    /// The data directory's tmpfs filled to the last byte (see `disk.rs`).
+    DiskFull,
+    /// The blob directory mounted read-only (see `disk.rs`).
+    BlobReadonly,
 }
 
 impl FaultKind {
@@ -59,7 +63,14 @@ impl FaultKind {
             FaultKind::Starve => "starve",
             FaultKind::StoreLock => "store_lock",
             FaultKind::ClockJump => "clock_jump",
+            FaultKind::DiskFull => "disk_full",
+            FaultKind::BlobReadonly => "blob_readonly",
         }
+    }
+
+    /// Faults on the run's data directory (they need `[disk] tmpfs_mib`).
+    pub fn needs_disk(self) -> bool {
+        matches!(self, FaultKind::DiskFull | FaultKind::BlobReadonly)
     }
 
     pub fn needs_netns(self) -> bool {
@@ -73,7 +84,11 @@ impl FaultKind {
     pub fn isolates(self) -> bool {
         !matches!(
             self,
-            FaultKind::LinkDrop | FaultKind::NetnsNetem | FaultKind::NetnsBandwidth
+            FaultKind::LinkDrop
+                | FaultKind::NetnsNetem
+                | FaultKind::NetnsBandwidth
+                | FaultKind::DiskFull
+                | FaultKind::BlobReadonly
         )
     }
 }

@@ -26,7 +26,11 @@ pub const RECOVERY_CLASSES: &[(&str, &[&str])] = &[
     ),
     ("starve", &["starve"]),
     ("store", &["store_lock"]),
+    ("disk", &["disk_full", "blob_readonly"]),
     ("clock", &["clock_jump"]),
+    // Not a recovery of the mesh: the load's longest interval between two
+    // 250s to one account across a kill (see `write_gap.rs`).
+    ("write_gap", &["write_gap"]),
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -153,6 +153,9 @@ pub struct Shared {
     next_seq: AtomicU64,
     /// load id → (account index, fate).
     pub ids: Mutex<HashMap<String, (u32, Fate)>>,
+    /// (account index, when its 250 arrived) of every acknowledged message:
+    /// the client-observed write gaps around faults (chaos `write_gap`).
+    pub acked_at: Mutex<Vec<(u32, Instant)>>,
     pub counters: Mutex<Counters>,
     pub smtp_latency: Mutex<Histogram<u64>>,
     pub imap_latency: Mutex<Histogram<u64>>,
@@ -242,6 +245,7 @@ impl Load {
             paused: AtomicBool::new(false),
             inflight: AtomicU64::new(0),
             acked_total: AtomicU64::new(0),
+            acked_at: Mutex::new(Vec::new()),
             next_seq: AtomicU64::new(0),
             ids: Mutex::new(HashMap::new()),
             counters: Mutex::new(Counters::default()),
@@ -466,6 +470,7 @@ async fn smtp_worker(s: Arc<Shared>, tickets: Option<Arc<tokio::sync::Mutex<toki
             }
         });
         if outcome == Outcome::Acked {
+            s.acked_at.lock().expect("acked_at").push((account_ix, Instant::now()));
             s.acked_total.fetch_add(1, Ordering::Relaxed);
             s.smtp_latency
                 .lock()

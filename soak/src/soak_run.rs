@@ -35,6 +35,14 @@ pub struct SoakArgs {
     pub out: Option<PathBuf>,
     #[arg(long)]
     pub meshmail: Option<PathBuf>,
+    /// Fail when a node's second-half RSS trend (slope × half the run, in
+    /// % of its mean) is beyond ± this (a leak); without it the trend is
+    /// only reported.
+    #[arg(long)]
+    pub max_memory_trend_pct: Option<f64>,
+    /// Keep OUT/data (the nodes' store) after the checks; deleted otherwise.
+    #[arg(long)]
+    pub keep_data: bool,
 }
 
 pub fn run(args: SoakArgs) -> anyhow::Result<()> {
@@ -97,7 +105,17 @@ async fn run_async(args: SoakArgs) -> anyhow::Result<bool> {
     }
     .await;
     h.mesh.stop_all().await;
-    let end = result?;
+    let mut end = result?;
+    if let Some(max) = args.max_memory_trend_pct {
+        for (node, trend) in &end.memory_trend_pct {
+            end.checks.push(checks::Check {
+                name: format!("memory_trend_bound_{node}"),
+                value: trend.map(|t| format!("{t:+.1}%")).unwrap_or_else(|| "n/a".into()),
+                ok: trend.is_some_and(|t| t.abs() <= max),
+                note: format!("second-half RSS trend within ±{max}% of the mean"),
+            });
+        }
+    }
     let notes = h.plots(&out);
     let samples = h.samples.lock().expect("samples");
     let mut md = format!(
@@ -136,5 +154,9 @@ async fn run_async(args: SoakArgs) -> anyhow::Result<bool> {
         println!("{}", c.line());
     }
     println!("report: {}", out.join("report.md").display());
+    // The checks (read-back, `verify ledger`) are done: the store is only evidence now.
+    if !args.keep_data {
+        std::fs::remove_dir_all(&data).map_err(|e| anyhow::anyhow!("deleting {}: {e}", data.display()))?;
+    }
     Ok(checks::all_ok(&end.checks))
 }

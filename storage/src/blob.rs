@@ -404,7 +404,7 @@ async fn wait_until_not_deleting(db: &Database, hash: &str) -> Result<i64> {
 fn store_err(e: object_store::Error) -> StorageError {
     match e {
         object_store::Error::NotFound { path, .. } => StorageError::NotFound(format!("blob {path}")),
-        e => StorageError::Blob(e.to_string()),
+        e => crate::error::unwritable_io(&e, "blob store").unwrap_or_else(|| StorageError::Blob(e.to_string())),
     }
 }
 

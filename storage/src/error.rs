@@ -55,6 +55,13 @@ pub enum StorageError {
     AlreadyExists(String),
     #[error("blob store: {0}")]
     Blob(String),
+    /// The medium refused the write: the disk is full (`ENOSPC`,
+    /// `SQLITE_FULL`) or mounted read-only (`EROFS`, `SQLITE_READONLY`).
+    /// Not retried: it does not clear within a retry budget, and waiting
+    /// would only hold the client. Protocols answer "try again later"
+    /// (SMTP 452 4.3.1 when `full`, else 451; IMAP `NO [UNAVAILABLE]`).
+    #[error("storage cannot take writes ({}): {detail}", if *full { "disk full" } else { "read-only" })]
+    Unwritable { full: bool, detail: String },
     #[error("backend error: {0}")]
     Backend(String),
     #[error("i/o: {0}")]
@@ -80,7 +87,7 @@ impl StorageError {
         self.is_retryable()
             || matches!(
                 self,
-                StorageError::RetriesExhausted { .. } | StorageError::Fenced { .. }
+                StorageError::RetriesExhausted { .. } | StorageError::Fenced { .. } | StorageError::Unwritable { .. }
             )
     }
 
@@ -107,6 +114,8 @@ impl StorageError {
             StorageError::NotFound(_) => "not_found",
             StorageError::AlreadyExists(_) => "already_exists",
             StorageError::Blob(_) => "blob",
+            StorageError::Unwritable { full: true, .. } => "disk_full",
+            StorageError::Unwritable { full: false, .. } => "read_only_media",
             StorageError::Backend(_) => "backend",
             StorageError::Io(_) => "io",
         }
@@ -125,6 +134,27 @@ impl TxError for StorageError {
     fn as_storage(&self) -> Option<&StorageError> {
         Some(self)
     }
+}
+
+/// The medium's refusal, if `e` (or an error it wraps) is an I/O error
+/// saying the disk is full or read-only.
+pub fn unwritable_io(e: &(dyn std::error::Error + 'static), context: &str) -> Option<StorageError> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            let full = match io.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => true,
+                std::io::ErrorKind::ReadOnlyFilesystem => false,
+                _ => return None,
+            };
+            return Some(StorageError::Unwritable {
+                full,
+                detail: format!("{context}: {io}"),
+            });
+        }
+        cur = err.source();
+    }
+    None
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

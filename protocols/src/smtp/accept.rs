@@ -240,7 +240,13 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
         Ok(i) => i,
         Err(e) => {
             tracing::warn!(error = %e, "could not store a message body");
-            return m.recipients.iter().map(|_| Reply::local_error()).collect();
+            let full = matches!(e, StorageError::Unwritable { full: true, .. });
+            let reply = if full {
+                Reply::insufficient_storage()
+            } else {
+                Reply::local_error()
+            };
+            return m.recipients.iter().map(|_| reply.clone()).collect();
         }
     };
     let sender = match &m.from {
@@ -293,7 +299,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
             match ctx.blobs.prepare(&ctx.db, raw.clone()).await {
                 Ok(p) => prepared = p,
                 Err(e) => {
-                    outcome = Err(DeliveryError::Temporary(e.to_string()));
+                    outcome = Err(DeliveryError::from(e));
                     break;
                 }
             }
@@ -308,6 +314,10 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
             Ok(()) => Reply::message_accepted(&id_to_string(&id)),
             Err(DeliveryError::Permanent(why)) => Reply::transaction_failed(&why),
             Err(DeliveryError::OverQuota) => Reply::over_quota(),
+            Err(DeliveryError::StorageFull(why)) => {
+                tracing::warn!(error = %why, "delivery failed: the store's disk is full, answering 452");
+                Reply::insufficient_storage()
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "delivery failed: answering 451");
                 Reply::local_error()

@@ -194,11 +194,20 @@ fn open_connection_sized(path: &Path, durability: Durability, page_size_bytes: O
     Ok(conn)
 }
 
-/// Maps SQLite errors: lock contention is retryable, the rest is not.
+/// Maps SQLite errors: lock contention is retryable; a full or read-only
+/// disk is `Unwritable` (fails fast); the rest is not retryable.
 fn sql_err(e: rusqlite::Error) -> StorageError {
     use rusqlite::ErrorCode;
     match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StorageError::Unavailable(e.to_string()),
+        Some(ErrorCode::DiskFull) => StorageError::Unwritable {
+            full: true,
+            detail: e.to_string(),
+        },
+        Some(ErrorCode::ReadOnly) => StorageError::Unwritable {
+            full: false,
+            detail: e.to_string(),
+        },
         _ => StorageError::Backend(e.to_string()),
     }
 }
