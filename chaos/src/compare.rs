@@ -165,6 +165,12 @@ pub fn diff(a: &Summary, b: &Summary) -> Vec<Row> {
             b.memory.mean_rss_mib,
             Worse::Higher,
         ),
+        row(
+            "memory.incarnation_peak_rss_mib_p50",
+            a.memory.incarnation_peak_rss_mib_p50,
+            b.memory.incarnation_peak_rss_mib_p50,
+            Worse::Higher,
+        ),
     ]);
     let mut kinds: Vec<&String> = a.faults.keys().chain(b.faults.keys()).collect();
     kinds.sort();

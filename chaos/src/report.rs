@@ -149,6 +149,11 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
             t.map(|t| format!("{t:+.2}")).unwrap_or_else(|| "n/a".into())
         ));
     }
+    let m = &o.memory;
+    md.push_str(&format!(
+        "\nPeak RSS {:.1} MiB, mean {:.1} MiB; {} node incarnations sampled, each one's peak RSS: median {:.1} MiB, largest {:.1} MiB.\n",
+        m.peak_rss_mib, m.mean_rss_mib, m.incarnations, m.incarnation_peak_rss_mib_p50, m.incarnation_peak_rss_mib_max
+    ));
     md.push_str("\n![RSS](memory.png)\n\n![fds](fds.png)\n\n![rate](rate.png)\n\n## Load\n\n");
     if let Some(l) = &o.end.load {
         md.push_str(&l.markdown());

@@ -82,6 +82,16 @@ pub struct Memory {
     pub peak_rss_mib_by_node: BTreeMap<String, f64>,
     /// The largest |second-half RSS trend| of any node, % of its mean.
     pub worst_trend_pct: Option<f64>,
+    /// Node incarnations (node, generation) sampled at least once.
+    #[serde(default)]
+    pub incarnations: u64,
+    /// Each incarnation's peak RSS, MiB: median and largest over them
+    /// (a leak that survives restarts, in the store or the shared data,
+    /// shows as later incarnations starting ever larger).
+    #[serde(default)]
+    pub incarnation_peak_rss_mib_p50: f64,
+    #[serde(default)]
+    pub incarnation_peak_rss_mib_max: f64,
 }
 
 impl Memory {
@@ -93,6 +103,13 @@ impl Memory {
             *e = e.max(mib(p.rss_kib));
         }
         let sum: f64 = procs.iter().map(|p| mib(p.rss_kib)).sum();
+        let mut by_incarnation: BTreeMap<(&str, u64), f64> = BTreeMap::new();
+        for p in procs {
+            let e = by_incarnation.entry((p.node.as_str(), p.generation)).or_default();
+            *e = e.max(mib(p.rss_kib));
+        }
+        let peaks: Vec<f64> = by_incarnation.values().copied().collect();
+        let q = quantiles(&peaks);
         Memory {
             peak_rss_mib: by_node.values().copied().fold(0.0, f64::max),
             mean_rss_mib: if procs.is_empty() {
@@ -105,6 +122,9 @@ impl Memory {
                 .iter()
                 .filter_map(|(_, t)| *t)
                 .max_by(|a, b| a.abs().total_cmp(&b.abs())),
+            incarnations: peaks.len() as u64,
+            incarnation_peak_rss_mib_p50: q[0],
+            incarnation_peak_rss_mib_max: q[3],
         }
     }
 }
