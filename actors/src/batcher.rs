@@ -16,7 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use meshmail_storage::keyspace::{AccountId, MailboxId};
+use meshmail_storage::ids::{AccountId, MailboxId};
 use meshmail_storage::model::ledger::{self, LedgerState};
 use meshmail_storage::model::messages::{self, NewMessage};
 use meshmail_storage::model::{mailboxes, nodes, quarantine as qmodel, quota};

@@ -16,10 +16,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use meshmail_storage::keyspace::{self, AccountId};
-use meshmail_storage::kv::{RangeOptions, decode_i64, key_after};
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::mailboxes::Mailbox;
-use meshmail_storage::model::{nodes, now_ms};
+use meshmail_storage::model::{compaction, nodes, now_ms};
 use meshmail_storage::{StorageError, Txn};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
@@ -136,44 +135,26 @@ pub async fn step(ctx: &Arc<NodeCtx>, cfg: &CompactorConfig) -> Result<StepRepor
 }
 
 async fn trim_change_logs(ctx: &Arc<NodeCtx>, cfg: &CompactorConfig) -> Result<StepReport, StorageError> {
-    let cursor_key = keyspace::cursor("compact_mailboxes");
-    let (all_b, all_e) = keyspace::all_mailboxes();
     let limit = cfg.mailboxes_per_step;
-    let (ck, ab, ae) = (cursor_key.clone(), all_b.clone(), all_e.clone());
-    let rows = ctx
+    let page = ctx
         .db
-        .read("compact_scan", move |txn| {
-            let (ck, ab, ae) = (ck.clone(), ab.clone(), ae.clone());
-            async move {
-                let from = txn.get(&ck).await?.unwrap_or(ab);
-                txn.get_range(&from, &ae, RangeOptions::limit(limit)).await
-            }
+        .read("compact_scan", move |txn| async move {
+            compaction::mailbox_page(&txn, limit).await
         })
         .await?;
-    let mut report = StepReport::default();
-    for (k, v) in &rows {
-        report.mailboxes_seen += 1;
-        let mb: Mailbox = serde_json::from_slice(v).map_err(|e| StorageError::Corrupt {
-            what: "mailbox".into(),
-            detail: e.to_string(),
-        })?;
-        // The account id is the second element of the ("mbox", account, id) key.
-        let Ok((_, account, _)) = foundationdb_tuple::unpack::<(String, AccountId, i64)>(k) else {
-            continue;
-        };
-        if trim_one(ctx, cfg, account, &mb).await? {
+    let mut report = StepReport {
+        mailboxes_seen: page.rows_read as u64,
+        ..StepReport::default()
+    };
+    for (account, mb) in &page.mailboxes {
+        if trim_one(ctx, cfg, *account, mb).await? {
             report.changes_trimmed_mailboxes += 1;
         }
     }
-    // Resume after the last row next time; wrap to the start at the end.
-    let next = match rows.last() {
-        Some((k, _)) if rows.len() == limit => key_after(k),
-        _ => all_b,
-    };
+    let next = &page.next;
     ctx.db
-        .run("compact_cursor", move |txn| {
-            let (ck, next) = (cursor_key.clone(), next.clone());
-            async move { txn.set(&ck, &next) }
+        .run("compact_cursor", move |txn| async move {
+            compaction::save_mailbox_walk(&txn, next)
         })
         .await?;
     Ok(report)
@@ -200,18 +181,8 @@ async fn trim_one(
             let ctx = ctx2.clone();
             async move {
                 nodes::check_lease(&txn, shard, &ctx.identity.name, ctx.identity.generation, epoch).await?;
-                let floor_key = keyspace::change_floor(account, mailbox);
-                let floor = decode_i64(txn.get(&floor_key).await?.as_deref()) as u64;
-                if floor >= cutoff {
-                    return Ok(false);
-                }
                 // Keep the modseqs above the cutoff: the newest `window` changes.
-                txn.clear_range(
-                    &keyspace::change(account, mailbox, 0),
-                    &keyspace::change(account, mailbox, cutoff + 1),
-                )?;
-                txn.set(&floor_key, &(cutoff as i64).to_le_bytes())?;
-                Ok(true)
+                compaction::trim_change_log(&txn, account, mailbox, cutoff).await
             }
         })
         .await
@@ -223,17 +194,7 @@ async fn expire_markers(ctx: &NodeCtx, cfg: &CompactorConfig) -> Result<u64, Sto
     let limit = cfg.markers_per_step;
     ctx.db
         .run("compact_markers", move |txn| async move {
-            let (b, e) = keyspace::idempotency_all();
-            let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
-            let mut deleted = 0;
-            for (k, v) in rows {
-                if decode_i64(Some(&v)) as u64 >= cutoff {
-                    break; // Time-ordered: the rest are newer.
-                }
-                txn.clear(&k)?;
-                deleted += 1;
-            }
-            Ok::<u64, StorageError>(deleted)
+            compaction::expire_idempotency_markers(&txn, cutoff, limit).await
         })
         .await
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use meshmail_storage::blob::PreparedBody;
-use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::quarantine;
 use meshmail_storage::{StorageError, Txn};
 use ractor::RpcReplyPort;

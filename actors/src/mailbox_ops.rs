@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::messages::{self, FlagOp};
 use meshmail_storage::model::{mailboxes, nodes, quota};
 use meshmail_storage::{StorageError, Txn, blob};

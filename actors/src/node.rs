@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use meshmail_storage::Database;
 use meshmail_storage::blob::BlobStore;
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::shard_of;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 

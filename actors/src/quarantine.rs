@@ -10,7 +10,7 @@ use meshmail_storage::model::ledger::{self, LedgerState};
 use meshmail_storage::model::messages::BodyRef;
 use meshmail_storage::model::quarantine::{self, QuarantineRecord};
 use meshmail_storage::model::{new_id, now_ms};
-use meshmail_storage::{Database, StorageError, keyspace};
+use meshmail_storage::{Database, StorageError};
 
 use crate::delivery::{self, DeliveryError, DeliveryRequest, Outcome, StoredRequest};
 use crate::node::NodeCtx;
@@ -130,25 +130,12 @@ async fn load(db: &Database, id: [u8; 16]) -> Result<QuarantineRecord, DeliveryE
 
 /// Rebuilds a prepared body from what the quarantine keeps referenced.
 async fn prepared_from_store(ctx: &NodeCtx, record: &QuarantineRecord) -> Result<PreparedBody, DeliveryError> {
-    let hash = record.body_hash.clone();
-    let (generation, inline) = ctx
+    let (hash, size) = (record.body_hash.as_str(), record.body_size);
+    let prepared = ctx
         .db
-        .read("quarantine_body", move |txn| {
-            let hash = hash.clone();
-            async move {
-                let generation = txn.get_i64(&keyspace::blob_generation(&hash)).await?;
-                let inline = txn.get(&keyspace::blob_inline(&hash)).await?;
-                Ok::<_, StorageError>((generation, inline))
-            }
+        .read("quarantine_body", move |txn| async move {
+            blob::prepared_from_stored(&txn, hash, size).await
         })
         .await?;
-    Ok(PreparedBody {
-        body: BodyRef {
-            hash: record.body_hash.clone(),
-            size: record.body_size,
-            inline: inline.is_some(),
-        },
-        generation,
-        inline_bytes: inline.map(Into::into),
-    })
+    Ok(prepared)
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use meshmail_storage::blob::PreparedBody;
-use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::messages::BodyRef;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;

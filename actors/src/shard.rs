@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use meshmail_storage::keyspace::{AccountId, MailboxId};
+use meshmail_storage::ids::{AccountId, MailboxId};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 

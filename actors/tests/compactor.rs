@@ -9,10 +9,9 @@ use meshmail_actors::compactor::{CompactorConfig, step};
 use meshmail_actors::node::{NodeCtx, NodeIdentity};
 use meshmail_storage::blob::{BlobConfig, BlobStore};
 use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
-use meshmail_storage::kv::{RangeOptions, decode_i64};
 use meshmail_storage::model::messages::{BodyRef, NewMessage};
 use meshmail_storage::model::{accounts, domains, mailboxes, messages, new_id};
-use meshmail_storage::{Database, StorageError, keyspace};
+use meshmail_storage::{Database, StorageError};
 
 async fn setup(dir: &std::path::Path) -> (Database, BlobStore, i64, i64) {
     let db = Database::new(Arc::new(
@@ -50,8 +49,7 @@ async fn setup(dir: &std::path::Path) -> (Database, BlobStore, i64, i64) {
 
 async fn changes(db: &Database, account: i64, mailbox: i64) -> usize {
     db.read("t", move |txn| async move {
-        let (b, e) = keyspace::changes_since(account, mailbox, 0);
-        Ok::<_, StorageError>(txn.get_range(&b, &e, RangeOptions::limit(1000)).await?.len())
+        Ok::<_, StorageError>(messages::changes_since(&txn, account, mailbox, 0, 1000).await?.len())
     })
     .await
     .unwrap()
@@ -114,11 +112,11 @@ async fn trims_owned_change_logs_and_sweeps_orphans() {
     assert_eq!(changes(&db, account, inbox).await, 10, "the newest 10 changes stay");
     let floor = db
         .read("t", move |txn| async move {
-            txn.get(&keyspace::change_floor(account, inbox)).await
+            messages::change_floor(&txn, account, inbox).await
         })
         .await
         .unwrap();
-    assert_eq!(decode_i64(floor.as_deref()), 41);
+    assert_eq!(floor, 41);
     assert_eq!(deleted, 1, "the orphan body was swept");
     assert!(blobs.get(&db, &orphan.body).await.is_err());
 }

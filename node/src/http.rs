@@ -100,9 +100,10 @@ async fn ready(State(info): State<Arc<NodeInfo>>) -> impl IntoResponse {
     }
     let probe = info
         .db
-        .read("ready", |txn| async move {
-            txn.get(&meshmail_storage::keyspace::sequence("account_id")).await
-        })
+        .read(
+            "ready",
+            |txn| async move { meshmail_storage::model::probe_read(&txn).await },
+        )
         .await;
     if let Err(e) = probe {
         problems.push(format!("store unavailable: {e}"));

@@ -76,11 +76,7 @@ pub async fn fence_probe(State(info): State<Arc<NodeInfo>>, Query(p): Query<Prob
         .db
         .run("fence_probe", |txn| {
             let name = name.clone();
-            async move {
-                meshmail_storage::model::nodes::check_lease(&txn, p.shard, &name, generation, p.epoch).await?;
-                txn.set(&meshmail_storage::keyspace::cursor("fence_probe"), name.as_bytes())?;
-                Ok::<_, meshmail_storage::StorageError>(())
-            }
+            async move { meshmail_storage::model::nodes::fence_probe(&txn, p.shard, &name, generation, p.epoch).await }
         })
         .await;
     match result {

@@ -30,7 +30,7 @@ use meshmail_mesh::leases::Incarnation;
 use meshmail_mesh::membership::MembershipConfig;
 use meshmail_mesh::runtime::{ANNOUNCE_TAG, Announce, MeshRuntime, RuntimeConfig, Seed, ShardHost};
 use meshmail_mesh::{MeshConfig, MeshEndpoint, NodeCredentials, NodeId};
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::nodes::Lease;
 
 use crate::config::Config;

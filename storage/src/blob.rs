@@ -8,7 +8,7 @@
 //! A delivery calls [`BlobStore::prepare`] and then, inside its metadata
 //! transaction, [`reference()`]; an expunge calls [`release`]; one node now and
 //! then calls [`BlobStore::sweep_step`], which deletes bodies nobody
-//! references. Keys (see [`crate::keyspace`]): `bref` (reference count),
+//! references. Keys (see `keyspace.rs`): `bref` (reference count),
 //! `bgen` (generation, bumped before every delete), `bdel` (present while a
 //! delete is in progress), `binl` (inline bytes).
 //!
@@ -334,6 +334,24 @@ pub async fn reference(txn: &Txn, prepared: &PreparedBody) -> Result<()> {
         }
     }
     txn.add_i64(&keyspace::blob_refs(hash), 1)
+}
+
+/// Inside the caller's transaction: a [`PreparedBody`] for a body that is
+/// already referenced (a quarantine item keeps one), to [`reference()`] it
+/// again: its generation as of now and, when stored inline, its bytes. A
+/// held reference keeps the sweep away, so no `prepare` is needed.
+pub async fn prepared_from_stored(txn: &Txn, hash: &str, size: u64) -> Result<PreparedBody> {
+    let generation = txn.get_i64(&keyspace::blob_generation(hash)).await?;
+    let inline = txn.get(&keyspace::blob_inline(hash)).await?;
+    Ok(PreparedBody {
+        body: BodyRef {
+            hash: hash.to_string(),
+            size,
+            inline: inline.is_some(),
+        },
+        generation,
+        inline_bytes: inline.map(Into::into),
+    })
 }
 
 /// Inside the caller's transaction: drops one reference (an expunge). The

@@ -8,12 +8,8 @@
 
 use foundationdb_tuple::{Bytes, pack};
 
+use crate::ids::{AccountId, MailboxId, Uid};
 use crate::kv::{prefix_range, strinc};
-
-/// Account ids come from one counter; mailbox ids from one per account.
-pub type AccountId = i64;
-pub type MailboxId = i64;
-pub type Uid = u32;
 
 pub fn domain(name: &str) -> Vec<u8> {
     pack(&("dom", name))
@@ -126,6 +122,12 @@ pub fn change_floor(account: AccountId, mailbox: MailboxId) -> Vec<u8> {
 /// Every mailbox record of every account (the compactor's walk).
 pub fn all_mailboxes() -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("mbox",)))
+}
+/// The account of a mailbox record's key.
+pub fn mailbox_account(key: &[u8]) -> crate::error::Result<AccountId> {
+    let (_, account, _): (String, AccountId, MailboxId) =
+        foundationdb_tuple::unpack(key).map_err(|e| bad_key(key, e))?;
+    Ok(account)
 }
 
 /// Every idempotency marker (UUIDv7 keys: oldest first).
@@ -347,6 +349,13 @@ mod tests {
         let (lo, hi) = messages(1, 2);
         assert!(lo <= a && c < hi);
         assert!(message(1, 3, 0) >= hi);
+    }
+
+    #[test]
+    fn mailbox_keys_give_back_their_account() {
+        assert_eq!(mailbox_account(&mailbox(7, 3)).unwrap(), 7);
+        assert!(mailbox_account(&message(7, 3, 1)).is_err());
+        assert!(mailbox_account(b"not a tuple").is_err());
     }
 
     #[test]

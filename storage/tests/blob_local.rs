@@ -11,7 +11,8 @@ use meshmail_storage::blob::{self, BlobConfig, BlobStore, PreparedBody, SweepRep
 use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::BodyRef;
 use meshmail_storage::model::now_ms;
-use meshmail_storage::{Database, StorageError, keyspace};
+use meshmail_storage::test_keys;
+use meshmail_storage::{Database, StorageError};
 use tempfile::TempDir;
 
 /// Upper bound on steps of one test sweep pass: a pass that does not finish
@@ -82,7 +83,7 @@ async fn get_key(db: &Database, key: &[u8]) -> Option<Vec<u8>> {
 }
 
 async fn refs(db: &Database, hash: &str) -> i64 {
-    let key = &keyspace::blob_refs(hash);
+    let key = &test_keys::blob_refs(hash);
     db.read("test_refs", |txn| async move { txn.get_i64(key).await })
         .await
         .unwrap()
@@ -170,7 +171,7 @@ async fn corruption_is_detected() {
 
     let inline = e.blobs.prepare(&e.db, body(6, 100)).await.unwrap();
     reference(&e.db, &inline).await.unwrap();
-    let key = &keyspace::blob_inline(&inline.body.hash);
+    let key = &test_keys::blob_inline(&inline.body.hash);
     e.db.run("test_corrupt", |txn| async move { txn.set(key, b"not the body") })
         .await
         .unwrap();
@@ -203,7 +204,7 @@ async fn sweep_deletes_only_unreferenced_bodies_past_grace() {
     let report = sweep_pass(&e, Duration::from_secs(3600), 100).await;
     assert_eq!(report.deleted, 1);
     assert!(file_of(&e.root, &orphan.body.hash).is_file());
-    let inline_key = keyspace::blob_inline(&released_inline.body.hash);
+    let inline_key = test_keys::blob_inline(&released_inline.body.hash);
     assert_eq!(get_key(&e.db, &inline_key).await, None);
 
     let report = sweep_pass(&e, Duration::ZERO, 100).await;
@@ -293,7 +294,7 @@ async fn prepare_waits_while_a_delete_is_in_progress() {
     let e = env().await;
     let bytes = large(12);
     let hash = blob::content_hash(&bytes);
-    let deleting = keyspace::blob_deleting(&hash);
+    let deleting = test_keys::blob_deleting(&hash);
     let value = marker(now_ms());
     let (key, value) = (&deleting, &value);
     e.db.run("test_mark", |txn| async move { txn.set(key, value) })
@@ -320,7 +321,7 @@ async fn a_stale_delete_is_taken_over() {
     let prepared = e.blobs.prepare(&e.db, large(13)).await.unwrap();
     let hash = &prepared.body.hash;
     // A sweeper claimed the body an hour ago and died before deleting it.
-    let (key, value) = (&keyspace::blob_deleting(hash), &marker(now_ms() - 3_600_000));
+    let (key, value) = (&test_keys::blob_deleting(hash), &marker(now_ms() - 3_600_000));
     e.db.run("test_stale", |txn| async move { txn.set(key, value) })
         .await
         .unwrap();
@@ -432,7 +433,7 @@ async fn an_inline_reference_racing_the_inline_sweep_stores_the_bytes_again() {
     blob::reference(&txn, &again).await.unwrap();
     // ...the sweep clears it meanwhile...
     assert_eq!(sweep_pass(&e, Duration::ZERO, 100).await.deleted, 1);
-    let inline_key = keyspace::blob_inline(&again.body.hash);
+    let inline_key = test_keys::blob_inline(&again.body.hash);
     assert_eq!(get_key(&e.db, &inline_key).await, None);
     // ...so the delivery must not commit as it is.
     let err = txn.commit().await.unwrap_err();

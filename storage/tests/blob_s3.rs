@@ -13,7 +13,8 @@ use bytes::Bytes;
 use meshmail_storage::blob::{self, BlobConfig, BlobStore, PreparedBody};
 use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::{id_to_string, new_id};
-use meshmail_storage::{Database, StorageError, keyspace};
+use meshmail_storage::test_keys;
+use meshmail_storage::{Database, StorageError};
 use tempfile::TempDir;
 
 /// Upper bound on steps of one test sweep pass.
@@ -73,7 +74,7 @@ impl Env {
     }
 
     async fn refs(&self, hash: &str) -> i64 {
-        let key = &keyspace::blob_refs(hash);
+        let key = &test_keys::blob_refs(hash);
         self.db
             .read("test_refs", |txn| async move { txn.get_i64(key).await })
             .await

@@ -7,7 +7,8 @@ use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::{BodyRef, NewMessage};
 use meshmail_storage::model::verify::verify_ledger;
 use meshmail_storage::model::{accounts, domains, mailboxes, messages, new_id};
-use meshmail_storage::{Database, StorageError, keyspace};
+use meshmail_storage::test_keys;
+use meshmail_storage::{Database, StorageError};
 
 #[tokio::test]
 async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
@@ -60,7 +61,7 @@ async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
 
     // Behind the server's back: delete the message with UID 137.
     db.run("sabotage", move |txn| async move {
-        txn.clear(&keyspace::message(account, inbox, 137))
+        txn.clear(&test_keys::message(account, inbox, 137))
     })
     .await
     .unwrap();

@@ -8,7 +8,8 @@ use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::message_codec;
 use meshmail_storage::model::messages::{self, BodyRef, FlagOp, Message, NewMessage};
 use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
-use meshmail_storage::{Database, StorageError, keyspace};
+use meshmail_storage::test_keys;
+use meshmail_storage::{Database, StorageError};
 
 #[tokio::test]
 async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
@@ -52,7 +53,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
     })
     .await
     .unwrap();
-    let key1 = keyspace::message(account, inbox, 1);
+    let key1 = test_keys::message(account, inbox, 1);
     let raw = |db: &Database, key: Vec<u8>| {
         let db = db.clone();
         async move {

@@ -13,7 +13,7 @@ use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
 use meshmail_actors::session::Session;
 use meshmail_actors::shard::Subscription;
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use meshmail_actors::auth::AuthOutcome;
 use meshmail_actors::shard::subscribe;
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 
 use super::response::{self, Status};
 use super::session::{AUTOLOGOUT, COMMAND_LINE_MAX, Imap, ImapShared, Login, Next, Phase, State};

@@ -8,7 +8,7 @@ use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver
 use meshmail_actors::mailbox_ops::{MailboxOp, request};
 use meshmail_actors::op_error::OpError;
 use meshmail_storage::StorageError;
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::mailboxes::{self, Mailbox};
 use meshmail_storage::model::quota;
 use meshmail_storage::model::{new_id, now_ms};

@@ -5,9 +5,9 @@
 
 use bytes::Bytes;
 use meshmail_actors::mailbox_ops::MailboxOp;
-use meshmail_storage::keyspace::Uid;
+use meshmail_storage::StorageError;
+use meshmail_storage::ids::Uid;
 use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, Message};
-use meshmail_storage::{StorageError, keyspace};
 
 use super::response::{self, BinaryError, FetchResponse, Status};
 use super::sequence::{IdSet, SequenceSet};
@@ -483,10 +483,9 @@ async fn vanished_since(
     let (account, mailbox) = (sel.account, sel.id);
     let floor_and_changes = db
         .read("imap_vanished", move |txn| async move {
-            let floor =
-                meshmail_storage::kv::decode_i64(txn.get(&keyspace::change_floor(account, mailbox)).await?.as_deref());
+            let floor = messages::change_floor(&txn, account, mailbox).await?;
             let changes = messages::changes_since(&txn, account, mailbox, since, 10_000).await?;
-            Ok::<_, StorageError>((floor as u64, changes))
+            Ok::<_, StorageError>((floor, changes))
         })
         .await;
     let Ok((floor, changes)) = floor_and_changes else {

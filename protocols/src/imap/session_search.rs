@@ -2,7 +2,7 @@
 //! store, bodies parsed only when a key needs them) and the answers. The
 //! key semantics are in [`super::search`], the sort keys in [`super::sort`].
 
-use meshmail_storage::keyspace::Uid;
+use meshmail_storage::ids::Uid;
 use meshmail_storage::model::messages::Message;
 
 use super::response::{self, Esearch, Status};
@@ -22,7 +22,7 @@ use super::session_view::ROWS_PER_READ;
 /// A message as SEARCH sees it; the body is parsed only if the key needs it.
 struct View<'a> {
     m: &'a Message,
-    mailbox: meshmail_storage::keyspace::MailboxId,
+    mailbox: meshmail_storage::ids::MailboxId,
     seq: u32,
     recent: bool,
     summary: Summary,

@@ -5,8 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use meshmail_storage::keyspace::{self, AccountId, MailboxId, Uid};
-use meshmail_storage::kv::decode_i64;
+use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::mailboxes::{self, Mailbox};
 use meshmail_storage::model::messages::{self, ChangeKind};
 use meshmail_storage::{Database, StorageError};
@@ -160,7 +159,7 @@ impl Selected {
         let (mb, floor, changes) = db
             .read("imap_sync", move |txn| async move {
                 let mb = mailboxes::get(&txn, account, id).await?;
-                let floor = decode_i64(txn.get(&keyspace::change_floor(account, id)).await?.as_deref()) as u64;
+                let floor = messages::change_floor(&txn, account, id).await?;
                 let changes = match &mb {
                     Some(m) if m.highest_modseq > known && floor <= known => {
                         messages::changes_since(&txn, account, id, known, CHANGES_PER_SYNC_MAX).await?

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use meshmail_storage::StorageError;
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::jmap::{self, Upload};
 use meshmail_storage::model::now_ms;
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,7 @@ use mail_parser::{Address, HeaderName, HeaderValue, Message, MessageParser, Mess
 use serde::Serialize;
 
 use super::ids;
-use meshmail_storage::keyspace::{MailboxId, Uid};
+use meshmail_storage::ids::{MailboxId, Uid};
 
 /// Parts described per message at most (hostile MIME trees stay bounded).
 pub const PARTS_MAX: usize = 1000;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use meshmail_storage::StorageError;
-use meshmail_storage::keyspace::{MailboxId, Uid};
+use meshmail_storage::ids::{MailboxId, Uid};
 use meshmail_storage::model::messages::{self, ChangeKind, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::StorageError;
-use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::mailboxes::{self, Mailbox};
 use meshmail_storage::model::messages::{self, ChangeKind};
 use serde::{Deserialize, Serialize};

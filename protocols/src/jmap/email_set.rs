@@ -13,7 +13,7 @@ use mail_builder::headers::address::Address as BuildAddress;
 use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver};
 use meshmail_actors::mailbox_ops::{self, MailboxOp};
 use meshmail_actors::op_error::OpError;
-use meshmail_storage::keyspace::{MailboxId, Uid};
+use meshmail_storage::ids::{MailboxId, Uid};
 use meshmail_storage::model::mailboxes::Mailbox;
 use meshmail_storage::model::messages::FlagOp;
 use meshmail_storage::model::{new_id, now_ms};

@@ -19,7 +19,7 @@
 //! node, IMAP or JMAP, reading the same store computes the same string, so
 //! `*/changes` is exact across nodes and restarts.
 
-use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::mailboxes::Mailbox;
 
 pub fn account_id(id: AccountId) -> String {

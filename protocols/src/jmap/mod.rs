@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 
 use crate::smtp::session::SmtpShared;
 

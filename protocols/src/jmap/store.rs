@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::StorageError;
-use meshmail_storage::keyspace::{AccountId, MailboxId, Uid};
+use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::mailboxes::{self, Counts, Mailbox};
 use meshmail_storage::model::messages::{self, Message};
 

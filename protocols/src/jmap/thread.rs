@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use meshmail_storage::keyspace::{MailboxId, Uid};
+use meshmail_storage::ids::{MailboxId, Uid};
 use meshmail_storage::model::threads;
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -19,7 +19,7 @@
 //! and [`EXPANSION_MAX`] resulting recipients; a loop or an explosion is a
 //! configuration error answered with 550 5.4.6 / 5.5.3, never a stall.
 
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::{accounts, aliases, domains, secrets};
 
 use super::srs;

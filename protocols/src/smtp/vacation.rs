@@ -14,7 +14,7 @@ use std::time::Duration;
 use mail_builder::MessageBuilder;
 use mail_parser::{HeaderName, Message, MessageParser};
 use meshmail_storage::StorageError;
-use meshmail_storage::keyspace::AccountId;
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::{jmap, new_id, now_ms};
 
 use super::accept::{Accepted, RcptOutcome, accept_message, resolve_recipient, sender_allowed};

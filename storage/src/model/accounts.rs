@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{get_record, mailboxes, next_sequence, now_ms, put_record};
 use crate::error::{Result, StorageError};
-use crate::keyspace::{self, AccountId};
+use crate::ids::AccountId;
+use crate::keyspace;
 use crate::kv::{RangeOptions, Txn};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

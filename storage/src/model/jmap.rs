@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 
 use super::{decode, get_record, next_sequence, now_ms, put_record};
 use crate::error::Result;
-use crate::keyspace::{self, AccountId};
+use crate::ids::AccountId;
+use crate::keyspace;
 use crate::kv::{RangeOptions, Txn};
 
 /// How long an upload may be used (RFC 8620 §6.1: at least an hour; the

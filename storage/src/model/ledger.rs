@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{decode, get_record, now_ms, put_record};
 use crate::error::Result;
-use crate::keyspace::{self, AccountId, MailboxId, Uid};
+use crate::ids::{AccountId, MailboxId, Uid};
+use crate::keyspace;
 use crate::kv::{Database, KeyValue, RangeOptions, Txn, key_after};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

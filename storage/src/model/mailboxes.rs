@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{get_record, next_sequence, now_ms, put_record};
 use crate::error::{Result, StorageError};
-use crate::keyspace::{self, AccountId, MailboxId, Uid};
+use crate::ids::{AccountId, MailboxId, Uid};
+use crate::keyspace;
 use crate::kv::{RangeOptions, Txn};
 
 /// Created for every new account (RFC 6154 special-use attributes).

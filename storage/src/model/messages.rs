@@ -8,7 +8,8 @@ use super::mailboxes::{self, Counts};
 use super::threads;
 use super::{decode, message_codec, now_ms, put_record};
 use crate::error::{Result, StorageError};
-use crate::keyspace::{self, AccountId, MailboxId, Uid};
+use crate::ids::{AccountId, MailboxId, Uid};
+use crate::keyspace;
 use crate::kv::{RangeOptions, Txn};
 
 /// Where a message body lives: content hash and size. Bodies are

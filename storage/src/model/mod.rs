@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod aliases;
 pub mod cluster;
+pub mod compaction;
 pub mod dkim;
 pub mod domains;
 pub mod jmap;
@@ -34,6 +35,12 @@ use crate::kv::Txn;
 /// ([`crate::clock`], which a fault can skew).
 pub fn now_ms() -> u64 {
     crate::clock::now_ms()
+}
+
+/// One point read that shows the store answers (readiness): the account id
+/// counter, a small key that is rarely written.
+pub async fn probe_read(txn: &Txn) -> Result<()> {
+    txn.get(&crate::keyspace::sequence("account_id")).await.map(drop)
 }
 
 /// A new time-ordered unique id (UUIDv7): acceptance ids, quarantine ids.
@@ -85,7 +92,7 @@ pub(crate) async fn next_sequence(txn: &Txn, key: &[u8]) -> Result<i64> {
 
 /// The virtual shard an account lives in: a stable hash of its id, so every
 /// node computes the same placement without asking anyone.
-pub fn shard_of(account: crate::keyspace::AccountId, shard_count: u32) -> u32 {
+pub fn shard_of(account: crate::ids::AccountId, shard_count: u32) -> u32 {
     assert!(shard_count > 0, "shard_count must be positive");
     // FNV-1a: stable across versions and platforms (std's hasher is not).
     let mut h: u64 = 0xcbf29ce484222325;

@@ -227,6 +227,15 @@ pub async fn check_lease(txn: &Txn, shard: u32, node: &str, generation: u64, epo
     }
 }
 
+/// One write fenced like every write of a shard ([`check_lease`]) that the
+/// mail model never reads: the `fence-probe` fault hook commits it to show
+/// that a stale incarnation cannot write. Stores `node` under the
+/// `fence_probe` cursor.
+pub async fn fence_probe(txn: &Txn, shard: u32, node: &str, generation: u64, epoch: u64) -> Result<()> {
+    check_lease(txn, shard, node, generation, epoch).await?;
+    txn.set(&keyspace::cursor("fence_probe"), node.as_bytes())
+}
+
 /// Marks a lease released (graceful hand-off) if (node, generation, epoch)
 /// still hold it; returns whether it did. Anything else (another owner, a
 /// newer epoch, already released, no lease) is left alone and returns

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::mailboxes::{COUNT_BYTES, COUNT_MESSAGES};
 use super::{get_record, put_record};
 use crate::error::Result;
-use crate::keyspace::{self, AccountId, MailboxId};
+use crate::ids::{AccountId, MailboxId};
+use crate::keyspace;
 use crate::kv::{Txn, decode_i64};
 
 /// Counter keys read per range read (FDB: ≤ 10,000 keys per read); an

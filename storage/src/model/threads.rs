@@ -13,7 +13,8 @@
 //! each as a thread of its own).
 
 use crate::error::Result;
-use crate::keyspace::{self, AccountId, MailboxId, Uid};
+use crate::ids::{AccountId, MailboxId, Uid};
+use crate::keyspace;
 use crate::kv::{RangeOptions, Txn};
 
 /// Ids a message may name that are looked up and indexed: bounds the
