@@ -45,7 +45,7 @@ fn local_only(scn: &Scenario) -> Option<String> {
     scn.schedule.iter().find_map(|e| match e.fault {
         FaultKind::Pause => Some("pause nodes (SIGSTOP needs the node's pid)".into()),
         FaultKind::Starve => Some("starve nodes (needs the node's threads)".into()),
-        FaultKind::StoreLock => Some("lock the store (needs the store file)".into()),
+        FaultKind::StoreLock | FaultKind::StoreSlow => Some("lock the store (needs the store file)".into()),
         FaultKind::DiskFull | FaultKind::BlobReadonly => {
             Some(format!("inject {} (needs the data directory)", e.fault.name()))
         }

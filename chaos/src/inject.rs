@@ -73,8 +73,8 @@ impl Run {
                 self.resumes.push((now + Duration::from_secs_f64(d), i));
             }
             FaultKind::Starve => self.starve(i, p.duration_s, now),
-            FaultKind::StoreLock | FaultKind::DiskFull | FaultKind::BlobReadonly => {
-                self.store_fault(p.kind, i, p.duration_s, now).await
+            FaultKind::StoreLock | FaultKind::StoreSlow | FaultKind::DiskFull | FaultKind::BlobReadonly => {
+                self.store_fault(p, i, now).await
             }
             FaultKind::ClockJump => {
                 let offset = p.offset_s.unwrap_or(0.0);
@@ -93,7 +93,8 @@ impl Run {
     /// A fault of the shared store for `seconds` (every node is affected):
     /// its write lock held elsewhere, its disk full, its blob directory
     /// read-only. Recorded against node `i`.
-    async fn store_fault(&mut self, kind: FaultKind, i: usize, seconds: f64, now: Instant) {
+    async fn store_fault(&mut self, p: &Planned, i: usize, now: Instant) {
+        let (kind, seconds) = (p.kind, p.duration_s);
         let data = self.h.mesh.data_dir.clone();
         let disk = |d: crate::disk::DiskFault| (d.describe(), StoreFault::Disk(d));
         let fault = match kind {
@@ -101,6 +102,14 @@ impl Run {
                 let db = data.join("meshmail.sqlite");
                 let what = format!("{} write-locked", db.display());
                 crate::store_outage::lock(&db, seconds + 5.0)
+                    .await
+                    .map(|l| (what, StoreFault::Lock(l)))
+            }
+            FaultKind::StoreSlow => {
+                let db = data.join("meshmail.sqlite");
+                let hold = p.netem.delay_ms.unwrap_or(300.0);
+                let what = format!("{} write-locked {hold} ms of every {} ms", db.display(), 2.0 * hold);
+                crate::store_outage::slow(&db, seconds + 5.0, hold)
                     .await
                     .map(|l| (what, StoreFault::Lock(l)))
             }

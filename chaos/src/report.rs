@@ -26,7 +26,7 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
     let pause = recovery_values(o, &["pause"]);
     let netns = recovery_values(o, NETNS_KINDS);
     let starve = recovery_values(o, &["starve"]);
-    let store = recovery_values(o, &["store_lock", "disk_full", "blob_readonly"]);
+    let store = recovery_values(o, &["store_lock", "store_slow", "disk_full", "blob_readonly"]);
     let gap = recovery_values(o, &["write_gap"]);
     o.plot_notes.extend(plot::try_plot("kill recovery", || {
         plot::histogram(
@@ -72,7 +72,7 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
         ("CPU starvation end -> links up", &["starve"][..], &starve),
         (
             "store fault heal -> every shard served",
-            &["store_lock", "disk_full", "blob_readonly"][..],
+            &["store_lock", "store_slow", "disk_full", "blob_readonly"][..],
             &store,
         ),
         (

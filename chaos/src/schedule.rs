@@ -43,6 +43,9 @@ pub enum FaultKind {
     /// The node's wall clock `offset_s` off, and the node cut off from the
     /// mesh for `duration_s` so its shards move on (see `clock_skew.rs`).
     ClockJump,
+    /// The store slow: its write lock held `delay_ms` and released as long,
+    /// in turns (see `store_outage.rs`).
+    StoreSlow,
     /// The data directory's tmpfs filled to the last byte (see `disk.rs`).
     DiskFull,
     /// The blob directory mounted read-only (see `disk.rs`).
@@ -63,6 +66,7 @@ impl FaultKind {
             FaultKind::Starve => "starve",
             FaultKind::StoreLock => "store_lock",
             FaultKind::ClockJump => "clock_jump",
+            FaultKind::StoreSlow => "store_slow",
             FaultKind::DiskFull => "disk_full",
             FaultKind::BlobReadonly => "blob_readonly",
         }
@@ -87,6 +91,7 @@ impl FaultKind {
             FaultKind::LinkDrop
                 | FaultKind::NetnsNetem
                 | FaultKind::NetnsBandwidth
+                | FaultKind::StoreSlow
                 | FaultKind::DiskFull
                 | FaultKind::BlobReadonly
         )
@@ -177,6 +182,9 @@ impl Explicit {
         }
         if self.duration_s.is_some_and(|d| !(d > 0.0 && d <= 3600.0)) {
             return bad("duration_s must be in (0, 3600]".into());
+        }
+        if self.fault == FaultKind::StoreSlow && !self.delay_ms.is_some_and(|d| (10.0..=4_000.0).contains(&d)) {
+            return bad("store_slow needs delay_ms (how long each lock holds) in [10, 4000]".into());
         }
         match (self.fault, self.offset_s) {
             (FaultKind::ClockJump, Some(o)) if o.is_finite() && o.abs() <= 864_000.0 && o != 0.0 => {}
