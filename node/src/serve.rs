@@ -84,6 +84,16 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .context("metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
+    // Histogram samples pile up in the recorder until a render drains them:
+    // a node nobody scrapes must not grow for that.
+    let upkeep = metrics.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
     let db = open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))?;
     let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
         .await
