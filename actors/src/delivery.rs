@@ -245,7 +245,10 @@ pub async fn deliver(ctx: &Arc<NodeCtx>, mut req: DeliveryRequest) -> Result<Out
         // Short steps: the owner comes back (a restart, a survivor's
         // takeover) within about a second, and every step of sleep past
         // that moment is part of the client's write gap.
-        tokio::time::sleep(Duration::from_millis((20 * u64::from(attempt)).min(ROUTE_RETRY_STEP_MAX_MS))).await;
+        tokio::time::sleep(Duration::from_millis(
+            (20 * u64::from(attempt)).min(ROUTE_RETRY_STEP_MAX_MS),
+        ))
+        .await;
     }
 }
 
