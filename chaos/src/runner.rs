@@ -3,6 +3,7 @@
 //! for each fault, and the shared end checks.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -99,6 +100,9 @@ pub(crate) struct Run {
     outbound_findings: Option<OutboundFindings>,
     /// Namespace faults fall back to the transport's partition endpoint.
     pub(crate) transport_fallback: bool,
+    /// Restarted nodes not yet linked to every serving peer, when the
+    /// scenario counts them as down (`[kills] joining_counts_as_down`).
+    joining: Option<Arc<Vec<AtomicBool>>>,
     /// Last, so the nodes (in `h`) are killed before their namespaces go.
     pub(crate) netns: Option<Netns>,
 }
@@ -173,9 +177,33 @@ impl Run {
         (0..self.h.mesh.slots.len())
             .filter(|&i| {
                 let s = &self.h.mesh.slots[i];
-                !s.is_running() || s.paused || self.isolated_until[i].is_some_and(|t| t > now)
+                !s.is_running()
+                    || s.paused
+                    || self.isolated_until[i].is_some_and(|t| t > now)
+                    || self.is_joining(i)
             })
             .count()
+    }
+
+    fn is_joining(&self, i: usize) -> bool {
+        self.joining
+            .as_ref()
+            .is_some_and(|j| j[i].load(Ordering::Relaxed))
+    }
+
+    /// With `joining_counts_as_down`: node `i` was just restarted; it counts
+    /// as down until its `/status` shows every serving peer linked.
+    fn watch_join(&self, i: usize) {
+        let Some(joining) = self.joining.clone() else { return };
+        joining[i].store(true, Ordering::Relaxed);
+        let (view, limit) = (self.view.clone(), self.limit);
+        let s = &self.h.mesh.slots[i];
+        let (node, http) = (s.addrs.name.clone(), s.addrs.http.clone());
+        tokio::spawn(async move {
+            // Timed out or unmeasurable: stop guarding rather than skip every later kill.
+            let _ = wait_until(Instant::now(), limit, || links_up(view.clone(), node.clone(), http.clone())).await;
+            joining[i].store(false, Ordering::Relaxed);
+        });
     }
 
     /// Node `named`, or else the `pick`-th (modulo) node that is running,
@@ -422,6 +450,10 @@ pub async fn run(
         outbound,
         outbound_findings: None,
         transport_fallback: netns.is_none(),
+        joining: scn
+            .kills
+            .joining_counts_as_down
+            .then(|| Arc::new((0..n).map(|_| AtomicBool::new(false)).collect())),
         netns,
     };
     eprintln!("chaos: seed {seed}, {} faults planned", r.plan.len());
@@ -594,6 +626,7 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
                 Ok(_) => {
                     r.record("restart", i, String::new());
                     r.set_view(i);
+                    r.watch_join(i);
                 }
                 Err(e) if tries < 10 => {
                     r.record("restart_failed", i, format!("{e:#}"));
@@ -639,9 +672,9 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
         let mut f = crate::outbound::analyse(&fates, &deliveries);
         f.drain_s = drain_s;
         let st = &rig.sink.stats;
-        f.sink_connections = st.connections_total.load(std::sync::atomic::Ordering::Relaxed);
-        f.sink_connections_peak = st.connections_peak.load(std::sync::atomic::Ordering::Relaxed);
-        f.sink_tempfails = st.tempfails.load(std::sync::atomic::Ordering::Relaxed);
+        f.sink_connections = st.connections_total.load(Ordering::Relaxed);
+        f.sink_connections_peak = st.connections_peak.load(Ordering::Relaxed);
+        f.sink_tempfails = st.tempfails.load(Ordering::Relaxed);
         r.outbound_findings = Some(f);
         // The sink stays up (dropped at the end of the run) for whatever
         // the nodes still send while the end checks run.

@@ -178,6 +178,12 @@ pub struct Kills {
     pub restart_delay: Dist,
     #[serde(default = "d_max")]
     pub max: u64,
+    /// A restarted node counts as down (for the guard that keeps a
+    /// majority up) until it has linked to every serving peer. Without it
+    /// a kill 0.3 s after another node's restart leaves one member and one
+    /// newcomer: two of three out, which is not a survivor takeover.
+    #[serde(default)]
+    pub joining_counts_as_down: bool,
 }
 
 impl Kills {
@@ -196,6 +202,7 @@ impl Default for Kills {
             interval: Kills::d_interval(),
             restart_delay: Kills::d_restart(),
             max: d_max(),
+            joining_counts_as_down: false,
         }
     }
 }
