@@ -177,18 +177,13 @@ impl Run {
         (0..self.h.mesh.slots.len())
             .filter(|&i| {
                 let s = &self.h.mesh.slots[i];
-                !s.is_running()
-                    || s.paused
-                    || self.isolated_until[i].is_some_and(|t| t > now)
-                    || self.is_joining(i)
+                !s.is_running() || s.paused || self.isolated_until[i].is_some_and(|t| t > now) || self.is_joining(i)
             })
             .count()
     }
 
     fn is_joining(&self, i: usize) -> bool {
-        self.joining
-            .as_ref()
-            .is_some_and(|j| j[i].load(Ordering::Relaxed))
+        self.joining.as_ref().is_some_and(|j| j[i].load(Ordering::Relaxed))
     }
 
     /// With `joining_counts_as_down`: node `i` was just restarted; it counts
@@ -201,7 +196,10 @@ impl Run {
         let (node, http) = (s.addrs.name.clone(), s.addrs.http.clone());
         tokio::spawn(async move {
             // Timed out or unmeasurable: stop guarding rather than skip every later kill.
-            let _ = wait_until(Instant::now(), limit, || links_up(view.clone(), node.clone(), http.clone())).await;
+            let _ = wait_until(Instant::now(), limit, || {
+                links_up(view.clone(), node.clone(), http.clone())
+            })
+            .await;
             joining[i].store(false, Ordering::Relaxed);
         });
     }

@@ -51,6 +51,9 @@ enum Bench {
     /// IMAP: FETCH/SEARCH/STORE throughput with N sessions, and RSS per
     /// idle authenticated session with many IDLE sessions on one node.
     Imap(meshmail_soak::bench_imap::ImapArgs),
+    /// Memory after an imaptest-like burst: N IMAP clients for S seconds,
+    /// then idle; RSS, SQLite's heap and threads before, through and after.
+    Burst(meshmail_soak::bench_burst::BurstArgs),
     /// Outbound delivery: N messages submitted with AUTH over C connections
     /// to one node relaying to a local sink MX; msg/s and queue-to-remote
     /// latency p50/p99.
@@ -74,6 +77,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Imap(args),
         } => meshmail_soak::bench_imap::run(args),
+        Command::Bench {
+            what: Bench::Burst(args),
+        } => meshmail_soak::bench_burst::run(args),
         Command::Bench {
             what: Bench::Outbound(args),
         } => meshmail_soak::bench_outbound::run(args),
