@@ -187,7 +187,7 @@ impl Run {
     }
 
     /// With `joining_counts_as_down`: node `i` was just restarted; it counts
-    /// as down until its `/status` shows every serving peer linked.
+    /// as down until it has joined (see [`joined`]).
     fn watch_join(&self, i: usize) {
         let Some(joining) = self.joining.clone() else { return };
         joining[i].store(true, Ordering::Relaxed);
@@ -196,10 +196,7 @@ impl Run {
         let (node, http) = (s.addrs.name.clone(), s.addrs.http.clone());
         tokio::spawn(async move {
             // Timed out or unmeasurable: stop guarding rather than skip every later kill.
-            let _ = wait_until(Instant::now(), limit, || {
-                links_up(view.clone(), node.clone(), http.clone())
-            })
-            .await;
+            let _ = wait_until(Instant::now(), limit, || joined(view.clone(), node.clone(), http.clone())).await;
             joining[i].store(false, Ordering::Relaxed);
         });
     }
@@ -304,6 +301,22 @@ async fn shards_served(view: View) -> Result<bool, String> {
         }
     }
     Ok(answered > 0 && count > 0 && owned == count)
+}
+
+/// A restarted node has joined: linked to every serving peer, its view
+/// settled (until then it takes no lease of a peer it cannot see, so a peer
+/// killed meanwhile waits for the newcomer's settle time), serving shards
+/// of its own, and every shard served.
+async fn joined(view: View, node: String, http: String) -> Result<bool, String> {
+    if !links_up(view.clone(), node, http.clone()).await? {
+        return Ok(false);
+    }
+    let Some(st) = status(&http).await else {
+        return Ok(false);
+    };
+    let settled = st["settled"].as_bool().unwrap_or(false);
+    let owns = st["shards_owned"].as_u64().unwrap_or(0) > 0;
+    Ok(settled && owns && shards_served(view).await?)
 }
 
 /// The node's `/status` shows every serving peer linked up in its current generation.
