@@ -196,7 +196,10 @@ impl Run {
         let (node, http) = (s.addrs.name.clone(), s.addrs.http.clone());
         tokio::spawn(async move {
             // Timed out or unmeasurable: stop guarding rather than skip every later kill.
-            let _ = wait_until(Instant::now(), limit, || joined(view.clone(), node.clone(), http.clone())).await;
+            let _ = wait_until(Instant::now(), limit, || {
+                joined(view.clone(), node.clone(), http.clone())
+            })
+            .await;
             joining[i].store(false, Ordering::Relaxed);
         });
     }
