@@ -143,9 +143,6 @@ pub struct Membership {
     peers: BTreeMap<NodeId, Peer>,
     dials: BTreeMap<NodeId, Dial>,
     started: Instant,
-    /// Every peer this node knew of was once up and linked at the same
-    /// time (see [`Membership::note_complete`]).
-    complete_seen: bool,
     /// Suspicions (and deaths) of an incarnation later heard again: the
     /// detector's false positives.
     false_suspicions: u64,
@@ -161,20 +158,9 @@ impl Membership {
             peers: BTreeMap::new(),
             dials: BTreeMap::new(),
             started: now,
-            complete_seen: false,
             false_suspicions: 0,
             false_deaths: 0,
         }
-    }
-
-    /// Records that every peer this node knows of is up and linked right
-    /// now. From then on the view is settled for good: a peer that dies
-    /// later was linked, so this node's own detector sees it die. Without
-    /// the latch a newcomer that had linked to both peers within 0.3 s of
-    /// its start fell back to waiting out [`SETTLE_MIN`] when one of them
-    /// was killed, and that peer's shards waited ~1 s longer for it.
-    pub fn note_complete(&mut self) {
-        self.complete_seen = true;
     }
 
     /// Suspicions cancelled by the same incarnation being heard again.
@@ -188,8 +174,7 @@ impl Membership {
         self.false_deaths
     }
 
-    /// Whether this view can be trusted to name every live peer: every
-    /// known peer was once up and linked ([`Membership::note_complete`]), or
+    /// Whether this view can be trusted to name every live peer:
     /// `dead_after`, and at least [`SETTLE_MIN`], has passed since start.
     /// Before that, an incarnation missing from [`Membership::live_set`] may
     /// just not have linked yet, so a node must not take over leases it
@@ -197,7 +182,7 @@ impl Membership {
     /// are certainly gone). Assumes a live peer links within that time,
     /// i.e. `backoff.min` well below it.
     pub fn settled(&self, now: Instant) -> bool {
-        self.complete_seen || now.saturating_duration_since(self.started) >= self.config.dead_after.max(SETTLE_MIN)
+        now.saturating_duration_since(self.started) >= self.config.dead_after.max(SETTLE_MIN)
     }
 
     pub fn me(&self) -> &Incarnation {
@@ -468,17 +453,6 @@ mod tests {
         assert!(!m.live_set().contains("b", 1));
         assert!(m.tick(ms(t0, 9000)).is_empty(), "dead is reported once");
         assert!(m.settled(ms(t0, 5000)));
-    }
-
-    #[test]
-    fn a_view_once_complete_stays_settled_when_a_peer_dies() {
-        let (mut m, t0) = (member(), Instant::now());
-        m.link_up(&id("b"), 1, t0);
-        assert!(!m.settled(ms(t0, 300)), "not settled by time yet");
-        m.note_complete();
-        m.link_down(&id("b"), 1, ms(t0, 400));
-        m.tick(ms(t0, 2000));
-        assert!(m.settled(ms(t0, 2000)), "a death seen by our own detector keeps the view settled");
     }
 
     #[test]

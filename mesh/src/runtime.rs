@@ -398,7 +398,7 @@ impl MeshRuntime {
                 }
             }
             self.announce(&membership);
-            let settled = self.is_settled(&mut membership, now);
+            let settled = self.is_settled(&membership, now);
             let converged = match self.balance(&membership, settled).await {
                 Ok(changes) => settled && changes == 0,
                 Err(e) => {
@@ -482,20 +482,13 @@ impl MeshRuntime {
         metrics::counter!("meshmail_mesh_false_deaths_total").absolute(membership.false_deaths());
     }
 
-    fn is_settled(&self, membership: &mut Membership, now: Instant) -> bool {
+    fn is_settled(&self, membership: &Membership, now: Instant) -> bool {
         if membership.settled(now) {
             return true;
         }
         let dir = self.shared.directory.lock().expect("directory");
-        let complete = dir
-            .keys()
-            .all(|id| matches!(membership.status(id), Some((_, Status::Up))) && membership.linked(id));
-        // An empty directory (no seeds, nothing learnt yet) says nothing
-        // about the view: only the start grace settles that node.
-        if complete && !dir.is_empty() {
-            membership.note_complete();
-        }
-        complete
+        dir.keys()
+            .all(|id| matches!(membership.status(id), Some((_, Status::Up))) && membership.linked(id))
     }
 
     fn announce(&self, membership: &Membership) {
