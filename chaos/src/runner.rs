@@ -69,6 +69,8 @@ type View = Arc<Mutex<Vec<Option<(String, u64, String)>>>>;
 
 /// How long a node must have run before it is picked for a fault.
 const MIN_AGE: Duration = Duration::from_secs(1);
+/// A newcomer's start grace (`meshmail_mesh::membership::SETTLE_MIN`).
+const START_GRACE: Duration = Duration::from_secs(3);
 
 pub(crate) struct Run {
     pub(crate) h: Harness,
@@ -195,6 +197,11 @@ impl Run {
         let s = &self.h.mesh.slots[i];
         let (node, http) = (s.addrs.name.clone(), s.addrs.http.clone());
         tokio::spawn(async move {
+            // The server's start grace (`SETTLE_MIN`, 3 s): until it is over
+            // a newcomer takes no lease of a peer that dies meanwhile (it
+            // cannot tell a dead peer from one not linked yet), so a kill in
+            // it waits for the grace, not for the survivors' detection.
+            tokio::time::sleep(START_GRACE).await;
             // Timed out or unmeasurable: stop guarding rather than skip every later kill.
             let _ = wait_until(Instant::now(), limit, || {
                 joined(view.clone(), node.clone(), http.clone())

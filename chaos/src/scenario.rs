@@ -180,7 +180,8 @@ pub struct Kills {
     pub max: u64,
     /// A restarted node counts as down (for the guard that keeps a
     /// majority up) until it has joined: linked to every serving peer, its
-    /// view settled, shards of its own, every shard served. Without it a
+    /// view settled, its start grace (3 s) over, shards of its own, every
+    /// shard served. Without it a
     /// kill 0.3 s after another node's restart leaves one member and one
     /// newcomer that takes no dead peer's lease before its settle time:
     /// two of three out, which is not a survivor takeover.

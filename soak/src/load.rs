@@ -588,7 +588,11 @@ pub async fn observe(
     let uidvalidity = sel.iter().find_map(|l| number_after(l, "UIDVALIDITY")).unwrap_or(0);
     let highest_modseq = sel.iter().find_map(|l| number_after(l, "HIGHESTMODSEQ")).unwrap_or(0);
     let uidnext = sel.iter().find_map(|l| number_after(l, "UIDNEXT")).unwrap_or(1);
-    let first = if window == 0 { 1 } else { uidnext.saturating_sub(window).max(1) };
+    let first = if window == 0 {
+        1
+    } else {
+        uidnext.saturating_sub(window).max(1)
+    };
     let t = Instant::now();
     let (fetch, _) = c
         .cmd(&format!(
