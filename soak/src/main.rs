@@ -51,6 +51,11 @@ enum Bench {
     /// IMAP: FETCH/SEARCH/STORE throughput with N sessions, and RSS per
     /// idle authenticated session with many IDLE sessions on one node.
     Imap(meshmail_soak::bench_imap::ImapArgs),
+    /// A person with a big mailbox: APPEND a varied ~10 KB folder, SELECT +
+    /// FETCH, four SEARCHes, STORE; SELECT, FETCH FLAGS and UID SEARCH
+    /// UNSEEN on a 30,000-message INBOX; side by side with Dovecot's IMAP
+    /// when installed, medians of --runs.
+    Mailbox(meshmail_soak::bench_mailbox::MailboxArgs),
     /// Outbound delivery: N messages submitted with AUTH over C connections
     /// to one node relaying to a local sink MX; msg/s and queue-to-remote
     /// latency p50/p99.
@@ -74,6 +79,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Imap(args),
         } => meshmail_soak::bench_imap::run(args),
+        Command::Bench {
+            what: Bench::Mailbox(args),
+        } => meshmail_soak::bench_mailbox::run(args),
         Command::Bench {
             what: Bench::Outbound(args),
         } => meshmail_soak::bench_outbound::run(args),
