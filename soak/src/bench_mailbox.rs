@@ -53,7 +53,7 @@ pub struct MailboxArgs {
     #[arg(long, default_value_t = 15)]
     pub seed: u64,
     /// Connections filling the INBOX.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 4)]
     pub fill_connections: usize,
     /// Run Dovecot's IMAP as the peer when installed (`auto`), or not (`off`).
     #[arg(long, default_value = "auto")]
@@ -212,8 +212,16 @@ fn start_meshmail(name: &str, bin: &std::path::Path) -> anyhow::Result<Server> {
     })
 }
 
+/// How long one read may wait while filling: Dovecot serializes APPENDs
+/// to one maildir, so a pipelined batch can wait behind the others'.
+const FILL_OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
 async fn session(addr: &str) -> anyhow::Result<ImapClient> {
-    let mut c = ImapClient::connect(addr, None).await?;
+    session_with(addr, crate::imap_client::OP_TIMEOUT).await
+}
+
+async fn session_with(addr: &str, op_timeout: std::time::Duration) -> anyhow::Result<ImapClient> {
+    let mut c = ImapClient::connect_with(addr, None, crate::imap_client::OP_TIMEOUT, op_timeout).await?;
     c.login(USER, PASSWORD).await?;
     Ok(c)
 }
@@ -236,7 +244,7 @@ async fn fill_inbox(addr: &str, inbox: &[GenMessage], connections: usize) -> any
             .collect();
         let addr = addr.to_string();
         tasks.spawn(async move {
-            let mut s = session(&addr).await?;
+            let mut s = session_with(&addr, FILL_OP_TIMEOUT).await?;
             for batch in mine {
                 let refs: Vec<(&str, &[u8])> = batch.iter().map(|(f, r)| (*f, r.as_slice())).collect();
                 s.append_pipelined("INBOX", &refs).await?;
@@ -284,10 +292,19 @@ async fn inbox_rows(c: &mut ImapClient, inbox: &[GenMessage]) -> anyhow::Result<
     let (sel, select_ms) = timed(c, "SELECT INBOX").await?;
     ensure!(exists(&sel) == Some(inbox.len()), "INBOX EXISTS {:?}", exists(&sel));
     let (f, fetch_ms) = timed(c, "FETCH 1:* (UID FLAGS)").await?;
-    ensure!(fetches(&f) == inbox.len(), "FETCH gave {} of {}", fetches(&f), inbox.len());
+    ensure!(
+        fetches(&f) == inbox.len(),
+        "FETCH gave {} of {}",
+        fetches(&f),
+        inbox.len()
+    );
     let (u, unseen_ms) = timed(c, "UID SEARCH UNSEEN").await?;
     let want = inbox.iter().filter(|m| !m.seen).count();
-    ensure!(hits(&u)? == want, "UID SEARCH UNSEEN: {} hits, {want} expected", hits(&u)?);
+    ensure!(
+        hits(&u)? == want,
+        "UID SEARCH UNSEEN: {} hits, {want} expected",
+        hits(&u)?
+    );
     c.cmd("UNSELECT").await?;
     Ok(vec![
         (INBOX_SELECT.into(), select_ms),
@@ -344,12 +361,15 @@ async fn one_run(
 
     let t = Instant::now();
     let (sel, _) = c.cmd(&format!("SELECT {name}")).await?;
-    let (f, _) = c
-        .cmd("FETCH 1:* (UID FLAGS ENVELOPE RFC822.SIZE INTERNALDATE)")
-        .await?;
+    let (f, _) = c.cmd("FETCH 1:* (UID FLAGS ENVELOPE RFC822.SIZE INTERNALDATE)").await?;
     out.push((SELECT_FETCH.into(), t.elapsed().as_secs_f64() * 1000.0));
     ensure!(exists(&sel) == Some(folder.len()), "folder EXISTS {:?}", exists(&sel));
-    ensure!(fetches(&f) == folder.len(), "FETCH gave {} of {}", fetches(&f), folder.len());
+    ensure!(
+        fetches(&f) == folder.len(),
+        "FETCH gave {} of {}",
+        fetches(&f),
+        folder.len()
+    );
 
     let mut total = 0.0;
     for (label, command) in SEARCH_COMMANDS {
