@@ -13,8 +13,9 @@
 //! 3. four SEARCHes: SUBJECT, FROM, UNSEEN, LARGER (their sum, and each);
 //! 4. `STORE 1:* +FLAGS (\Seen)`;
 //! 5. on the INBOX of `--inbox-messages` 1 KiB messages (filled once per
-//!    server before the runs with pipelined LITERAL+ APPENDs over several
-//!    connections, then read once to warm it): `SELECT INBOX`,
+//!    server before the runs — meshmail with pipelined LITERAL+ APPENDs
+//!    over several connections, Dovecot by writing its maildir, since its
+//!    APPENDs to one big maildir crawl — then read once to warm it): `SELECT INBOX`,
 //!    `FETCH 1:* (UID FLAGS)`, `UID SEARCH UNSEEN`.
 //!
 //! Every answer is checked (message counts, SEARCH hit counts against what
@@ -158,9 +159,16 @@ pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
         if !inbox.is_empty() {
             for s in &servers {
                 let t = Instant::now();
-                fill_inbox(&s.addr, &inbox, args.fill_connections)
-                    .await
-                    .with_context(|| format!("filling {}'s INBOX", s.name))?;
+                match &s._guard {
+                    // Dovecot's maildir is written directly: see
+                    // `DovecotImap::fill_inbox_maildir` for why.
+                    Guard::Dovecot { _server: d } => {
+                        d.fill_inbox_maildir(inbox.iter().map(|m| (m.seen, m.raw.as_slice())))?
+                    }
+                    Guard::Meshmail { .. } => fill_inbox(&s.addr, &inbox, args.fill_connections)
+                        .await
+                        .with_context(|| format!("filling {}'s INBOX", s.name))?,
+                }
                 let secs = t.elapsed().as_secs_f64();
                 println!("{}: INBOX filled with {} messages in {secs:.1} s", s.name, inbox.len());
                 report.fill_s.insert(s.name.clone(), secs);
@@ -469,7 +477,7 @@ fn print_table(r: &Report) {
         println!("{line}");
     }
     for (s, secs) in &r.fill_s {
-        println!("\n{s}: INBOX fill {secs:.1} s (pipelined LITERAL+ APPENDs, not measured)");
+        println!("\n{s}: INBOX fill {secs:.1} s (not measured)");
     }
 }
 
