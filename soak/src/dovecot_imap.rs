@@ -161,11 +161,7 @@ impl DovecotImap {
         // Distinct, increasing base names: Dovecot assigns UIDs in the
         // order it finds them, which need not be this one.
         for (i, (seen, raw)) in messages.enumerate() {
-            let name = format!(
-                "{}.M{i}P1.bench:2,{}",
-                1_700_000_000 + i,
-                if seen { "S" } else { "" }
-            );
+            let name = format!("{}.M{i}P1.bench:2,{}", 1_700_000_000 + i, if seen { "S" } else { "" });
             let path = inbox.join("cur").join(name);
             std::fs::write(&path, raw)?;
             std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
