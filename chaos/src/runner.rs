@@ -69,6 +69,8 @@ type View = Arc<Mutex<Vec<Option<(String, u64, String)>>>>;
 
 /// How long a node must have run before it is picked for a fault.
 const MIN_AGE: Duration = Duration::from_secs(1);
+/// A newcomer's start grace (`meshmail_mesh::membership::SETTLE_MIN`).
+const START_GRACE: Duration = Duration::from_secs(3);
 
 pub(crate) struct Run {
     pub(crate) h: Harness,
@@ -177,22 +179,17 @@ impl Run {
         (0..self.h.mesh.slots.len())
             .filter(|&i| {
                 let s = &self.h.mesh.slots[i];
-                !s.is_running()
-                    || s.paused
-                    || self.isolated_until[i].is_some_and(|t| t > now)
-                    || self.is_joining(i)
+                !s.is_running() || s.paused || self.isolated_until[i].is_some_and(|t| t > now) || self.is_joining(i)
             })
             .count()
     }
 
     fn is_joining(&self, i: usize) -> bool {
-        self.joining
-            .as_ref()
-            .is_some_and(|j| j[i].load(Ordering::Relaxed))
+        self.joining.as_ref().is_some_and(|j| j[i].load(Ordering::Relaxed))
     }
 
     /// With `joining_counts_as_down`: node `i` was just restarted; it counts
-    /// as down until its `/status` shows every serving peer linked.
+    /// as down until it has joined (see [`joined`]).
     fn watch_join(&self, i: usize) {
         let Some(joining) = self.joining.clone() else { return };
         joining[i].store(true, Ordering::Relaxed);
@@ -200,8 +197,16 @@ impl Run {
         let s = &self.h.mesh.slots[i];
         let (node, http) = (s.addrs.name.clone(), s.addrs.http.clone());
         tokio::spawn(async move {
+            // The server's start grace (`SETTLE_MIN`, 3 s): until it is over
+            // a newcomer takes no lease of a peer that dies meanwhile (it
+            // cannot tell a dead peer from one not linked yet), so a kill in
+            // it waits for the grace, not for the survivors' detection.
+            tokio::time::sleep(START_GRACE).await;
             // Timed out or unmeasurable: stop guarding rather than skip every later kill.
-            let _ = wait_until(Instant::now(), limit, || links_up(view.clone(), node.clone(), http.clone())).await;
+            let _ = wait_until(Instant::now(), limit, || {
+                joined(view.clone(), node.clone(), http.clone())
+            })
+            .await;
             joining[i].store(false, Ordering::Relaxed);
         });
     }
@@ -306,6 +311,22 @@ async fn shards_served(view: View) -> Result<bool, String> {
         }
     }
     Ok(answered > 0 && count > 0 && owned == count)
+}
+
+/// A restarted node has joined: linked to every serving peer, its view
+/// settled (until then it takes no lease of a peer it cannot see, so a peer
+/// killed meanwhile waits for the newcomer's settle time), serving shards
+/// of its own, and every shard served.
+async fn joined(view: View, node: String, http: String) -> Result<bool, String> {
+    if !links_up(view.clone(), node, http.clone()).await? {
+        return Ok(false);
+    }
+    let Some(st) = status(&http).await else {
+        return Ok(false);
+    };
+    let settled = st["settled"].as_bool().unwrap_or(false);
+    let owns = st["shards_owned"].as_u64().unwrap_or(0) > 0;
+    Ok(settled && owns && shards_served(view).await?)
 }
 
 /// The node's `/status` shows every serving peer linked up in its current generation.

@@ -179,9 +179,12 @@ pub struct Kills {
     #[serde(default = "d_max")]
     pub max: u64,
     /// A restarted node counts as down (for the guard that keeps a
-    /// majority up) until it has linked to every serving peer. Without it
-    /// a kill 0.3 s after another node's restart leaves one member and one
-    /// newcomer: two of three out, which is not a survivor takeover.
+    /// majority up) until it has joined: linked to every serving peer, its
+    /// view settled, its start grace (3 s) over, shards of its own, every
+    /// shard served. Without it a
+    /// kill 0.3 s after another node's restart leaves one member and one
+    /// newcomer that takes no dead peer's lease before its settle time:
+    /// two of three out, which is not a survivor takeover.
     #[serde(default)]
     pub joining_counts_as_down: bool,
 }

@@ -60,6 +60,22 @@ fn bound_allocator_retention() {
     }
 }
 
+/// Hands the allocator's free pages back to the kernel (`malloc_trim(0)`)
+/// and returns how long that took. With two arenas a 40-minute soak still
+/// grew: glibc trims an arena only from its top, and the free space it
+/// keeps inside grew to 120 MB beside 30 MB in use; one `malloc_trim(0)`
+/// took the node from 149 to 77 MB. `serve` calls this every 10 s.
+pub(crate) fn return_free_memory() -> std::time::Duration {
+    let started = std::time::Instant::now();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; it takes the arena
+    // locks itself, so it is safe beside threads that allocate.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    started.elapsed()
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = config::Config::load(cli.config.as_deref(), &cli.overrides)?;
     // One check of every setting, after the flags are merged: a bad value

@@ -107,6 +107,12 @@ pub fn run(args: ImapArgs) -> anyhow::Result<()> {
 }
 
 fn preload(node: &NodeProc, n: u64) -> anyhow::Result<()> {
+    preload_to(node, USER, n)
+}
+
+/// Delivers `n` small messages to `user` over one SMTP connection, their
+/// subjects "apple|banana|cherry|damson N".
+pub(crate) fn preload_to(node: &NodeProc, user: &str, n: u64) -> anyhow::Result<()> {
     use std::io::{BufRead, BufReader, Write};
     let stream = std::net::TcpStream::connect(node.addr("smtp")?)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -128,7 +134,7 @@ fn preload(node: &NodeProc, n: u64) -> anyhow::Result<()> {
         let word = ["apple", "banana", "cherry", "damson"][i as usize % 4];
         w.write_all(
             format!(
-                "MAIL FROM:<a@remote.example>\r\nRCPT TO:<{USER}>\r\nDATA\r\nFrom: A <a@remote.example>\r\n\
+                "MAIL FROM:<a@remote.example>\r\nRCPT TO:<{user}>\r\nDATA\r\nFrom: A <a@remote.example>\r\n\
                  Subject: {word} {i}\r\n\r\nbody {i} {word}\r\n.\r\n"
             )
             .as_bytes(),
@@ -268,7 +274,7 @@ async fn idle_memory(node: &NodeProc, args: &ImapArgs) -> anyhow::Result<IdleFig
     })
 }
 
-fn raise_fd_limit() {
+pub(crate) fn raise_fd_limit() {
     // SAFETY: plain getrlimit/setrlimit on our own process.
     unsafe {
         let mut l = libc::rlimit {

@@ -79,7 +79,7 @@ pub async fn read_back(targets: &[NodeAddrs], accounts: u32, limit: Duration) ->
                 let mut c =
                     ImapClient::connect_with(addr, None, Duration::from_secs(3), Duration::from_secs(60)).await?;
                 c.login(&user, PASSWORD).await?;
-                let o = crate::load::observe(&mut c, &user, None).await?;
+                let o = crate::load::observe(&mut c, &user, 0, None).await?;
                 let _ = c.cmd("LOGOUT").await;
                 anyhow::Ok(o)
             }

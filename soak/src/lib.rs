@@ -10,6 +10,7 @@
 //! in count and in time and stops by itself; traffic goes to loopback only.
 
 pub mod attached;
+pub mod bench_burst;
 pub mod bench_imap;
 pub mod bench_jmap;
 pub mod bench_kv;

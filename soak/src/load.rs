@@ -73,6 +73,11 @@ pub struct LoadConfig {
     /// Reader sessions recording the UID/MODSEQ history (round-robin over every mailbox).
     pub imap_readers: usize,
     pub reader_interval_ms: u64,
+    /// Newest messages a reader round fetches (UIDNEXT − N to the end);
+    /// 0 = the whole mailbox. A soak meant to find leaks wants a bounded
+    /// window: a whole-mailbox FETCH every round grows with the mailbox,
+    /// and so does the node's working set, with no leak at all.
+    pub reader_window: u64,
     /// Share of reader rounds that also change a flag (STORE), so MODSEQs move.
     pub flag_ratio: f64,
     /// The global budget for dials and retries: tokens/s and burst.
@@ -101,6 +106,7 @@ impl Default for LoadConfig {
             idle_sessions: 4,
             imap_readers: 2,
             reader_interval_ms: 1000,
+            reader_window: 0,
             flag_ratio: 0.3,
             dial_rate: 50.0,
             dial_burst: 20.0,
@@ -567,19 +573,31 @@ async fn idle_worker(s: Arc<Shared>, i: usize) {
 }
 
 /// One reader round: observe a mailbox (SELECT with CONDSTORE, then every
-/// UID with its MODSEQ and load id), then maybe change one flag.
+/// UID with its MODSEQ and load id, or only the newest `window` UIDs), then
+/// maybe change one flag. UIDNEXT only grows, so a window's start does too,
+/// and the history checks stay sound: a UID below the highest seen is one
+/// an earlier window covered.
 pub async fn observe(
     c: &mut ImapClient,
     mailbox_owner: &str,
+    window: u64,
     imap_latency: Option<&Mutex<Histogram<u64>>>,
 ) -> anyhow::Result<Observation> {
     let start = Instant::now();
     let (sel, _) = c.cmd("SELECT INBOX (CONDSTORE)").await?;
     let uidvalidity = sel.iter().find_map(|l| number_after(l, "UIDVALIDITY")).unwrap_or(0);
     let highest_modseq = sel.iter().find_map(|l| number_after(l, "HIGHESTMODSEQ")).unwrap_or(0);
+    let uidnext = sel.iter().find_map(|l| number_after(l, "UIDNEXT")).unwrap_or(1);
+    let first = if window == 0 {
+        1
+    } else {
+        uidnext.saturating_sub(window).max(1)
+    };
     let t = Instant::now();
     let (fetch, _) = c
-        .cmd("UID FETCH 1:* (UID MODSEQ BODY.PEEK[HEADER.FIELDS (X-MESHMAIL-LOAD-ID)])")
+        .cmd(&format!(
+            "UID FETCH {first}:* (UID MODSEQ BODY.PEEK[HEADER.FIELDS (X-MESHMAIL-LOAD-ID)])"
+        ))
         .await?;
     if let Some(h) = imap_latency {
         h.lock().expect("hist").record(t.elapsed().as_micros() as u64).ok();
@@ -610,7 +628,7 @@ async fn reader_worker(s: Arc<Shared>, i: usize) {
         s.inflight.fetch_add(1, Ordering::Relaxed);
         let round = async {
             let mut c = imap_session(&s, &s.target().imap, &user).await?;
-            let o = observe(&mut c, &user, Some(&s.imap_latency)).await?;
+            let o = observe(&mut c, &user, s.cfg.reader_window, Some(&s.imap_latency)).await?;
             let uids: Vec<u64> = o.messages.iter().map(|(u, _)| *u).collect();
             {
                 let mut hold = s.hold.lock().expect("hold");

@@ -56,6 +56,9 @@ enum Bench {
     /// UNSEEN on a 30,000-message INBOX; side by side with Dovecot's IMAP
     /// when installed, medians of --runs.
     Mailbox(meshmail_soak::bench_mailbox::MailboxArgs),
+    /// Memory after an imaptest-like burst: N IMAP clients for S seconds,
+    /// then idle; RSS, SQLite's heap and threads before, through and after.
+    Burst(meshmail_soak::bench_burst::BurstArgs),
     /// Outbound delivery: N messages submitted with AUTH over C connections
     /// to one node relaying to a local sink MX; msg/s and queue-to-remote
     /// latency p50/p99.
@@ -82,6 +85,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Mailbox(args),
         } => meshmail_soak::bench_mailbox::run(args),
+            what: Bench::Burst(args),
+        } => meshmail_soak::bench_burst::run(args),
         Command::Bench {
             what: Bench::Outbound(args),
         } => meshmail_soak::bench_outbound::run(args),

@@ -553,7 +553,13 @@ impl BackendTransaction for SqliteTxn {
         let _turn = if nothing_to_write {
             None
         } else {
-            Some(shared.writer_turn.acquire().await.expect("writer queue is never closed"))
+            Some(
+                self.shared
+                    .writer_turn
+                    .acquire()
+                    .await
+                    .expect("writer queue is never closed"),
+            )
         };
         tokio::task::spawn_blocking(move || {
             let mut st = state.lock().expect("txn state poisoned");
