@@ -85,6 +85,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Mailbox(args),
         } => meshmail_soak::bench_mailbox::run(args),
+        Command::Bench {
             what: Bench::Burst(args),
         } => meshmail_soak::bench_burst::run(args),
         Command::Bench {
