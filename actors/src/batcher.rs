@@ -246,7 +246,7 @@ async fn deliver_one(
         && let LedgerState::Delivered { mailbox, uid, .. } = entry.state
     {
         // Applied by an earlier attempt whose outcome we did not learn.
-        let modseq = messages::get(txn, req.account, mailbox, uid)
+        let modseq = messages::get_meta(txn, req.account, mailbox, uid)
             .await?
             .map_or(0, |m| m.modseq);
         return Ok(Ok(Outcome::Delivered { mailbox, uid, modseq }));

@@ -269,7 +269,7 @@ async fn stored_meanwhile(ctx: &Arc<NodeCtx>, req: &DeliveryRequest) -> Option<O
             let meshmail_storage::model::ledger::LedgerState::Delivered { mailbox, uid, .. } = entry.state else {
                 return Ok(None);
             };
-            let modseq = meshmail_storage::model::messages::get(&txn, account, mailbox, uid)
+            let modseq = meshmail_storage::model::messages::get_meta(&txn, account, mailbox, uid)
                 .await?
                 .map_or(0, |m| m.modseq);
             Ok(Some(Outcome::Delivered { mailbox, uid, modseq }))

@@ -47,11 +47,16 @@ fn split_summary(mut summary: serde_json::Value) -> (serde_json::Value, serde_js
 
 /// The inverse of [`ingest`]'s split: the summary of a stored message.
 pub fn stored_summary(envelope: &serde_json::Value, body_structure: &serde_json::Value) -> Summary {
-    let mut v = body_structure.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("envelope".into(), envelope.clone());
+    stored_summary_owned(envelope.clone(), body_structure.clone())
+}
+
+/// [`stored_summary`] of parts the caller owns: no copy of either (a FETCH
+/// or SEARCH over a mailbox converts one per message).
+pub fn stored_summary_owned(envelope: serde_json::Value, mut body_structure: serde_json::Value) -> Summary {
+    if let Some(o) = body_structure.as_object_mut() {
+        o.insert("envelope".into(), envelope);
     }
-    serde_json::from_value(v).unwrap_or_default()
+    serde_json::from_value(body_structure).unwrap_or_default()
 }
 
 #[cfg(test)]

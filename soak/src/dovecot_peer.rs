@@ -168,12 +168,12 @@ fn greets(addr: &str) -> bool {
 
 /// Dovecot cannot report a port it picked, so the kernel picks one here and
 /// it is handed over; the short race is acceptable on loopback.
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// (uid, gid, user, group) that owns the mail: `dovecot` when run as root.
-fn mail_owner() -> anyhow::Result<(u32, u32, String, String)> {
+pub(crate) fn mail_owner() -> anyhow::Result<(u32, u32, String, String)> {
     // SAFETY: getpwnam/getpwuid/getgrgid return pointers into static
     // storage, read at once on this thread and not kept.
     unsafe {

@@ -124,9 +124,25 @@ impl ImapClient {
     /// Python's imaplib and many clients do: the command line, then after
     /// the continuation the literal and its CRLF in two writes.
     pub async fn append_sync_literal(&mut self, mailbox: &str, message: &[u8]) -> anyhow::Result<String> {
+        self.append_sync_literal_flags(mailbox, "", message).await
+    }
+
+    /// [`ImapClient::append_sync_literal`] with a flag list (`"\\Seen"`, or
+    /// `""` for none).
+    pub async fn append_sync_literal_flags(
+        &mut self,
+        mailbox: &str,
+        flags: &str,
+        message: &[u8],
+    ) -> anyhow::Result<String> {
         let tag = format!("t{}", self.next_tag);
         self.next_tag += 1;
-        let line = format!("{tag} APPEND {mailbox} {{{}}}\r\n", message.len());
+        let flags = if flags.is_empty() {
+            String::new()
+        } else {
+            format!("({flags}) ")
+        };
+        let line = format!("{tag} APPEND {mailbox} {flags}{{{}}}\r\n", message.len());
         tokio::time::timeout(self.op_timeout, self.w.write_all(line.as_bytes()))
             .await
             .context("write timed out")??;
@@ -140,6 +156,48 @@ impl ImapClient {
         })
         .await
         .context("write timed out")??;
+        Ok(self.until_tagged(&tag, "APPEND").await?.1)
+    }
+
+    /// APPENDs with non-synchronizing literals (LITERAL+, RFC 7888), all
+    /// written at once and then their completions read in order: a fast
+    /// fill, not a measurement. `messages` are (flags, raw message).
+    pub async fn append_pipelined(&mut self, mailbox: &str, messages: &[(&str, &[u8])]) -> anyhow::Result<()> {
+        let mut buf = Vec::new();
+        let mut tags = Vec::with_capacity(messages.len());
+        for (flags, raw) in messages {
+            let tag = format!("t{}", self.next_tag);
+            self.next_tag += 1;
+            let flags = if flags.is_empty() {
+                String::new()
+            } else {
+                format!("({flags}) ")
+            };
+            buf.extend_from_slice(format!("{tag} APPEND {mailbox} {flags}{{{}+}}\r\n", raw.len()).as_bytes());
+            buf.extend_from_slice(raw);
+            buf.extend_from_slice(b"\r\n");
+            tags.push(tag);
+        }
+        tokio::time::timeout(self.op_timeout, self.w.write_all(&buf))
+            .await
+            .context("write timed out")??;
+        for tag in tags {
+            self.until_tagged(&tag, "APPEND").await?;
+        }
+        Ok(())
+    }
+
+    /// APPEND with one non-synchronizing literal, command and message in
+    /// one write; returns the tagged line.
+    pub async fn append_literal_plus(&mut self, mailbox: &str, message: &[u8]) -> anyhow::Result<String> {
+        let tag = format!("t{}", self.next_tag);
+        self.next_tag += 1;
+        let mut buf = format!("{tag} APPEND {mailbox} {{{}+}}\r\n", message.len()).into_bytes();
+        buf.extend_from_slice(message);
+        buf.extend_from_slice(b"\r\n");
+        tokio::time::timeout(self.op_timeout, self.w.write_all(&buf))
+            .await
+            .context("write timed out")??;
         Ok(self.until_tagged(&tag, "APPEND").await?.1)
     }
 

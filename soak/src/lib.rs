@@ -1,4 +1,5 @@
-//! Load generation, benchmarks and long-run verifiers: `bench kv|smtp|imap`,
+//! Load generation, benchmarks and long-run verifiers: `bench
+//! kv|smtp|imap|mailbox|outbound|jmap`,
 //! the mail load (SMTP injection, IDLE populations, IMAP read/flag mixes
 //! with a mailbox skew), `soak run`, and the end checks the chaos runner
 //! shares (golden invariant, UID/MODSEQ history, event parity, actor
@@ -13,11 +14,13 @@ pub mod bench_burst;
 pub mod bench_imap;
 pub mod bench_jmap;
 pub mod bench_kv;
+pub mod bench_mailbox;
 pub mod bench_outbound;
 pub mod bench_smtp;
 pub mod budget;
 pub mod checks;
 pub mod cluster;
+pub mod dovecot_imap;
 pub mod dovecot_peer;
 pub mod events;
 pub mod harness;
@@ -25,6 +28,7 @@ pub mod history;
 pub mod http;
 pub mod imap_client;
 pub mod load;
+pub mod mail_gen;
 pub mod node_proc;
 pub mod plot;
 pub mod sink_mx;

@@ -51,6 +51,11 @@ enum Bench {
     /// IMAP: FETCH/SEARCH/STORE throughput with N sessions, and RSS per
     /// idle authenticated session with many IDLE sessions on one node.
     Imap(meshmail_soak::bench_imap::ImapArgs),
+    /// A person with a big mailbox: APPEND a varied ~10 KB folder, SELECT +
+    /// FETCH, four SEARCHes, STORE; SELECT, FETCH FLAGS and UID SEARCH
+    /// UNSEEN on a 30,000-message INBOX; side by side with Dovecot's IMAP
+    /// when installed, medians of --runs.
+    Mailbox(meshmail_soak::bench_mailbox::MailboxArgs),
     /// Memory after an imaptest-like burst: N IMAP clients for S seconds,
     /// then idle; RSS, SQLite's heap and threads before, through and after.
     Burst(meshmail_soak::bench_burst::BurstArgs),
@@ -77,6 +82,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Imap(args),
         } => meshmail_soak::bench_imap::run(args),
+        Command::Bench {
+            what: Bench::Mailbox(args),
+        } => meshmail_soak::bench_mailbox::run(args),
         Command::Bench {
             what: Bench::Burst(args),
         } => meshmail_soak::bench_burst::run(args),

@@ -78,6 +78,31 @@ pub fn messages(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("msg", account, mailbox)))
 }
 
+/// A message's write-once summary (envelope and body structure, see
+/// `model::message_codec`), apart from its hot `msg` row so that flag
+/// changes and scans of flags never read or rewrite it.
+pub fn message_summary(account: AccountId, mailbox: MailboxId, uid: Uid) -> Vec<u8> {
+    pack(&("msum", account, mailbox, uid))
+}
+pub fn message_summaries(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("msum", account, mailbox)))
+}
+/// The unseen index: one key (empty value) per message without `\Seen`,
+/// written in the transactions that append, copy, flag and expunge it.
+/// Complete in mailboxes whose record says `unseen_index`.
+pub fn unseen(account: AccountId, mailbox: MailboxId, uid: Uid) -> Vec<u8> {
+    pack(&("unsn", account, mailbox, uid))
+}
+pub fn unseen_all(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("unsn", account, mailbox)))
+}
+/// The UID of a `msg`, `msum` or `unsn` key.
+pub fn message_uid(key: &[u8]) -> crate::error::Result<Uid> {
+    let (_, _, _, uid): (String, AccountId, MailboxId, Uid) =
+        foundationdb_tuple::unpack(key).map_err(|e| bad_key(key, e))?;
+    Ok(uid)
+}
+
 /// The receivedAt index: one key per message, ordered by INTERNALDATE
 /// (ms) then UID; the value is the UID (u32 LE). JMAP's default sort reads
 /// it backwards, bounded by position + limit, instead of every row.

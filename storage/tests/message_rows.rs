@@ -1,6 +1,7 @@
-//! Message rows in a store written by an earlier build (JSON rows) still
-//! read after the switch to the binary form, through every reader (get,
-//! list), and are rewritten in the new form when they change.
+//! Message rows in a store written by earlier builds (JSON rows, and
+//! version-1 binary rows holding their summary) still read after the split
+//! into hot rows and summaries (version 2), through every reader (get,
+//! list, get_many, the hot-only readers), and are split when they change.
 
 use std::sync::Arc;
 
@@ -67,43 +68,127 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
         }
     };
     let fresh = raw(&db, key1.clone()).await;
-    assert_eq!(fresh[0], message_codec::VERSION_1, "new rows are binary");
-    // ...then row 1 turned back into the JSON an earlier build wrote.
-    let current: Message = message_codec::decode(&fresh).unwrap();
-    let json = serde_json::to_vec(&current).unwrap();
+    assert_eq!(fresh[0], message_codec::VERSION_2, "new rows are split");
+    let summary1 = raw(&db, test_keys::message_summary(account, inbox, 1)).await;
+    assert_eq!(summary1[0], message_codec::SUMMARY_VERSION_1);
+    let current1 = db
+        .read("whole", move |txn| async move {
+            messages::get(&txn, account, inbox, 1).await
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    // The second message as an earlier build would have stored it: no
+    // acceptance id (a copy), no thread.
+    let current2 = Message {
+        uid: 2,
+        modseq: current1.modseq + 1,
+        acceptance_id: None,
+        thread_id: None,
+        ..current1.clone()
+    };
+    // Row 1 turned back into the JSON of the first builds, row 2 into the
+    // version-1 row of the previous build (summary inside, no `msum`).
+    let json = serde_json::to_vec(&current1).unwrap();
     assert_eq!(json[0], b'{');
-    let (k, j) = (key1.clone(), json.clone());
+    let v1 = message_codec::encode_v1(&current2).unwrap();
+    assert_eq!(v1[0], message_codec::VERSION_1);
+    let (k1, j, k2, v, s1, s2) = (
+        key1.clone(),
+        json.clone(),
+        test_keys::message(account, inbox, 2),
+        v1.clone(),
+        test_keys::message_summary(account, inbox, 1),
+        test_keys::message_summary(account, inbox, 2),
+    );
     db.run("downgrade", move |txn| {
-        let (k, j) = (k.clone(), j.clone());
-        async move { txn.set(&k, &j) }
+        let (k1, j, k2, v, s1, s2) = (k1.clone(), j.clone(), k2.clone(), v.clone(), s1.clone(), s2.clone());
+        async move {
+            txn.set(&k1, &j)?;
+            txn.set(&k2, &v)?;
+            txn.clear(&s1)?;
+            txn.clear(&s2)
+        }
     })
     .await
     .unwrap();
 
-    let (one, all) = db
+    let (one, all, many, metas, hot) = db
         .read("read", move |txn| async move {
             let one = messages::get(&txn, account, inbox, 1).await?;
             let all = messages::list(&txn, account, inbox, 1, 10).await?;
-            Ok::<_, StorageError>((one, all))
+            let many = messages::get_many(&txn, account, inbox, &[2, 1, 7]).await?;
+            let metas = messages::get_meta_many(&txn, account, inbox, &[1, 2]).await?;
+            let hot = messages::list_meta(&txn, account, inbox, 1, None, 10).await?;
+            Ok::<_, StorageError>((one, all, many, metas, hot))
         })
         .await
         .unwrap();
-    assert_eq!(one.as_ref(), Some(&current));
-    assert_eq!(all.len(), 2);
-    assert_eq!(all[0], current);
+    assert_eq!(one.as_ref(), Some(&current1));
+    assert_eq!(all, vec![current1.clone(), current2.clone()]);
+    assert_eq!(many, all, "in UID order, the missing UID skipped");
+    assert_eq!(metas, vec![current1.meta(), current2.meta()]);
+    assert_eq!(hot, metas);
     assert_eq!(all[0].envelope, envelope);
     assert_eq!(all[1].body_structure, structure);
 
-    // A flag change rewrites the old row in the binary form.
-    db.run("flag", move |txn| async move {
-        messages::store_flags(&txn, account, inbox, 1, FlagOp::Add, &["\\Seen".to_string()], None).await
+    // A flag change splits both old rows: hot row + summary.
+    let stored = db
+        .run("flag", move |txn| async move {
+            messages::store_flags_many(
+                &txn,
+                account,
+                inbox,
+                &[1, 2],
+                FlagOp::Add,
+                &["\\Seen".to_string()],
+                None,
+            )
+            .await
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 2);
+    for (uid, key, old) in [
+        (1, key1.clone(), json.len()),
+        (2, test_keys::message(account, inbox, 2), v1.len()),
+    ] {
+        let rewritten = raw(&db, key).await;
+        assert_eq!(rewritten[0], message_codec::VERSION_2, "uid {uid} split");
+        assert!(rewritten.len() < old);
+        let back = db
+            .read("back", move |txn| async move {
+                messages::get(&txn, account, inbox, uid).await
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.flags, vec!["\\Seen".to_string()]);
+        assert_eq!(back.envelope, envelope);
+        assert_eq!(back.body_structure, structure);
+    }
+    let counts = db
+        .read("counts", move |txn| async move {
+            mailboxes::counts(&txn, account, inbox).await
+        })
+        .await
+        .unwrap();
+    assert_eq!(counts.unseen, 0, "both were unseen, both seen now");
+
+    // EXPUNGE takes the summary with the hot row.
+    db.run("expunge", move |txn| async move {
+        messages::expunge(&txn, account, inbox, 2).await?;
+        Ok::<_, StorageError>(())
     })
     .await
     .unwrap();
-    let rewritten = raw(&db, key1).await;
-    assert_eq!(rewritten[0], message_codec::VERSION_1);
-    assert!(rewritten.len() < json.len());
-    let back = message_codec::decode(&rewritten).unwrap();
-    assert_eq!(back.flags, vec!["\\Seen".to_string()]);
-    assert_eq!(back.envelope, envelope);
+    let left = db
+        .read("left", move |txn| async move {
+            let s = txn.get(&test_keys::message_summary(account, inbox, 2)).await?;
+            let m = txn.get(&test_keys::message(account, inbox, 2)).await?;
+            Ok::<_, StorageError>((s, m))
+        })
+        .await
+        .unwrap();
+    assert_eq!(left, (None, None));
 }

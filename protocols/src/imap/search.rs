@@ -277,6 +277,25 @@ pub fn needs_body(key: &SearchKey) -> bool {
     any_key(key, &|k| matches!(k, SearchKey::Body(_) | SearchKey::Text(_)))
 }
 
+/// Does evaluating the key call [`MessageView::envelope`]? Only then does
+/// SEARCH read the stored summaries.
+pub fn needs_envelope(key: &SearchKey) -> bool {
+    use SearchKey as K;
+    any_key(key, &|k| {
+        matches!(
+            k,
+            K::From(_)
+                | K::To(_)
+                | K::Cc(_)
+                | K::Bcc(_)
+                | K::Subject(_)
+                | K::SentBefore(_)
+                | K::SentOn(_)
+                | K::SentSince(_)
+        )
+    })
+}
+
 /// Does evaluating the key call [`MessageView::header`]?
 pub fn needs_headers(key: &SearchKey) -> bool {
     any_key(key, &|k| matches!(k, SearchKey::Header(..)))

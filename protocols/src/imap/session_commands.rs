@@ -297,20 +297,21 @@ async fn status_values(
 /// The mailbox's messages flagged `\Deleted` (STATUS DELETED and
 /// DELETED-STORAGE of a mailbox that need not be selected); empty when
 /// the store cannot be read.
-async fn deleted_in(st: &State, account: AccountId, mb: &Mailbox) -> Vec<meshmail_storage::model::messages::Message> {
+async fn deleted_in(
+    st: &State,
+    account: AccountId,
+    mb: &Mailbox,
+) -> Vec<meshmail_storage::model::messages::MessageMeta> {
     let db = &st.shared.ctx.db;
     let Ok(uids) = meshmail_storage::model::messages::all_uids(db, account, mb.id).await else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for chunk in uids.chunks(super::session_view::ROWS_PER_READ) {
-        let Ok(rows) = super::session_view::load_rows(db, account, mb.id, chunk).await else {
+    for chunk in uids.chunks(super::session_view::META_ROWS_PER_READ) {
+        let Ok(rows) = super::session_view::load_meta(db, account, mb.id, chunk).await else {
             return Vec::new();
         };
-        out.extend(
-            rows.into_iter()
-                .filter(|m| m.flags.iter().any(|f| f.eq_ignore_ascii_case("\\Deleted"))),
-        );
+        out.extend(rows.into_iter().filter(|m| m.has_flag("\\Deleted")));
     }
     out
 }

@@ -7,18 +7,18 @@ use bytes::Bytes;
 use meshmail_actors::mailbox_ops::MailboxOp;
 use meshmail_storage::StorageError;
 use meshmail_storage::ids::Uid;
-use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, Message};
+use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, Message, MessageMeta};
 
 use super::response::{self, BinaryError, FetchResponse, Status};
 use super::sequence::{IdSet, SequenceSet};
 use super::session::{State, Transition};
 use super::session_commands::{find, refused, write};
-use super::session_view::{Selected, load_rows};
+use super::session_view::{Selected, load_meta, load_rows};
 use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, SectionText, StoreMode};
 use crate::net::{Conn, ConnError};
 use crate::summary::Summary;
 
-use super::session_view::ROWS_PER_READ;
+use super::session_view::{META_ROWS_PER_READ, ROWS_PER_READ};
 
 /// The commands of the selected state, run on `sel`.
 pub(super) async fn run(
@@ -148,8 +148,50 @@ fn resolve(st: &State, sel: &Selected, set: &SequenceSet, uid: bool) -> Vec<Uid>
     }
 }
 
-pub(super) fn summary_of(m: &Message) -> Summary {
-    crate::ingest::stored_summary(&m.envelope, &m.body_structure)
+/// A message split into its hot part and its typed summary, without a copy.
+pub(super) fn split_summary(m: Message) -> (MessageMeta, Summary) {
+    let (meta, envelope, body_structure) = m.into_parts();
+    (meta, crate::ingest::stored_summary_owned(envelope, body_structure))
+}
+
+/// Does rendering `a` read the stored summary (envelope, structure, part
+/// offsets)? Only then does FETCH read summaries.
+fn needs_summary(a: &FetchAttr) -> bool {
+    !matches!(
+        a,
+        FetchAttr::Uid
+            | FetchAttr::Flags
+            | FetchAttr::InternalDate
+            | FetchAttr::Rfc822Size
+            | FetchAttr::ModSeq
+            | FetchAttr::EmailId
+            | FetchAttr::ThreadId
+            | FetchAttr::Rfc822
+    )
+}
+
+/// The rows a FETCH or SEARCH works on: hot parts, with the typed summary
+/// when `whole`. None when the store cannot be read.
+pub(super) async fn load_for(
+    db: &meshmail_storage::Database,
+    sel: &Selected,
+    uids: &[Uid],
+    whole: bool,
+) -> Option<Vec<(MessageMeta, Option<Summary>)>> {
+    if whole {
+        let rows = load_rows(db, sel.account, sel.id, uids).await.ok()?;
+        Some(
+            rows.into_iter()
+                .map(|m| {
+                    let (meta, s) = split_summary(m);
+                    (meta, Some(s))
+                })
+                .collect(),
+        )
+    } else {
+        let rows = load_meta(db, sel.account, sel.id, uids).await.ok()?;
+        Some(rows.into_iter().map(|m| (m, None)).collect())
+    }
 }
 
 fn needs_raw(a: &FetchAttr) -> bool {
@@ -169,20 +211,24 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
     let (account, mailbox, read_only) = (sel.account, sel.id, sel.read_only);
     let set_seen = !read_only && cmd.attrs.iter().any(FetchAttr::sets_seen);
     let raw_needed = cmd.attrs.iter().any(needs_raw);
+    // Summaries only for the items that show them: `FETCH 1:* (UID FLAGS)`
+    // reads hot rows alone.
+    let whole = cmd.attrs.iter().any(needs_summary);
     let db = st.shared.ctx.db.clone();
     let mut unknown_cte = false;
     // Messages of this session's view that another session expunged: they
     // have no row any more, and an EXPUNGE may not be sent during FETCH.
     let mut vanished = 0usize;
-    for chunk in uids.chunks(ROWS_PER_READ) {
-        let Ok(mut rows) = load_rows(&db, account, mailbox, chunk).await else {
+    let per_read = if whole { ROWS_PER_READ } else { META_ROWS_PER_READ };
+    for chunk in uids.chunks(per_read) {
+        let Some(mut rows) = load_for(&db, sel, chunk, whole).await else {
             st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
             return;
         };
         vanished += chunk.len() - rows.len();
         let mut flags_changed: Vec<Uid> = Vec::new();
         if set_seen {
-            let unseen: Vec<Uid> = rows.iter().filter(|m| !m.is_seen()).map(|m| m.uid).collect();
+            let unseen: Vec<Uid> = rows.iter().filter(|(m, _)| !m.is_seen()).map(|(m, _)| m.uid).collect();
             if !unseen.is_empty() {
                 let op = MailboxOp::Store {
                     mailbox,
@@ -194,7 +240,8 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
                 if let Ok(r) = write(st, account, op).await {
                     sel.reported.extend(r.stored.iter().map(|(u, _, m)| (*u, *m)));
                     for (u, flags, modseq) in r.stored {
-                        if let Some(m) = rows.iter_mut().find(|m| m.uid == u) {
+                        if let Ok(i) = rows.binary_search_by_key(&u, |(m, _)| m.uid) {
+                            let m = &mut rows[i].0;
                             m.flags = flags;
                             m.modseq = modseq;
                             flags_changed.push(u);
@@ -203,8 +250,9 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
                 }
             }
         }
+        flags_changed.sort_unstable();
         let shows_flags = cmd.attrs.iter().any(|a| matches!(a, FetchAttr::Flags)) || !flags_changed.is_empty();
-        for m in &rows {
+        for (m, summary) in &rows {
             if let Some(since) = cmd.changed_since
                 && m.modseq <= since
             {
@@ -225,7 +273,8 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
             } else {
                 None
             };
-            let (f, bad_cte) = render(st, sel, seq, m, raw.as_ref(), &cmd, flags_changed.contains(&m.uid));
+            let changed = flags_changed.binary_search(&m.uid).is_ok();
+            let (f, bad_cte) = render(st, sel, seq, m, summary.as_ref(), raw.as_ref(), &cmd, changed);
             unknown_cte |= bad_cte;
             conn.send(&f);
         }
@@ -267,12 +316,15 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
 }
 
 /// One FETCH response; true in the second element when a BINARY part had
-/// an unknown transfer encoding.
+/// an unknown transfer encoding. `summary` is there whenever an item
+/// needs it ([`needs_summary`]).
+#[allow(clippy::too_many_arguments)] // what one response is made of, named
 fn render(
     st: &State,
     sel: &Selected,
     seq: u32,
-    m: &Message,
+    m: &MessageMeta,
+    summary: Option<&Summary>,
     raw: Option<&Bytes>,
     cmd: &FetchCommand,
     flags_changed: bool,
@@ -282,7 +334,8 @@ fn render(
     let mut has_flags = false;
     let mut has_modseq = false;
     let mut bad_cte = false;
-    let summary = summary_of(m);
+    let no_summary = Summary::default();
+    let summary = summary.unwrap_or(&no_summary);
     let empty = Bytes::new();
     let raw = raw.unwrap_or(&empty);
     if cmd.uid {
@@ -331,21 +384,21 @@ fn render(
                 f.rfc822("RFC822", raw);
             }
             FetchAttr::Rfc822Header => {
-                let h = section(raw, &summary, SectionText::Header);
+                let h = section(raw, summary, SectionText::Header);
                 f.rfc822("RFC822.HEADER", &h);
             }
             FetchAttr::Rfc822Text => {
-                let t = section(raw, &summary, SectionText::Text);
+                let t = section(raw, summary, SectionText::Text);
                 f.rfc822("RFC822.TEXT", &t);
             }
             FetchAttr::BodySection { section, partial, .. } => {
                 // A part that does not exist reads as empty, as in Dovecot
                 // (RFC 3501 names no error for it; NIL upsets some clients).
-                let data = response::section_bytes(raw, &summary, section).unwrap_or_default();
+                let data = response::section_bytes(raw, summary, section).unwrap_or_default();
                 let sliced = response::partial_range(&data, *partial);
                 f.section(section, partial.map(|p| p.offset), Some(sliced));
             }
-            FetchAttr::Binary { part, partial, .. } => match response::binary_bytes(raw, &summary, part) {
+            FetchAttr::Binary { part, partial, .. } => match response::binary_bytes(raw, summary, part) {
                 Ok(d) => {
                     f.binary(
                         part,
@@ -359,7 +412,7 @@ fn render(
                 }
                 Err(BinaryError::UnknownCte) => bad_cte = true,
             },
-            FetchAttr::BinarySize { part } => match response::binary_bytes(raw, &summary, part) {
+            FetchAttr::BinarySize { part } => match response::binary_bytes(raw, summary, part) {
                 Ok(d) => {
                     f.binary_size(part, d.len() as u64);
                 }
@@ -436,13 +489,9 @@ async fn copy(
 /// UIDs (among `uids`) of messages flagged \Deleted.
 pub(super) async fn deleted_uids(st: &State, sel: &Selected, uids: &[Uid]) -> Result<Vec<Uid>, StorageError> {
     let mut out = Vec::new();
-    for chunk in uids.chunks(ROWS_PER_READ) {
-        let rows = load_rows(&st.shared.ctx.db, sel.account, sel.id, chunk).await?;
-        out.extend(
-            rows.iter()
-                .filter(|m| m.flags.iter().any(|f| f.eq_ignore_ascii_case("\\Deleted")))
-                .map(|m| m.uid),
-        );
+    for chunk in uids.chunks(META_ROWS_PER_READ) {
+        let rows = load_meta(&st.shared.ctx.db, sel.account, sel.id, chunk).await?;
+        out.extend(rows.iter().filter(|m| m.has_flag("\\Deleted")).map(|m| m.uid));
     }
     Ok(out)
 }
@@ -535,7 +584,7 @@ pub(super) async fn qresync_select(st: &State, conn: &mut Conn, sel: &Selected, 
         .collect();
     uids.sort_unstable();
     uids.dedup();
-    if let Ok(rows) = load_rows(&st.shared.ctx.db, account, mailbox, &uids).await {
+    if let Ok(rows) = load_meta(&st.shared.ctx.db, account, mailbox, &uids).await {
         for m in rows {
             let Some(seq) = sel.seq_of(m.uid) else { continue };
             let mut f = FetchResponse::new(seq, st.utf8);

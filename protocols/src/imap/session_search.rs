@@ -3,29 +3,30 @@
 //! key semantics are in [`super::search`], the sort keys in [`super::sort`].
 
 use meshmail_storage::ids::Uid;
-use meshmail_storage::model::messages::Message;
+use meshmail_storage::model::messages::MessageMeta;
 
 use super::response::{self, Esearch, Status};
-use super::search::{MessageView, SearchContext, matches, needs_body, needs_headers, uses_modseq};
+use super::search::{MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, uses_modseq};
 use super::sequence::IdSet;
 use super::session::State;
-use super::session_messages::summary_of;
-use super::session_view::{Selected, load_rows};
+use super::session_messages::load_for;
+use super::session_view::Selected;
 use super::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
 use super::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
 use super::types::{SearchCommand, SearchKey, SortCommand, ThreadCommand};
 use crate::net::Conn;
 use crate::summary::{Envelope, Summary};
 
-use super::session_view::ROWS_PER_READ;
+use super::session_view::{META_ROWS_PER_READ, ROWS_PER_READ};
 
 /// A message as SEARCH sees it; the body is parsed only if the key needs it.
 struct View<'a> {
-    m: &'a Message,
+    m: &'a MessageMeta,
     mailbox: meshmail_storage::ids::MailboxId,
     seq: u32,
     recent: bool,
-    summary: Summary,
+    /// Read only when the key needs the envelope (else empty).
+    summary: &'a Summary,
     headers: Vec<(String, String)>,
     text: Option<(String, String)>,
 }
@@ -121,21 +122,34 @@ fn searchable_text(msg: &mail_parser::Message<'_>, out: &mut String, depth: usiz
     }
 }
 
+/// A message that matched: its sequence number, hot part, and summary
+/// (when the search read it).
+struct Found {
+    seq: u32,
+    m: MessageMeta,
+    summary: Option<Summary>,
+}
+
 /// The messages of the selected mailbox that match `key`, with their
 /// sequence numbers, in sequence order; None when the store cannot be read.
-async fn matching(st: &State, sel: &Selected, key: &SearchKey) -> Option<Vec<(u32, Message)>> {
-    let (account, mailbox) = (sel.account, sel.id);
+/// Summaries are read only when the key (or, `whole`, the caller) needs
+/// them: UNSEEN, LARGER and the like read hot rows alone.
+async fn matching(st: &State, sel: &Selected, key: &SearchKey, whole: bool) -> Option<Vec<Found>> {
+    let mailbox = sel.id;
     let ctx = SearchContext {
         max_seq: sel.uids.len() as u32,
         max_uid: sel.max_uid(),
         saved: st.saved.as_ref(),
     };
     let load_raw = needs_body(key) || needs_headers(key);
+    let whole = whole || needs_envelope(key);
     let db = st.shared.ctx.db.clone();
+    let no_summary = Summary::default();
     let mut found = Vec::new();
-    for chunk in sel.uids.chunks(ROWS_PER_READ) {
-        let rows = load_rows(&db, account, mailbox, chunk).await.ok()?;
-        for m in rows {
+    let per_read = if whole { ROWS_PER_READ } else { META_ROWS_PER_READ };
+    for chunk in sel.uids.chunks(per_read) {
+        let rows = load_for(&db, sel, chunk, whole).await?;
+        for (m, summary) in rows {
             let seq = sel.seq_of(m.uid).unwrap_or(0);
             let (headers, text) = if load_raw {
                 match st.shared.ctx.blobs.get(&db, &m.body).await {
@@ -153,12 +167,12 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey) -> Option<Vec<(u3
                 mailbox,
                 seq,
                 recent: sel.recent.contains(&m.uid),
-                summary: summary_of(&m),
+                summary: summary.as_ref().unwrap_or(&no_summary),
                 headers,
                 text,
             };
             if matches(key, &view, &ctx) {
-                found.push((seq, m));
+                found.push(Found { seq, m, summary });
             }
         }
     }
@@ -168,13 +182,17 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey) -> Option<Vec<(u3
 /// SORT (RFC 5256): the matches in the order of the criteria, ties in
 /// sequence order.
 pub(super) async fn sort(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: SortCommand) {
-    let Some(found) = matching(st, sel, &cmd.search.key).await else {
+    let Some(found) = matching(st, sel, &cmd.search.key, true).await else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
+    let no_summary = Summary::default();
     let mut keyed: Vec<(Vec<SortValue>, u32, Uid)> = found
         .iter()
-        .map(|(seq, m)| (sort_values(&cmd.criteria, m, &summary_of(m)), *seq, m.uid))
+        .map(|f| {
+            let s = f.summary.as_ref().unwrap_or(&no_summary);
+            (sort_values(&cmd.criteria, &f.m, s), f.seq, f.m.uid)
+        })
         .collect();
     keyed.sort_by(|a, b| compare(&cmd.criteria, &a.0, &b.0).then(a.1.cmp(&b.1)));
     let ids: Vec<u32> = keyed
@@ -193,7 +211,7 @@ pub(super) async fn sort(st: &mut State, sel: &mut Selected, conn: &mut Conn, ta
 
 /// THREAD (RFC 5256): the matches threaded by the algorithm.
 pub(super) async fn thread(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: ThreadCommand) {
-    let Some(found) = matching(st, sel, &cmd.search.key).await else {
+    let Some(found) = matching(st, sel, &cmd.search.key, true).await else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
@@ -203,14 +221,15 @@ pub(super) async fn thread(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
     }
     let msgs: Vec<ThreadMessage> = found
         .iter()
-        .map(|(seq, m)| {
-            let s = summary_of(m);
+        .map(|f| {
+            let no_summary = Summary::default();
+            let s = f.summary.as_ref().unwrap_or(&no_summary);
             let env = &s.envelope;
             ThreadMessage {
-                id: if cmd.uid { m.uid } else { *seq },
-                seq: *seq,
-                date_ms: sent_date_ms(m, &s),
-                subject: sort_subject(&s).to_string(),
+                id: if cmd.uid { f.m.uid } else { f.seq },
+                seq: f.seq,
+                date_ms: sent_date_ms(&f.m, s),
+                subject: sort_subject(s).to_string(),
                 message_id: env.message_id.clone(),
                 references: env.references.clone(),
                 in_reply_to: env.in_reply_to.clone(),
@@ -223,12 +242,61 @@ pub(super) async fn thread(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
     st.tagged(conn, tag, Status::Ok, None, "THREAD completed");
 }
 
+/// Whether `key` is `UNSEEN` alone (the most common search of a client
+/// that keeps its own cache).
+fn plain_unseen(key: &SearchKey) -> bool {
+    match key {
+        SearchKey::Unseen => true,
+        SearchKey::And(keys) => keys.len() == 1 && plain_unseen(&keys[0]),
+        _ => false,
+    }
+}
+
+/// `SEARCH UNSEEN` from the mailbox's unseen index: key-only range reads
+/// of the unseen messages instead of a read of every row; only messages in
+/// this session's view count, as in [`matching`]. (seq, uid, 0) each.
+async fn unseen_from_index(st: &State, sel: &Selected) -> Option<Vec<(u32, Uid, u64)>> {
+    const PAGE: usize = meshmail_storage::model::messages::RANGE_KEYS_MAX;
+    let (account, mailbox, top) = (sel.account, sel.id, sel.max_uid());
+    let mut hits = Vec::new();
+    let mut from: Uid = 1;
+    // Bounded: each page advances `from` past its last UID, and UIDs are
+    // at most `top`.
+    while from <= top {
+        let page = st
+            .shared
+            .ctx
+            .db
+            .read("imap_unseen", move |txn| async move {
+                meshmail_storage::model::messages::unseen_uids(&txn, account, mailbox, from, PAGE).await
+            })
+            .await
+            .ok()?;
+        for uid in &page {
+            if let Some(seq) = sel.seq_of(*uid) {
+                hits.push((seq, *uid, 0));
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE => from = last.checked_add(1)?,
+            _ => break,
+        }
+    }
+    Some(hits)
+}
+
 pub(super) async fn search(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: SearchCommand) {
-    let Some(found) = matching(st, sel, &cmd.key).await else {
+    let hits: Option<Vec<(u32, Uid, u64)>> = if sel.unseen_index && plain_unseen(&cmd.key) {
+        unseen_from_index(st, sel).await
+    } else {
+        matching(st, sel, &cmd.key, false)
+            .await
+            .map(|found| found.iter().map(|f| (f.seq, f.m.uid, f.m.modseq)).collect())
+    };
+    let Some(hits) = hits else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
-    let hits: Vec<(u32, Uid, u64)> = found.iter().map(|(seq, m)| (*seq, m.uid, m.modseq)).collect();
     let ids: Vec<u32> = hits.iter().map(|(s, u, _)| if cmd.uid { *u } else { *s }).collect();
     let modseq = uses_modseq(&cmd.key).then(|| hits.iter().map(|h| h.2).max().unwrap_or(0));
     match cmd.ret {

@@ -39,6 +39,9 @@ pub struct Selected {
     /// other (a client tracking state treats that as an error), so a new
     /// one is announced first ([`Selected::announce`]).
     pub announced: Vec<String>,
+    /// The mailbox keeps an unseen index (see `messages::unseen_uids`):
+    /// SEARCH UNSEEN reads it instead of every row. Never turns false.
+    pub unseen_index: bool,
 }
 
 /// The system flags, in the order FLAGS lists them.
@@ -64,6 +67,7 @@ impl Selected {
             recent: BTreeSet::new(),
             recent_checked: 0,
             announced: mb.keywords.clone(),
+            unseen_index: mb.unseen_index,
         };
         s.uids = messages::all_uids(db, account, mb.id).await?;
         s.recent_checked = s.max_uid();
@@ -187,6 +191,10 @@ impl Selected {
                     match ch.kind {
                         ChangeKind::Added if ch.uid > self.max_uid() => added.push(ch.uid),
                         ChangeKind::Added => {}
+                        // A flag change this session's own STORE already
+                        // showed (at that MODSEQ or later) needs no row
+                        // read: after `STORE 1:*` that is every message.
+                        ChangeKind::Flags if self.reported.get(&ch.uid).is_some_and(|m| *m >= ch.modseq) => {}
                         ChangeKind::Flags => flagged.push(ch.uid),
                         ChangeKind::Expunged => expunged.push(ch.uid),
                     }
@@ -227,8 +235,8 @@ impl Selected {
         flagged.sort_unstable();
         flagged.dedup();
         flagged.retain(|u| self.uids.binary_search(u).is_ok() && !self.pending_expunges.contains(u));
-        for chunk in flagged.chunks(500) {
-            let rows = load_rows(db, account, id, chunk).await?;
+        for chunk in flagged.chunks(META_ROWS_PER_READ) {
+            let rows = load_meta(db, account, id, chunk).await?;
             for m in rows {
                 let Some(seq) = self.seq_of(m.uid) else { continue };
                 if self.reported.get(&m.uid) == Some(&m.modseq) {
@@ -248,10 +256,15 @@ impl Selected {
     }
 }
 
-/// The rows of some UIDs (missing ones are skipped), in one snapshot.
-/// Message rows read per store read (a range well inside FDB's limits).
-pub(super) const ROWS_PER_READ: usize = 200;
+/// Whole messages (with their summaries) read per store read: summaries
+/// are 1–3 KB, so ~1 MB per read, well inside FDB's limits.
+pub(super) const ROWS_PER_READ: usize = 500;
+/// Hot rows (~80 bytes, no summary) read per store read.
+pub(super) const META_ROWS_PER_READ: usize = 5000;
 
+/// The whole messages (hot row and summary) of some UIDs, missing ones
+/// skipped, in UID order, in one snapshot: one range read for a run of
+/// UIDs. For commands that show envelopes, structures or bodies.
 pub async fn load_rows(
     db: &Database,
     account: AccountId,
@@ -261,15 +274,23 @@ pub async fn load_rows(
     let uids = uids.to_vec();
     db.read("imap_rows", move |txn| {
         let uids = uids.clone();
-        async move {
-            let mut out = Vec::with_capacity(uids.len());
-            for u in uids {
-                if let Some(m) = messages::get(&txn, account, mailbox, u).await? {
-                    out.push(m);
-                }
-            }
-            Ok::<_, StorageError>(out)
-        }
+        async move { messages::get_many(&txn, account, mailbox, &uids).await }
+    })
+    .await
+}
+
+/// The hot parts (flags, MODSEQ, size, dates; no summary) of some UIDs,
+/// missing ones skipped, in UID order, in one snapshot.
+pub async fn load_meta(
+    db: &Database,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<messages::MessageMeta>, StorageError> {
+    let uids = uids.to_vec();
+    db.read("imap_meta", move |txn| {
+        let uids = uids.clone();
+        async move { messages::get_meta_many(&txn, account, mailbox, &uids).await }
     })
     .await
 }

@@ -8,7 +8,7 @@ use super::parser_reader::{R, Reader, err};
 use super::search::parse_search_keys;
 use super::types::{SearchCommand, SortCommand, SortCriterion, SortKey};
 use crate::summary::{AddressList, Summary};
-use meshmail_storage::model::messages::Message;
+use meshmail_storage::model::messages::MessageMeta;
 
 /// `SORT (criteria) charset search-keys` after the command name.
 pub(super) fn parse_sort(r: &mut Reader<'_>, uid: bool) -> R<SortCommand> {
@@ -68,7 +68,7 @@ pub enum SortValue {
 }
 
 /// The values of each criterion for one message.
-pub fn sort_values(criteria: &[SortCriterion], m: &Message, s: &Summary) -> Vec<SortValue> {
+pub fn sort_values(criteria: &[SortCriterion], m: &MessageMeta, s: &Summary) -> Vec<SortValue> {
     criteria
         .iter()
         .map(|c| match c.key {
@@ -84,7 +84,7 @@ pub fn sort_values(criteria: &[SortCriterion], m: &Message, s: &Summary) -> Vec<
 }
 
 /// The sent date in UTC (ms), else the internal date (RFC 5256 §2.2).
-pub fn sent_date_ms(m: &Message, s: &Summary) -> i64 {
+pub fn sent_date_ms(m: &MessageMeta, s: &Summary) -> i64 {
     s.envelope
         .date_timestamp
         .map_or(m.internal_date_ms, |t| t.saturating_mul(1000))

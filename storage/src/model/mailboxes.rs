@@ -45,6 +45,11 @@ pub struct Mailbox {
     /// sorted from their rows instead.
     #[serde(default)]
     pub date_index: bool,
+    /// True when every message of the mailbox without `\Seen` has its
+    /// unseen index key (mailboxes created since the index exists): SEARCH
+    /// UNSEEN reads that index. Older mailboxes are searched row by row.
+    #[serde(default)]
+    pub unseen_index: bool,
 }
 
 /// Keywords a mailbox record lists. Beyond that a keyword is still stored
@@ -121,6 +126,7 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
         recent_uid: 0,
         keywords: Vec::new(),
         date_index: true,
+        unseen_index: true,
     };
     put_record(txn, &keyspace::mailbox(account, id), &mb)?;
     txn.set(&name_key, &id.to_le_bytes())?;
@@ -275,6 +281,12 @@ pub async fn remove_empty(txn: &Txn, account: AccountId, mailbox: &Mailbox) -> R
     for kind in [COUNT_MESSAGES, COUNT_UNSEEN, COUNT_BYTES] {
         txn.clear(&keyspace::counter(account, mailbox.id, kind))?;
     }
+    // Every summary went with its message; clearing the (empty) range
+    // costs nothing and leaves no orphan should one have been missed.
+    let (sb, se) = keyspace::message_summaries(account, mailbox.id);
+    txn.clear_range(&sb, &se)?;
+    let (ub, ue) = keyspace::unseen_all(account, mailbox.id);
+    txn.clear_range(&ub, &ue)?;
     let (cb, ce) = keyspace::changes_since(account, mailbox.id, 0);
     txn.clear_range(&cb, &ce)
 }

@@ -5,8 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::{self, LedgerState};
 use super::mailboxes::{self, Counts};
+use super::message_codec::{self, StoredRow};
+use super::message_reads::raw_rows;
+pub use super::message_reads::{
+    RANGE_KEYS_MAX, get, get_many, get_meta, get_meta_many, list, list_between, list_meta, unseen_uids,
+};
 use super::threads;
-use super::{decode, message_codec, now_ms, put_record};
+use super::{decode, now_ms, put_record};
 use crate::error::{Result, StorageError};
 use crate::ids::{AccountId, MailboxId, Uid};
 use crate::keyspace;
@@ -49,6 +54,71 @@ pub struct Message {
 impl Message {
     pub fn is_seen(&self) -> bool {
         self.flags.iter().any(|f| f.eq_ignore_ascii_case("\\Seen"))
+    }
+
+    /// The hot part (everything but the summary).
+    pub fn meta(&self) -> MessageMeta {
+        MessageMeta {
+            uid: self.uid,
+            modseq: self.modseq,
+            flags: self.flags.clone(),
+            internal_date_ms: self.internal_date_ms,
+            body: self.body.clone(),
+            acceptance_id: self.acceptance_id,
+            thread_id: self.thread_id.clone(),
+        }
+    }
+
+    /// The hot part and the summary (envelope, body structure), moved out.
+    pub fn into_parts(self) -> (MessageMeta, serde_json::Value, serde_json::Value) {
+        let meta = MessageMeta {
+            uid: self.uid,
+            modseq: self.modseq,
+            flags: self.flags,
+            internal_date_ms: self.internal_date_ms,
+            body: self.body,
+            acceptance_id: self.acceptance_id,
+            thread_id: self.thread_id,
+        };
+        (meta, self.envelope, self.body_structure)
+    }
+
+    pub fn from_parts(meta: MessageMeta, envelope: serde_json::Value, body_structure: serde_json::Value) -> Message {
+        Message {
+            uid: meta.uid,
+            modseq: meta.modseq,
+            flags: meta.flags,
+            internal_date_ms: meta.internal_date_ms,
+            body: meta.body,
+            envelope,
+            body_structure,
+            acceptance_id: meta.acceptance_id,
+            thread_id: meta.thread_id,
+        }
+    }
+}
+
+/// The hot part of a message: what changes (flags, MODSEQ) and what a scan
+/// of a mailbox reads (SELECT, FETCH FLAGS, SEARCH UNSEEN/LARGER, STORE),
+/// stored apart from the write-once summary (see [`message_codec`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageMeta {
+    pub uid: Uid,
+    pub modseq: u64,
+    pub flags: Vec<String>,
+    pub internal_date_ms: i64,
+    pub body: BodyRef,
+    pub acceptance_id: Option<[u8; 16]>,
+    pub thread_id: Option<String>,
+}
+
+impl MessageMeta {
+    pub fn is_seen(&self) -> bool {
+        self.has_flag("\\Seen")
+    }
+
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f.eq_ignore_ascii_case(flag))
     }
 }
 
@@ -102,19 +172,18 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
 
     let thread_id = threads::assign(txn, account, &msg.envelope, &msg.acceptance_id).await?;
     threads::add_member(txn, account, &thread_id, mailbox, uid)?;
-    let row = Message {
+    let row = MessageMeta {
         uid,
         modseq,
         flags: msg.flags.clone(),
         internal_date_ms: msg.internal_date_ms,
         body: msg.body.clone(),
-        envelope: msg.envelope.clone(),
-        body_structure: msg.body_structure.clone(),
         acceptance_id: Some(msg.acceptance_id),
         thread_id: Some(thread_id),
     };
-    put_message(txn, account, mailbox, &row)?;
+    put_split(txn, account, mailbox, &row, &msg.envelope, &msg.body_structure)?;
     index_date(txn, account, mailbox, &row)?;
+    index_unseen(txn, account, mailbox, &row)?;
     let unseen = if row.is_seen() { 0 } else { 1 };
     mailboxes::add_counts(
         txn,
@@ -140,37 +209,40 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
     Ok((uid, modseq))
 }
 
-pub async fn get(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<Message>> {
-    match txn.get(&keyspace::message(account, mailbox, uid)).await? {
-        Some(raw) => Ok(Some(message_codec::decode(&raw)?)),
-        None => Ok(None),
-    }
-}
-
-/// Writes a message row in the current stored form ([`message_codec`]).
-fn put_message(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &Message) -> Result<()> {
-    txn.set(
-        &keyspace::message(account, mailbox, row.uid),
-        &message_codec::encode(row)?,
-    )
-}
-
-/// Up to `limit` messages with UID ≥ `from_uid`, in UID order.
-pub async fn list(
+/// Writes a message in the current form: the hot row and its summary.
+fn put_split(
     txn: &Txn,
     account: AccountId,
     mailbox: MailboxId,
-    from_uid: Uid,
-    limit: usize,
-) -> Result<Vec<Message>> {
-    let (_, e) = keyspace::messages(account, mailbox);
-    let b = keyspace::message(account, mailbox, from_uid);
-    let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
-    rows.iter().map(|(_, v)| message_codec::decode(v)).collect()
+    row: &MessageMeta,
+    envelope: &serde_json::Value,
+    body_structure: &serde_json::Value,
+) -> Result<()> {
+    put_meta(txn, account, mailbox, row)?;
+    txn.set(
+        &keyspace::message_summary(account, mailbox, row.uid),
+        &message_codec::encode_summary(envelope, body_structure)?,
+    )
+}
+
+/// Rewrites only the hot row (the summary, if split, is untouched).
+fn put_meta(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
+    txn.set(
+        &keyspace::message(account, mailbox, row.uid),
+        &message_codec::encode_meta(row),
+    )
+}
+
+/// The unseen index entry of a stored row, if it has no `\Seen`.
+fn index_unseen(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
+    if row.is_seen() {
+        return Ok(());
+    }
+    txn.set(&keyspace::unseen(account, mailbox, row.uid), b"")
 }
 
 /// The receivedAt index entry of a stored row.
-fn index_date(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &Message) -> Result<()> {
+fn index_date(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
     txn.set(
         &keyspace::message_by_date(account, mailbox, row.internal_date_ms, row.uid),
         &row.uid.to_le_bytes(),
@@ -253,9 +325,10 @@ pub async fn all_uids(db: &crate::Database, account: AccountId, mailbox: Mailbox
     let mut uids = Vec::new();
     let mut from = 1;
     loop {
+        // Hot rows only: a page of 10,000 is ~1 MB read, no summary decoded.
         let page = db
             .read("all_uids", move |txn| async move {
-                list(&txn, account, mailbox, from, 2000).await
+                list_meta(&txn, account, mailbox, from, None, RANGE_KEYS_MAX).await
             })
             .await?;
         let Some(last) = page.last() else { return Ok(uids) };
@@ -286,7 +359,7 @@ pub async fn change_floor(txn: &Txn, account: AccountId, mailbox: MailboxId) -> 
 /// Removes a message (IMAP EXPUNGE): the row, the counters, a change-log
 /// entry. Returns the body reference the caller must release.
 pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<BodyRef>> {
-    let Some(msg) = get(txn, account, mailbox, uid).await? else {
+    let Some(msg) = get_meta(txn, account, mailbox, uid).await? else {
         return Ok(None);
     };
     let before = mailboxes::get(txn, account, mailbox)
@@ -296,6 +369,10 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
     mb.highest_modseq += 1;
     mailboxes::put(txn, account, &before, &mb)?;
     txn.clear(&keyspace::message(account, mailbox, uid))?;
+    // Absent for rows of the earlier whole form (and the unseen key for a
+    // seen message): a blind clear costs nothing.
+    txn.clear(&keyspace::message_summary(account, mailbox, uid))?;
+    txn.clear(&keyspace::unseen(account, mailbox, uid))?;
     txn.clear(&keyspace::message_by_date(account, mailbox, msg.internal_date_ms, uid))?;
     if let Some(t) = &msg.thread_id {
         threads::remove_member(txn, account, t, mailbox, uid)?;
@@ -342,9 +419,12 @@ pub enum FlagOp {
     Remove,
 }
 
+/// What STORE did to one message: its flags and MODSEQ afterwards, or
+/// `Err(modseq)` when UNCHANGEDSINCE failed (it changed after that).
+pub type StoreResult = std::result::Result<(Vec<String>, u64), u64>;
+
 /// Changes one message's flags (IMAP STORE). `None` if the message is gone;
-/// `Some(Err(modseq))` if UNCHANGEDSINCE failed (the message changed after
-/// it); otherwise the new flags and MODSEQ (unchanged flags keep the MODSEQ).
+/// otherwise as [`store_flags_many`].
 pub async fn store_flags(
     txn: &Txn,
     account: AccountId,
@@ -353,20 +433,104 @@ pub async fn store_flags(
     op: FlagOp,
     flags: &[String],
     unchanged_since: Option<u64>,
-) -> Result<Option<std::result::Result<(Vec<String>, u64), u64>>> {
-    let Some(mut msg) = get(txn, account, mailbox, uid).await? else {
-        return Ok(None);
-    };
-    if let Some(since) = unchanged_since
-        && msg.modseq > since
-    {
-        return Ok(Some(Err(msg.modseq)));
+) -> Result<Option<StoreResult>> {
+    let mut done = store_flags_many(txn, account, mailbox, &[uid], op, flags, unchanged_since).await?;
+    Ok(done.pop().map(|(_, r)| r))
+}
+
+/// Changes the flags of messages of one mailbox (IMAP STORE), all in
+/// `txn`: their hot rows are read together (one range read for a run such
+/// as `1:*`), the mailbox record once, and only the rows whose flags
+/// change are written — the hot part alone, ~80 bytes; a whole row of an
+/// earlier form is split on the way (that is its migration). Returns, for
+/// each message still present, in UID order, the new flags and MODSEQ
+/// (unchanged flags keep their MODSEQ), or `Err(modseq)` when
+/// UNCHANGEDSINCE failed. At most [`RANGE_KEYS_MAX`] UIDs.
+pub async fn store_flags_many(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+    op: FlagOp,
+    flags: &[String],
+    unchanged_since: Option<u64>,
+) -> Result<Vec<(Uid, StoreResult)>> {
+    let rows = raw_rows(txn, account, mailbox, uids).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    // (before, after) of the mailbox record, read at the first change.
+    let mut record: Option<(mailboxes::Mailbox, mailboxes::Mailbox)> = None;
+    let mut unseen_delta = 0i64;
+    for (uid, raw) in rows {
+        let row = message_codec::decode_row(&raw)?;
+        let mut meta = match &row {
+            StoredRow::Split(m) => m.clone(),
+            StoredRow::Whole(m) => m.meta(),
+        };
+        if let Some(since) = unchanged_since
+            && meta.modseq > since
+        {
+            out.push((uid, Err(meta.modseq)));
+            continue;
+        }
+        let next = next_flags(op, &meta.flags, flags);
+        if same_flags(&next, &meta.flags) {
+            out.push((uid, Ok((meta.flags, meta.modseq))));
+            continue;
+        }
+        if record.is_none() {
+            let before = mailboxes::get(txn, account, mailbox)
+                .await?
+                .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
+            record = Some((before.clone(), before));
+        }
+        let (_, mb) = record.as_mut().expect("read above");
+        mb.highest_modseq += 1;
+        mb.note_keywords(&next);
+        let was_seen = meta.is_seen();
+        meta.flags = next;
+        meta.modseq = mb.highest_modseq;
+        unseen_delta += match (was_seen, meta.is_seen()) {
+            (false, true) => {
+                txn.clear(&keyspace::unseen(account, mailbox, uid))?;
+                -1
+            }
+            (true, false) => {
+                txn.set(&keyspace::unseen(account, mailbox, uid), b"")?;
+                1
+            }
+            _ => 0,
+        };
+        match &row {
+            StoredRow::Split(_) => put_meta(txn, account, mailbox, &meta)?,
+            StoredRow::Whole(m) => put_split(txn, account, mailbox, &meta, &m.envelope, &m.body_structure)?,
+        }
+        log_change(txn, account, mailbox, meta.modseq, uid, ChangeKind::Flags, None)?;
+        out.push((uid, Ok((meta.flags, meta.modseq))));
     }
-    let was_seen = msg.is_seen();
+    if let Some((before, after)) = record {
+        mailboxes::put(txn, account, &before, &after)?;
+    }
+    if unseen_delta != 0 {
+        mailboxes::add_counts(
+            txn,
+            account,
+            mailbox,
+            Counts {
+                unseen: unseen_delta,
+                ..Counts::default()
+            },
+        )?;
+    }
+    Ok(out)
+}
+
+/// The flags after a STORE of `flags` with `op` on `current` (names
+/// compared case-insensitively, no duplicates).
+fn next_flags(op: FlagOp, current: &[String], flags: &[String]) -> Vec<String> {
     let mut next: Vec<String> = match op {
         FlagOp::Replace => flags.to_vec(),
         FlagOp::Add => {
-            let mut f = msg.flags.clone();
+            let mut f = current.to_vec();
             for x in flags {
                 if !f.iter().any(|y| y.eq_ignore_ascii_case(x)) {
                     f.push(x.clone());
@@ -374,43 +538,18 @@ pub async fn store_flags(
             }
             f
         }
-        FlagOp::Remove => msg
-            .flags
+        FlagOp::Remove => current
             .iter()
             .filter(|y| !flags.iter().any(|x| x.eq_ignore_ascii_case(y)))
             .cloned()
             .collect(),
     };
     next.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
-    let same =
-        next.len() == msg.flags.len() && next.iter().all(|x| msg.flags.iter().any(|y| y.eq_ignore_ascii_case(x)));
-    if same {
-        return Ok(Some(Ok((msg.flags, msg.modseq))));
-    }
-    let before = mailboxes::get(txn, account, mailbox)
-        .await?
-        .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
-    let mut mb = before.clone();
-    mb.highest_modseq += 1;
-    mb.note_keywords(&next);
-    mailboxes::put(txn, account, &before, &mb)?;
-    msg.flags = next;
-    msg.modseq = mb.highest_modseq;
-    let seen_now = msg.is_seen();
-    if was_seen != seen_now {
-        mailboxes::add_counts(
-            txn,
-            account,
-            mailbox,
-            Counts {
-                unseen: if seen_now { -1 } else { 1 },
-                ..Counts::default()
-            },
-        )?;
-    }
-    put_message(txn, account, mailbox, &msg)?;
-    log_change(txn, account, mailbox, msg.modseq, uid, ChangeKind::Flags, None)?;
-    Ok(Some(Ok((msg.flags, msg.modseq))))
+    next
+}
+
+fn same_flags(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.iter().any(|y| y.eq_ignore_ascii_case(x)))
 }
 
 /// Copies a message into another mailbox of the same account (IMAP COPY;
@@ -439,14 +578,15 @@ pub async fn copy_to(
     mb.highest_modseq += 1;
     mb.note_keywords(&msg.flags);
     mailboxes::put(txn, account, &before, &mb)?;
-    let row = Message {
+    let row = MessageMeta {
         uid: new_uid,
         modseq: mb.highest_modseq,
         acceptance_id: if moving { msg.acceptance_id } else { None },
-        ..msg.clone()
+        ..msg.meta()
     };
-    put_message(txn, account, to, &row)?;
+    put_split(txn, account, to, &row, &msg.envelope, &msg.body_structure)?;
     index_date(txn, account, to, &row)?;
+    index_unseen(txn, account, to, &row)?;
     if let Some(t) = &row.thread_id {
         threads::add_member(txn, account, t, to, new_uid)?;
     }
@@ -464,9 +604,9 @@ pub async fn copy_to(
     if moving {
         // The source row goes without an "expunged" ledger entry: the
         // acceptance now lives at its new place.
-        let mut unlinked = msg.clone();
+        let mut unlinked = msg.meta();
         unlinked.acceptance_id = None;
-        put_message(txn, account, from, &unlinked)?;
+        put_meta(txn, account, from, &unlinked)?;
         expunge(txn, account, from, uid).await?;
         if let Some(aid) = msg.acceptance_id {
             ledger::record(
@@ -505,4 +645,50 @@ fn log_change(
             thread_id,
         },
     )
+}
+
+/// The forms earlier builds stored a message row in (for tests that build
+/// such stores; feature `fault-hooks`).
+#[cfg(feature = "fault-hooks")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlierForm {
+    /// Version 1: the hot fields and the summary in one row.
+    V1,
+    /// The JSON rows of the first builds.
+    Json,
+}
+
+/// TESTS ONLY (feature `fault-hooks`): rewrites a message as an earlier
+/// build stored it — one row in `form`, no summary key, no unseen index
+/// key — so tests above this crate can prove such stores still read and
+/// migrate. False if the message does not exist.
+#[cfg(feature = "fault-hooks")]
+pub async fn rewrite_in_earlier_form(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uid: Uid,
+    form: EarlierForm,
+) -> Result<bool> {
+    let Some(m) = get(txn, account, mailbox, uid).await? else {
+        return Ok(false);
+    };
+    let raw = match form {
+        EarlierForm::V1 => message_codec::encode_v1(&m)?,
+        EarlierForm::Json => serde_json::to_vec(&m).map_err(|e| StorageError::Model(format!("encode: {e}")))?,
+    };
+    txn.set(&keyspace::message(account, mailbox, uid), &raw)?;
+    txn.clear(&keyspace::message_summary(account, mailbox, uid))?;
+    txn.clear(&keyspace::unseen(account, mailbox, uid))?;
+    Ok(true)
+}
+
+/// TESTS ONLY (feature `fault-hooks`): the first byte of a stored row
+/// (its form: `message_codec::VERSION_2`, `VERSION_1`, or `{` for JSON).
+#[cfg(feature = "fault-hooks")]
+pub async fn stored_form(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<u8>> {
+    Ok(txn
+        .get(&keyspace::message(account, mailbox, uid))
+        .await?
+        .and_then(|raw| raw.first().copied()))
 }

@@ -15,6 +15,7 @@ pub mod jmap;
 pub mod ledger;
 pub mod mailboxes;
 pub mod message_codec;
+pub mod message_reads;
 pub mod messages;
 pub mod mta_sts;
 pub mod nodes;

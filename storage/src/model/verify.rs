@@ -100,7 +100,7 @@ async fn check(txn: &crate::Txn, entry: &LedgerEntry) -> Result<Option<String>> 
             mailbox,
             uid,
             uid_validity,
-        } => match messages::get(txn, *account, *mailbox, *uid).await? {
+        } => match messages::get_meta(txn, *account, *mailbox, *uid).await? {
             Some(m) if m.acceptance_id == Some(entry.acceptance_id) => None,
             Some(_) => Some(format!(
                 "delivered as uid {uid} in mailbox {mailbox} (uidvalidity {uid_validity}) of account {account}, but that uid holds another message"
@@ -132,7 +132,7 @@ async fn check(txn: &crate::Txn, entry: &LedgerEntry) -> Result<Option<String>> 
         }),
         LedgerState::Expunged {
             account, mailbox, uid, ..
-        } => match messages::get(txn, *account, *mailbox, *uid).await? {
+        } => match messages::get_meta(txn, *account, *mailbox, *uid).await? {
             Some(m) if m.acceptance_id == Some(entry.acceptance_id) => Some(format!(
                 "recorded as expunged but uid {uid} of mailbox {mailbox} is still stored"
             )),

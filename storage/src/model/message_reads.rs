@@ -1,0 +1,244 @@
+//! Reading message rows: whole messages (hot row and summary) or hot parts
+//! alone, one by one, by UID runs (range reads) or by UID lists (a range
+//! read when the list is dense, point reads otherwise), and the unseen
+//! index. Rows of every stored form are read (see [`message_codec`]).
+//! Re-exported by [`super::messages`], where the writers are.
+
+use super::message_codec::{self, StoredRow};
+use super::messages::{Message, MessageMeta};
+use crate::error::{Result, StorageError};
+use crate::ids::{AccountId, MailboxId, Uid};
+use crate::keyspace;
+use crate::kv::{RangeOptions, Txn};
+
+/// Keys read per range read at most (FoundationDB's limit).
+pub const RANGE_KEYS_MAX: usize = 10_000;
+
+/// A whole message (hot row and summary), in any stored form.
+pub async fn get(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<Message>> {
+    let Some(raw) = txn.get(&keyspace::message(account, mailbox, uid)).await? else {
+        return Ok(None);
+    };
+    match message_codec::decode_row(&raw)? {
+        StoredRow::Whole(m) => Ok(Some(m)),
+        StoredRow::Split(meta) => {
+            let (env, bs) = match txn.get(&keyspace::message_summary(account, mailbox, uid)).await? {
+                Some(s) => message_codec::decode_summary(&s)?,
+                None => return Err(missing_summary(uid)),
+            };
+            Ok(Some(Message::from_parts(meta, env, bs)))
+        }
+    }
+}
+
+/// The hot part of a message, in any stored form (no summary decoded).
+pub async fn get_meta(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<MessageMeta>> {
+    match txn.get(&keyspace::message(account, mailbox, uid)).await? {
+        Some(raw) => Ok(Some(message_codec::decode_meta(&raw)?)),
+        None => Ok(None),
+    }
+}
+
+pub(super) fn missing_summary(uid: Uid) -> StorageError {
+    StorageError::Corrupt {
+        what: "message summary".into(),
+        detail: format!("no summary for the split row of uid {uid}"),
+    }
+}
+
+/// The `msg` keys with `from ≤ UID < to` (to the end of the mailbox when
+/// `to` is None).
+fn uid_range(account: AccountId, mailbox: MailboxId, from: Uid, to: Option<Uid>) -> (Vec<u8>, Vec<u8>) {
+    let (_, end) = keyspace::messages(account, mailbox);
+    let e = match to {
+        Some(t) => keyspace::message(account, mailbox, t),
+        None => end,
+    };
+    (keyspace::message(account, mailbox, from), e)
+}
+
+/// Up to `limit` whole messages with UID ≥ `from_uid`, in UID order.
+pub async fn list(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    from_uid: Uid,
+    limit: usize,
+) -> Result<Vec<Message>> {
+    list_between(txn, account, mailbox, from_uid, None, limit).await
+}
+
+/// Up to `limit` (≤ [`RANGE_KEYS_MAX`]) hot parts of the messages with
+/// `from ≤ UID < to`, in UID order: one range read, no summary decoded.
+pub async fn list_meta(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    from: Uid,
+    to: Option<Uid>,
+    limit: usize,
+) -> Result<Vec<MessageMeta>> {
+    let (b, e) = uid_range(account, mailbox, from, to);
+    let rows = txn
+        .get_range(&b, &e, RangeOptions::limit(limit.min(RANGE_KEYS_MAX)))
+        .await?;
+    rows.iter().map(|(_, v)| message_codec::decode_meta(v)).collect()
+}
+
+/// Up to `limit` (≤ [`RANGE_KEYS_MAX`]) whole messages with
+/// `from ≤ UID < to`, in UID order: a range read of the hot rows and one
+/// of the summaries they span.
+pub async fn list_between(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    from: Uid,
+    to: Option<Uid>,
+    limit: usize,
+) -> Result<Vec<Message>> {
+    let (b, e) = uid_range(account, mailbox, from, to);
+    let rows = txn
+        .get_range(&b, &e, RangeOptions::limit(limit.min(RANGE_KEYS_MAX)))
+        .await?;
+    let decoded = rows
+        .iter()
+        .map(|(_, v)| message_codec::decode_row(v))
+        .collect::<Result<Vec<_>>>()?;
+    with_summaries(txn, account, mailbox, decoded).await
+}
+
+/// Whole messages from decoded rows (in UID order): the summaries of split
+/// rows are read as one range over the UIDs they span when dense, else
+/// one by one.
+async fn with_summaries(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    rows: Vec<StoredRow>,
+) -> Result<Vec<Message>> {
+    let split_uids: Vec<Uid> = rows
+        .iter()
+        .filter_map(|r| match r {
+            StoredRow::Split(m) => Some(m.uid),
+            StoredRow::Whole(_) => None,
+        })
+        .collect();
+    let mut summaries = std::collections::HashMap::with_capacity(split_uids.len());
+    if dense(&split_uids) {
+        let (first, last) = (split_uids[0], split_uids[split_uids.len() - 1]);
+        let b = keyspace::message_summary(account, mailbox, first);
+        let e = match last.checked_add(1) {
+            Some(after) => keyspace::message_summary(account, mailbox, after),
+            None => keyspace::message_summaries(account, mailbox).1,
+        };
+        // `dense` bounds the span by RANGE_KEYS_MAX.
+        let span = (last - first) as usize + 1;
+        for (k, v) in txn.get_range(&b, &e, RangeOptions::limit(span)).await? {
+            summaries.insert(keyspace::message_uid(&k)?, v);
+        }
+    } else {
+        for uid in split_uids {
+            if let Some(v) = txn.get(&keyspace::message_summary(account, mailbox, uid)).await? {
+                summaries.insert(uid, v);
+            }
+        }
+    }
+    rows.into_iter()
+        .map(|r| match r {
+            StoredRow::Whole(m) => Ok(m),
+            StoredRow::Split(meta) => {
+                let raw = summaries.remove(&meta.uid).ok_or_else(|| missing_summary(meta.uid))?;
+                let (env, bs) = message_codec::decode_summary(&raw)?;
+                Ok(Message::from_parts(meta, env, bs))
+            }
+        })
+        .collect()
+}
+
+/// Whether reading `uids` (ascending) as one range beats point reads: the
+/// range they span holds few keys that were not asked for.
+fn dense(uids: &[Uid]) -> bool {
+    match (uids.first(), uids.last()) {
+        (Some(&first), Some(&last)) => {
+            let span = (last - first) as usize + 1;
+            span <= RANGE_KEYS_MAX && span <= 2 * uids.len() + 64
+        }
+        _ => false,
+    }
+}
+
+/// The raw hot rows of `uids` (missing ones skipped), in UID order: one
+/// range read when they are dense (a run like `1:*`), else point reads.
+pub(super) async fn raw_rows(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<(Uid, Vec<u8>)>> {
+    let mut want = uids.to_vec();
+    want.sort_unstable();
+    want.dedup();
+    let mut out = Vec::with_capacity(want.len());
+    if dense(&want) {
+        let (first, last) = (want[0], want[want.len() - 1]);
+        let (b, e) = uid_range(account, mailbox, first, last.checked_add(1));
+        let span = (last - first) as usize + 1;
+        for (k, v) in txn.get_range(&b, &e, RangeOptions::limit(span)).await? {
+            let uid = keyspace::message_uid(&k)?;
+            if want.binary_search(&uid).is_ok() {
+                out.push((uid, v));
+            }
+        }
+    } else {
+        for u in want {
+            if let Some(v) = txn.get(&keyspace::message(account, mailbox, u)).await? {
+                out.push((u, v));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Hot parts of the messages `uids` that exist, in UID order (see
+/// [`raw_rows`] for how they are read). At most [`RANGE_KEYS_MAX`] UIDs.
+pub async fn get_meta_many(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<MessageMeta>> {
+    raw_rows(txn, account, mailbox, uids)
+        .await?
+        .iter()
+        .map(|(_, v)| message_codec::decode_meta(v))
+        .collect()
+}
+
+/// Whole messages `uids` that exist, in UID order. At most
+/// [`RANGE_KEYS_MAX`] UIDs.
+pub async fn get_many(txn: &Txn, account: AccountId, mailbox: MailboxId, uids: &[Uid]) -> Result<Vec<Message>> {
+    let rows = raw_rows(txn, account, mailbox, uids)
+        .await?
+        .iter()
+        .map(|(_, v)| message_codec::decode_row(v))
+        .collect::<Result<Vec<_>>>()?;
+    with_summaries(txn, account, mailbox, rows).await
+}
+
+/// Up to `limit` (≤ [`RANGE_KEYS_MAX`]) UIDs ≥ `from` of messages without
+/// `\Seen`, in order, from the unseen index: one key-only range read.
+/// Complete only in mailboxes whose record says `unseen_index`.
+pub async fn unseen_uids(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    from: Uid,
+    limit: usize,
+) -> Result<Vec<Uid>> {
+    let (_, e) = keyspace::unseen_all(account, mailbox);
+    let b = keyspace::unseen(account, mailbox, from);
+    let keys = txn
+        .get_range(&b, &e, RangeOptions::limit(limit.min(RANGE_KEYS_MAX)))
+        .await?;
+    keys.iter().map(|(k, _)| keyspace::message_uid(k)).collect()
+}
