@@ -8,19 +8,11 @@
 //! mail access as uid 0); otherwise by the caller. The ownership and port
 //! helpers are shared with the LMTP peer of `bench smtp`.
 
-use std::io::Read;
-use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-
-use crate::dovecot_peer::{free_port, mail_owner};
-
-/// How long Dovecot gets to greet on its IMAP port.
-const START_TIMEOUT_S: u64 = 30;
+use crate::dovecot_peer::mail_owner;
 
 const CONFIG: &str = "\
 protocols = imap
@@ -84,62 +76,17 @@ pub struct DovecotImap {
 impl DovecotImap {
     /// Starts Dovecot with one account `user` / `password`.
     pub fn start(bin: &Path, user: &str, password: &str) -> anyhow::Result<DovecotImap> {
-        let base = tempfile::Builder::new().prefix("meshmail-dovecot-imap-").tempdir()?;
-        let root = base.path();
-        // Dovecot's unprivileged processes must reach the mail below it.
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))?;
-        for d in ["run", "state", "mail", "home"] {
-            std::fs::create_dir_all(root.join(d))?;
-        }
-        let (uid, gid, owner, group) = mail_owner()?;
-        for d in ["mail", "home"] {
-            std::os::unix::fs::chown(root.join(d), Some(uid), Some(gid))?;
-        }
-        std::fs::write(root.join("passwd"), format!("{user}:{{PLAIN}}{password}\n"))?;
-        let port = free_port()?;
-        let conf = CONFIG
-            .replace("{base}", &root.display().to_string())
-            .replace("{uid}", &uid.to_string())
-            .replace("{gid}", &gid.to_string())
-            .replace("{user}", &owner)
-            .replace("{group}", &group)
-            .replace("{port}", &port.to_string());
-        let conf_path = root.join("dovecot.conf");
-        std::fs::write(&conf_path, conf)?;
-        let mut child = Command::new(bin)
-            .arg("-F")
-            .arg("-c")
-            .arg(&conf_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting dovecot")?;
-        let addr = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(START_TIMEOUT_S);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    e.read_to_string(&mut err).ok();
-                }
-                let log = std::fs::read_to_string(root.join("dovecot.log")).unwrap_or_default();
-                bail!("dovecot exited ({status}): {err}{log}");
-            }
-            if greets(&addr) {
-                return Ok(DovecotImap {
-                    child,
-                    addr,
-                    base,
-                    user: user.to_string(),
-                });
-            }
-            if Instant::now() > deadline {
-                bail!("dovecot did not greet on {addr} within {START_TIMEOUT_S} s");
-            }
-            // The master binds, then forks the login processes: poll for
-            // the greeting (there is no readiness line to wait for).
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (child, addr, base) =
+            crate::dovecot_peer::start_throwaway(bin, "meshmail-dovecot-imap-", CONFIG, b"* OK", |root, _| {
+                std::fs::write(root.join("passwd"), format!("{user}:{{PLAIN}}{password}\n"))?;
+                Ok(())
+            })?;
+        Ok(DovecotImap {
+            child,
+            addr,
+            base,
+            user: user.to_string(),
+        })
     }
 }
 
@@ -187,13 +134,4 @@ impl Drop for DovecotImap {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn greets(addr: &str) -> bool {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut buf = [0u8; 4];
-    s.read_exact(&mut buf).is_ok() && &buf == b"* OK"
 }

@@ -80,56 +80,8 @@ pub struct DovecotLmtp {
 
 impl DovecotLmtp {
     pub fn start(bin: &Path) -> anyhow::Result<DovecotLmtp> {
-        let base = tempfile::Builder::new().prefix("meshmail-dovecot-").tempdir()?;
-        let root = base.path();
-        // Dovecot's unprivileged processes must reach the mail below it.
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))?;
-        for d in ["run", "state", "mail", "home"] {
-            std::fs::create_dir_all(root.join(d))?;
-        }
-        let (uid, gid, user, group) = mail_owner()?;
-        for d in ["mail", "home"] {
-            std::os::unix::fs::chown(root.join(d), Some(uid), Some(gid))?;
-        }
-        let port = free_port()?;
-        let conf = CONFIG
-            .replace("{base}", &root.display().to_string())
-            .replace("{uid}", &uid.to_string())
-            .replace("{gid}", &gid.to_string())
-            .replace("{user}", &user)
-            .replace("{group}", &group)
-            .replace("{port}", &port.to_string());
-        let conf_path = root.join("dovecot.conf");
-        std::fs::write(&conf_path, conf)?;
-        let mut child = Command::new(bin)
-            .arg("-F")
-            .arg("-c")
-            .arg(&conf_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting dovecot")?;
-        let addr = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(START_TIMEOUT_S);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    e.read_to_string(&mut err).ok();
-                }
-                let log = std::fs::read_to_string(root.join("dovecot.log")).unwrap_or_default();
-                bail!("dovecot exited ({status}): {err}{log}");
-            }
-            if greets(&addr) {
-                return Ok(DovecotLmtp { child, addr, base });
-            }
-            if Instant::now() > deadline {
-                bail!("dovecot did not greet on {addr} within {START_TIMEOUT_S} s");
-            }
-            // The master binds, then forks the lmtp processes: poll for
-            // the greeting (there is no readiness line to wait for).
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (child, addr, base) = start_throwaway(bin, "meshmail-dovecot-", CONFIG, b"220", |_, _| Ok(()))?;
+        Ok(DovecotLmtp { child, addr, base })
     }
 
     /// Where the maildirs are (for its bytes on disk).
@@ -157,13 +109,80 @@ impl Drop for DovecotLmtp {
     }
 }
 
-fn greets(addr: &str) -> bool {
+/// Starts Dovecot from `template` (placeholders `{base}`, `{uid}`, `{gid}`,
+/// `{user}`, `{group}`, `{port}`) in a throwaway directory its unprivileged
+/// processes can reach, with `run`, `state`, `mail` and `home` below it;
+/// `setup` (given the directory and the mail owner's name) writes what else
+/// the config names. Returns once the port answers with `greeting`.
+pub(crate) fn start_throwaway(
+    bin: &Path,
+    prefix: &str,
+    template: &str,
+    greeting: &[u8],
+    setup: impl FnOnce(&Path, &str) -> anyhow::Result<()>,
+) -> anyhow::Result<(Child, String, tempfile::TempDir)> {
+    let base = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    let root = base.path();
+    // Dovecot's unprivileged processes must reach the mail below it.
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))?;
+    for d in ["run", "state", "mail", "home"] {
+        std::fs::create_dir_all(root.join(d))?;
+    }
+    let (uid, gid, user, group) = mail_owner()?;
+    for d in ["mail", "home"] {
+        std::os::unix::fs::chown(root.join(d), Some(uid), Some(gid))?;
+    }
+    setup(root, &user)?;
+    let port = free_port()?;
+    let conf = template
+        .replace("{base}", &root.display().to_string())
+        .replace("{uid}", &uid.to_string())
+        .replace("{gid}", &gid.to_string())
+        .replace("{user}", &user)
+        .replace("{group}", &group)
+        .replace("{port}", &port.to_string());
+    let conf_path = root.join("dovecot.conf");
+    std::fs::write(&conf_path, conf)?;
+    let mut child = Command::new(bin)
+        .arg("-F")
+        .arg("-c")
+        .arg(&conf_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting dovecot")?;
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(START_TIMEOUT_S);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                e.read_to_string(&mut err).ok();
+            }
+            let log = std::fs::read_to_string(root.join("dovecot.log")).unwrap_or_default();
+            bail!("dovecot exited ({status}): {err}{log}");
+        }
+        if greets(&addr, greeting) {
+            return Ok((child, addr, base));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("dovecot did not greet on {addr} within {START_TIMEOUT_S} s");
+        }
+        // The master binds, then forks its service processes: poll for the
+        // greeting (there is no readiness line to wait for).
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn greets(addr: &str, greeting: &[u8]) -> bool {
     let Ok(mut s) = TcpStream::connect(addr) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut buf = [0u8; 3];
-    s.read_exact(&mut buf).is_ok() && &buf == b"220"
+    let mut buf = vec![0u8; greeting.len()];
+    s.read_exact(&mut buf).is_ok() && buf == greeting
 }
 
 /// Dovecot cannot report a port it picked, so the kernel picks one here and
