@@ -7,6 +7,7 @@ mod admin_alias;
 mod admin_mesh;
 mod admin_queue;
 mod admin_quota;
+mod allocator;
 mod cli;
 mod cluster;
 mod config;
@@ -35,45 +36,10 @@ use cli::{
 };
 
 fn main() -> anyhow::Result<()> {
-    bound_allocator_retention();
     let cli = Cli::parse();
     init_logging(cli.log_json);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(run(cli))
-}
-
-/// glibc's malloc keeps what it freed, per arena, and makes up to 8 arenas
-/// per core for the many threads a node runs (the blocking pool around
-/// SQLite): a kill-free soak grew ~2.5 MB/min per node with a flat live
-/// heap, and `malloc_trim(0)` gave two thirds of it back. Two arenas stop
-/// that creep. A fixed mmap threshold keeps glibc from raising it to the
-/// size of the first large block freed (argon2's 19 MiB hashing buffer),
-/// after which such buffers stayed resident in arenas and no arena trimmed
-/// below 38 MiB free. Must run before any thread starts.
-fn bound_allocator_retention() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; called before any
-    // other thread exists, so nothing allocates concurrently.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
-    }
-}
-
-/// Hands the allocator's free pages back to the kernel (`malloc_trim(0)`)
-/// and returns how long that took. With two arenas a 40-minute soak still
-/// grew: glibc trims an arena only from its top, and the free space it
-/// keeps inside grew to 120 MB beside 30 MB in use; one `malloc_trim(0)`
-/// took the node from 149 to 77 MB. `serve` calls this every 10 s.
-pub(crate) fn return_free_memory() -> std::time::Duration {
-    let started = std::time::Instant::now();
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory; it takes the arena
-    // locks itself, so it is safe beside threads that allocate.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-    started.elapsed()
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

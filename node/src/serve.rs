@@ -89,17 +89,12 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let upkeep = metrics.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
-        for n in 0u64.. {
+        loop {
             tick.tick().await;
             upkeep.run_upkeep();
             // SQLite's own heap (page caches): 0 under FoundationDB.
             metrics::gauge!("meshmail_kv_sqlite_heap_bytes").set(meshmail_storage::kv::sqlite::heap_bytes() as f64);
-            if n % 2 == 1 {
-                // Off the runtime's worker threads: it walks every arena.
-                if let Ok(took) = tokio::task::spawn_blocking(crate::return_free_memory).await {
-                    metrics::histogram!("meshmail_allocator_trim_seconds").record(took.as_secs_f64());
-                }
-            }
+            crate::allocator::publish_stats();
         }
     });
     let db = open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))?;
