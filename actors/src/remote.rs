@@ -27,7 +27,6 @@ use meshmail_storage::blob::PreparedBody;
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::messages::BodyRef;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 
 use crate::delivery::{DeliveryError, DeliveryRequest, Outcome};
 use crate::faults::Fault;
@@ -187,13 +186,14 @@ pub struct HintHub {
 /// Nodes watching one account: name → (generation, watch expiry).
 type RemoteWatchers = HashMap<String, (u64, Instant)>;
 
-/// A session that wants hints for one account. The channel is bounded: a
-/// session that does not keep up loses hints, never memory, and re-reads.
-#[derive(Debug, Clone)]
+/// A session that wants hints for one account. Its slot holds at most one
+/// pending hint: a session that does not keep up has hints merged, never
+/// queued, and re-reads.
+#[derive(Clone)]
 pub struct Subscriber {
     pub id: u64,
     pub account: AccountId,
-    pub tx: mpsc::Sender<ChangeHint>,
+    pub slot: Arc<crate::shard::HintSlot>,
 }
 
 impl HintHub {
@@ -223,10 +223,11 @@ impl HintHub {
     pub fn publish_local(&self, hint: ChangeHint) {
         let mut local = lock(&self.local);
         if let Some(subs) = local.get_mut(&hint.account) {
-            // Closed channels are sessions that ended: drop them here.
-            subs.retain(|s| !s.tx.is_closed());
+            // A slot only the hub holds is a session that ended: drop it.
+            subs.retain(|s| Arc::strong_count(&s.slot) > 1);
             for s in subs.iter() {
-                if s.tx.try_send(hint).is_err() {
+                if !s.slot.offer(hint) {
+                    // Merged into a hint the session has not taken yet.
                     metrics::counter!("meshmail_shard_hints_dropped_total").increment(1);
                 }
             }

@@ -436,7 +436,6 @@ async fn feed_event_source(
         };
         tokio::select! {
             change = stream.next() => {
-                let Some(change) = change else { return };
                 let data = serde_json::to_string(&change).unwrap_or_default();
                 let event = format!("event: state\nid: {}\ndata: {data}\n\n", started.elapsed().as_millis());
                 if tx.send(Ok(Bytes::from(event))).await.is_err() || close_after_state {
@@ -511,7 +510,6 @@ async fn serve_websocket(shared: Arc<JmapShared>, who: Caller, mut socket: WebSo
                 _ => break,
             },
             change = next_push => {
-                let Some(change) = change else { break };
                 let text = serde_json::to_string(&change).unwrap_or_default();
                 if socket.send(Message::Text(text.into())).await.is_err() {
                     break;

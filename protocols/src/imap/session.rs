@@ -350,8 +350,8 @@ impl State {
     /// Untagged updates for the selected mailbox, if any (and drains
     /// stale hints).
     pub async fn sync(&mut self, conn: &mut Conn, sel: Option<&mut Selected>, allow_expunge: bool) {
-        if let Some(h) = self.hints.as_mut() {
-            while h.rx.try_recv().is_ok() {}
+        if let Some(h) = self.hints.as_ref() {
+            h.clear();
         }
         let Some(sel) = sel else { return };
         let db = self.shared.ctx.db.clone();
@@ -465,6 +465,12 @@ impl Imap {
         }
     }
 
+    /// Runs one command. Every command but IDLE runs in a future boxed for
+    /// its duration: an async fn's state is as large as its largest await,
+    /// and a session spends nearly all its life idle (waiting for a line
+    /// or in IDLE), so the large states of FETCH, SEARCH or APPEND must not
+    /// be carried by every idle connection (issue 15: <= 8 KB per idle
+    /// session).
     async fn dispatch(&mut self, conn: &mut Conn, cmd: Command) -> Result<Next, ConnError> {
         use CommandKind as K;
         let tag = cmd.tag.clone();
@@ -489,7 +495,7 @@ impl Imap {
                 st.tagged(conn, &tag, Status::Ok, None, "CAPABILITY completed");
             }
             K::Noop => {
-                st.sync(conn, self.phase.selected_mut(), true).await;
+                Box::pin(st.sync(conn, self.phase.selected_mut(), true)).await;
                 st.tagged(conn, &tag, Status::Ok, None, "Completed");
             }
             K::Logout => {
@@ -504,14 +510,14 @@ impl Imap {
                 ]));
                 st.tagged(conn, &tag, Status::Ok, None, "ID completed");
             }
-            K::StartTls => return st.starttls(conn, &tag).await,
+            K::StartTls => return Box::pin(st.starttls(conn, &tag)).await,
             K::Login { username, password } => {
-                return self.login(conn, &tag, &username, &password).await;
+                return Box::pin(self.login(conn, &tag, &username, &password)).await;
             }
             K::Authenticate {
                 mechanism,
                 initial_response,
-            } => return self.authenticate(conn, &tag, &mechanism, initial_response).await,
+            } => return Box::pin(self.authenticate(conn, &tag, &mechanism, initial_response)).await,
             K::Compress(mechanism) => {
                 if conn.is_compressed() {
                     st.tagged(conn, &tag, Status::No, Some("COMPRESSIONACTIVE"), "DEFLATE is active");
@@ -528,13 +534,21 @@ impl Imap {
             other => {
                 let transition = match &mut self.phase {
                     Phase::Selected(_, sel) if need == Needs::Selected => {
-                        super::session_messages::run(st, sel, conn, &tag, other).await?
+                        Box::pin(super::session_messages::run(st, sel, conn, &tag, other)).await?
                     }
                     Phase::Selected(login, sel) => {
-                        super::session_commands::run(st, login, Some(sel.as_mut()), conn, &tag, other).await?
+                        Box::pin(super::session_commands::run(
+                            st,
+                            login,
+                            Some(sel.as_mut()),
+                            conn,
+                            &tag,
+                            other,
+                        ))
+                        .await?
                     }
                     Phase::Authenticated(login) => {
-                        super::session_commands::run(st, login, None, conn, &tag, other).await?
+                        Box::pin(super::session_commands::run(st, login, None, conn, &tag, other)).await?
                     }
                     // Refused above.
                     Phase::NotAuthenticated => Transition::Stay,
@@ -548,19 +562,19 @@ impl Imap {
     /// IDLE: waits on the socket (for DONE) and on the shard actor's hints,
     /// pushing untagged updates as they come. Refreshes the autologout timer.
     async fn idle(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
-        self.st.sync(conn, self.phase.selected_mut(), true).await;
+        Box::pin(self.st.sync(conn, self.phase.selected_mut(), true)).await;
         conn.send(&response::continuation("idling"));
         conn.flush().await?;
         enum Event {
-            Hint(Option<meshmail_actors::shard::ChangeHint>),
+            Hint(meshmail_actors::shard::ChangeHint),
             Line(Result<Line, ConnError>),
         }
         loop {
             let event = {
-                let hints = self.st.hints.as_mut();
+                let hints = self.st.hints.as_ref();
                 let hint = async move {
                     match hints {
-                        Some(h) => h.rx.recv().await,
+                        Some(h) => h.recv().await,
                         None => std::future::pending().await,
                     }
                 };
@@ -571,9 +585,8 @@ impl Imap {
                 }
             };
             match event {
-                Event::Hint(None) => self.st.hints = None,
-                Event::Hint(Some(hint)) => {
-                    self.st.sync(conn, self.phase.selected_mut(), true).await;
+                Event::Hint(hint) => {
+                    Box::pin(self.st.sync(conn, self.phase.selected_mut(), true)).await;
                     conn.flush().await?;
                     metrics::histogram!("meshmail_imap_idle_push_seconds")
                         .record(hint.committed_at.elapsed().as_secs_f64());

@@ -105,13 +105,12 @@ impl PushStream {
         }
     }
 
-    /// Waits for the next change of a wanted type. `None` when the hint
-    /// channel closed (the node is stopping).
-    pub async fn next(&mut self) -> Option<StateChange> {
+    /// Waits for the next change of a wanted type.
+    pub async fn next(&mut self) -> StateChange {
         loop {
-            let hint = self.sub.rx.recv().await?;
-            // Hints queued meanwhile are covered by the one re-read.
-            while self.sub.rx.try_recv().is_ok() {}
+            // Hints that come meanwhile merge into one pending hint,
+            // covered by the next re-read.
+            let hint = self.sub.recv().await;
             let Ok(mut now) = states(&self.shared, self.account).await else {
                 continue;
             };
@@ -132,7 +131,7 @@ impl PushStream {
             if change.changed.values().any(|m| !m.is_empty()) {
                 metrics::histogram!("meshmail_jmap_push_latency_seconds")
                     .record(hint.committed_at.elapsed().as_secs_f64());
-                return Some(change);
+                return change;
             }
         }
     }

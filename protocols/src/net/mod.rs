@@ -14,8 +14,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-/// Buffer room per read while reading command lines: small, because an idle
-/// session keeps its buffer (10,000 IDLE sessions × 64 KiB would be 640 MiB).
+/// Buffer room per read while reading command lines: small, because a
+/// TLS or COMPRESS session keeps its buffer while idle (10,000 IDLE
+/// sessions × 64 KiB would be 640 MiB; see `wait_without_buffers`).
 const LINE_READ_CHUNK: usize = 2 * 1024;
 /// Buffer room per read while streaming a message body or literal.
 const BULK_READ_CHUNK: usize = 64 * 1024;
@@ -227,8 +228,8 @@ impl Conn {
     /// pipelined commands get their replies in one write).
     async fn fill(&mut self, chunk: usize) -> Result<usize, ConnError> {
         self.flush().await?;
-        if self.inbuf.is_empty() && self.inbuf.capacity() > BUFFER_KEEP_MAX {
-            self.inbuf.shrink_to(chunk);
+        if self.inbuf.is_empty() {
+            self.wait_without_buffers().await?;
         }
         if self.deflate.is_some() {
             return self.fill_deflated(chunk).await;
@@ -243,6 +244,28 @@ impl Conn {
             return Err(ConnError::Closed);
         }
         Ok(n)
+    }
+
+    /// With nothing buffered the client is between commands, often for
+    /// minutes (IDLE): the read and reply buffers are given back and the
+    /// wait is for readiness alone, so an idle connection holds no buffer
+    /// (issue 15: <= 8 KB per idle IMAP session). Plain TCP only: a TLS or
+    /// COMPRESS layer may hold bytes of its own that readiness would not
+    /// show, and keeps its buffers. Cancel-safe (readiness loses nothing).
+    async fn wait_without_buffers(&mut self) -> Result<(), ConnError> {
+        let Stream::Plain(tcp) = &self.stream else {
+            return Ok(());
+        };
+        if self.deflate.is_some() {
+            return Ok(());
+        }
+        self.inbuf = Vec::new();
+        self.out = Vec::new();
+        self.scanned = 0;
+        tokio::time::timeout(self.idle, tcp.readable())
+            .await
+            .map_err(|_| ConnError::TimedOut)??;
+        Ok(())
     }
 
     /// `fill` under COMPRESS: reads until at least one byte inflates.
