@@ -19,8 +19,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use mail_parser::{Encoding, Header, HeaderName, HeaderValue, Message, MessageParser, PartType};
 use crate::summary_raw;
+use mail_parser::{Encoding, Header, HeaderName, HeaderValue, Message, MessageParser, PartType};
 
 /// Deeper MIME nesting than this is summarized as an opaque leaf. It keeps
 /// our recursion (and serde_json's, which refuses more than 128 levels)

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
-use meshmail_storage::model::summary::{BodyPart, Envelope, HeaderText, Summary};
-use meshmail_storage::model::{message_codec, summary_codec};
 use meshmail_storage::model::messages::{self, BodyRef, FlagOp, Message, NewMessage};
+use meshmail_storage::model::summary::{BodyPart, Envelope, HeaderText, Summary};
 use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
+use meshmail_storage::model::{message_codec, summary_codec};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 
@@ -161,7 +161,10 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
     assert_eq!(many, all, "in UID order, the missing UID skipped");
     assert_eq!(metas, vec![current1.meta(), current2.meta(), current3.meta()]);
     assert_eq!(hot, metas);
-    assert!(all.iter().all(|m| m.summary == summary), "every form reads the same summary");
+    assert!(
+        all.iter().all(|m| m.summary == summary),
+        "every form reads the same summary"
+    );
     let want: Vec<(messages::MessageMeta, Envelope)> = metas.iter().map(|m| (m.clone(), envelope.clone())).collect();
     assert_eq!(envelopes, want, "envelopes of every form, in UID order");
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use meshmail_actors::mailbox_ops::MailboxOp;
 use meshmail_storage::StorageError;
 use meshmail_storage::ids::Uid;
-use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, Message, MessageMeta};
+use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, MessageMeta};
 
 use super::response::{self, BinaryError, FetchResponse, Status};
 use super::sequence::{IdSet, SequenceSet};
@@ -148,12 +148,6 @@ fn resolve(st: &State, sel: &Selected, set: &SequenceSet, uid: bool) -> Vec<Uid>
     }
 }
 
-/// A message split into its hot part and its typed summary, without a copy.
-pub(super) fn split_summary(m: Message) -> (MessageMeta, Summary) {
-    let (meta, envelope, body_structure) = m.into_parts();
-    (meta, crate::ingest::stored_summary_owned(envelope, body_structure))
-}
-
 /// Does rendering `a` read the stored summary (envelope, structure, part
 /// offsets)? Only then does FETCH read summaries.
 fn needs_summary(a: &FetchAttr) -> bool {
@@ -183,7 +177,7 @@ pub(super) async fn load_for(
         Some(
             rows.into_iter()
                 .map(|m| {
-                    let (meta, s) = split_summary(m);
+                    let (meta, s) = m.into_parts();
                     (meta, Some(s))
                 })
                 .collect(),

@@ -6,13 +6,13 @@ use serde::{Deserialize, Serialize};
 use super::ledger::{self, LedgerState};
 use super::mailboxes::{self, Counts};
 use super::message_codec::{self, StoredRow};
-use super::summary::Summary;
-use super::summary_codec;
 use super::message_reads::raw_rows;
 pub use super::message_reads::{
     RANGE_KEYS_MAX, get, get_envelopes_many, get_many, get_meta, get_meta_many, list, list_between, list_meta,
     unseen_uids,
 };
+use super::summary::Summary;
+use super::summary_codec;
 use super::threads;
 use super::{decode, now_ms, put_record};
 use crate::error::{Result, StorageError};
@@ -208,13 +208,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
 }
 
 /// Writes a message in the current form: the hot row and its summary.
-fn put_split(
-    txn: &Txn,
-    account: AccountId,
-    mailbox: MailboxId,
-    row: &MessageMeta,
-    summary: &Summary,
-) -> Result<()> {
+fn put_split(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta, summary: &Summary) -> Result<()> {
     put_meta(txn, account, mailbox, row)?;
     txn.set(
         &keyspace::message_summary(account, mailbox, row.uid),

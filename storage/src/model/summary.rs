@@ -211,3 +211,61 @@ fn nth_in_message(root: &BodyPart, n: u32) -> Option<&BodyPart> {
         (n == 1).then_some(root)
     }
 }
+
+/// A summary in the JSON shape the mesh and quarantine records have always
+/// carried it in: two fields, `envelope` and `body_structure` (the rest of
+/// the summary). `#[serde(flatten)]` it into a record, so records written
+/// and nodes running before the summary was typed still read (null, as
+/// some carried for "no summary", reads as the empty one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SplitSummary(pub Summary);
+
+/// The summary without its envelope, borrowed (serialization only).
+#[derive(Serialize)]
+struct BodyView<'a> {
+    parse_failed: bool,
+    size: u64,
+    header_len: u64,
+    body_offset: u64,
+    structure: &'a BodyPart,
+    preview: &'a Option<String>,
+    has_attachment: Option<bool>,
+}
+
+impl Serialize for SplitSummary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let s = &self.0;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("envelope", &s.envelope)?;
+        map.serialize_entry(
+            "body_structure",
+            &BodyView {
+                parse_failed: s.parse_failed,
+                size: s.size,
+                header_len: s.header_len,
+                body_offset: s.body_offset,
+                structure: &s.structure,
+                preview: &s.preview,
+                has_attachment: s.has_attachment,
+            },
+        )?;
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for SplitSummary {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Split {
+            #[serde(default)]
+            envelope: Option<Envelope>,
+            #[serde(default)]
+            body_structure: Option<Summary>,
+        }
+        let split = Split::deserialize(deserializer)?;
+        let mut summary = split.body_structure.unwrap_or_default();
+        summary.envelope = split.envelope.unwrap_or_default();
+        Ok(SplitSummary(summary))
+    }
+}

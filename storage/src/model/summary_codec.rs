@@ -37,9 +37,7 @@
 
 use serde_json::Value;
 
-use super::summary::{
-    AddressList, BodyPart, Disposition, Envelope, HeaderText, ImapAddress, NestedMessage, Summary,
-};
+use super::summary::{AddressList, BodyPart, Disposition, Envelope, HeaderText, ImapAddress, NestedMessage, Summary};
 use super::wire::{Decoded, Reader, bytes, unzigzag, varint, zigzag};
 use crate::error::{Result, StorageError};
 
@@ -302,9 +300,15 @@ fn put_address(out: &mut Vec<u8>, a: &ImapAddress) {
         (a.host.is_some(), HOST),
     ];
     out.push(bits.iter().filter(|(on, _)| *on).fold(0, |acc, (_, b)| acc | b));
-    for s in [&a.name, if same { &None } else { &a.raw_name }, &a.adl, &a.mailbox, &a.host]
-        .into_iter()
-        .flatten()
+    for s in [
+        &a.name,
+        if same { &None } else { &a.raw_name },
+        &a.adl,
+        &a.mailbox,
+        &a.host,
+    ]
+    .into_iter()
+    .flatten()
     {
         text(out, s);
     }
@@ -467,7 +471,11 @@ impl Reader<'_> {
             return Err(format!("address bits {bits:#x}"));
         }
         let mut field = |bit: u8| -> Decoded<Option<String>> {
-            if bits & bit != 0 { self.text().map(Some) } else { Ok(None) }
+            if bits & bit != 0 {
+                self.text().map(Some)
+            } else {
+                Ok(None)
+            }
         };
         let name = field(NAME)?;
         let raw_name = field(RAW_NAME)?;

@@ -78,7 +78,11 @@ fn pairs() -> impl Strategy<Value = Vec<(String, String)>> {
 
 fn leaf() -> impl Strategy<Value = BodyPart> {
     (
-        ("[a-z]{1,8}", "[a-z]{0,8}", prop::option::of(("[A-Za-z]{1,4}", "[A-Za-z]{0,4}"))),
+        (
+            "[a-z]{1,8}",
+            "[a-z]{0,8}",
+            prop::option::of(("[A-Za-z]{1,4}", "[A-Za-z]{0,4}")),
+        ),
         (pairs(), opt_s(), opt_s(), "[0-9a-z-]{1,8}"),
         (any::<u64>(), prop::option::of(any::<u64>()), opt_s()),
         (

@@ -78,12 +78,7 @@ fn ids_of(envelope: &Envelope) -> (Option<String>, Vec<String>) {
 
 /// The thread of a new message (in its delivery transaction): looks its
 /// ids up, starts a thread if none is known, and indexes its ids.
-pub async fn assign(
-    txn: &Txn,
-    account: AccountId,
-    envelope: &Envelope,
-    acceptance_id: &[u8; 16],
-) -> Result<String> {
+pub async fn assign(txn: &Txn, account: AccountId, envelope: &Envelope, acceptance_id: &[u8; 16]) -> Result<String> {
     let (own, named) = ids_of(envelope);
     let all: Vec<&String> = own.iter().chain(named.iter()).collect();
     let mut thread = None;
