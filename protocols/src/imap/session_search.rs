@@ -9,14 +9,13 @@ use super::response::{self, Esearch, Status};
 use super::search::{MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, uses_modseq};
 use super::sequence::IdSet;
 use super::session::State;
-use super::session_view::{Selected, load_envelopes, load_meta};
+use super::session_messages::{SummaryNeed, load_for, rows_per_read};
+use super::session_view::Selected;
 use super::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
 use super::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
 use super::types::{SearchCommand, SearchKey, SortCommand, ThreadCommand};
 use crate::net::Conn;
 use crate::summary::Envelope;
-
-use super::session_view::{ENVELOPE_ROWS_PER_READ, META_ROWS_PER_READ};
 
 /// A message as SEARCH sees it; the body is parsed only if the key needs it.
 struct View<'a> {
@@ -129,23 +128,6 @@ struct Found {
     envelope: Option<Envelope>,
 }
 
-/// The hot parts of `uids`, with their envelopes when `envelopes` (never a
-/// body structure: no key, sort criterion or thread algorithm reads one).
-async fn load_for(
-    db: &meshmail_storage::Database,
-    sel: &Selected,
-    uids: &[Uid],
-    envelopes: bool,
-) -> Option<Vec<(MessageMeta, Option<Envelope>)>> {
-    if envelopes {
-        let rows = load_envelopes(db, sel.account, sel.id, uids).await.ok()?;
-        Some(rows.into_iter().map(|(m, e)| (m, Some(e))).collect())
-    } else {
-        let rows = load_meta(db, sel.account, sel.id, uids).await.ok()?;
-        Some(rows.into_iter().map(|m| (m, None)).collect())
-    }
-}
-
 /// The messages of the selected mailbox that match `key`, with their
 /// sequence numbers, in sequence order; None when the store cannot be read.
 /// Envelopes are read only when the key (or, `envelopes`, the caller)
@@ -163,14 +145,16 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) 
     let db = st.shared.ctx.db.clone();
     let no_envelope = Envelope::default();
     let mut found = Vec::new();
-    let per_read = if envelopes {
-        ENVELOPE_ROWS_PER_READ
+    // No key, sort criterion or thread algorithm reads a body structure.
+    let need = if envelopes {
+        SummaryNeed::Envelope
     } else {
-        META_ROWS_PER_READ
+        SummaryNeed::Nothing
     };
-    for chunk in sel.uids.chunks(per_read) {
-        let rows = load_for(&db, sel, chunk, envelopes).await?;
-        for (m, envelope) in rows {
+    for chunk in sel.uids.chunks(rows_per_read(need)) {
+        let rows = load_for(&db, sel, chunk, need).await?;
+        for (m, summary) in rows {
+            let envelope = summary.map(|s| s.envelope);
             let seq = sel.seq_of(m.uid).unwrap_or(0);
             let (headers, text) = if load_raw {
                 match st.shared.ctx.blobs.get(&db, &m.body).await {
