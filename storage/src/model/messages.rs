@@ -647,11 +647,13 @@ pub enum EarlierForm {
     V1,
     /// The JSON rows of the first builds.
     Json,
+    /// A split row (version 2) whose summary is the JSON of summary
+    /// version 1, as the build before binary summaries wrote it.
+    SummaryV1,
 }
 
 /// TESTS ONLY (feature `fault-hooks`): rewrites a message as an earlier
-/// build stored it — one row in `form`, no summary key, no unseen index
-/// key — so tests above this crate can prove such stores still read and
+/// build stored it — in `form`, with no unseen index key — so tests above this crate can prove such stores still read and
 /// migrate. False if the message does not exist.
 #[cfg(feature = "fault-hooks")]
 pub async fn rewrite_in_earlier_form(
@@ -664,12 +666,21 @@ pub async fn rewrite_in_earlier_form(
     let Some(m) = get(txn, account, mailbox, uid).await? else {
         return Ok(false);
     };
-    let raw = match form {
-        EarlierForm::V1 => message_codec::encode_v1(&m)?,
-        EarlierForm::Json => message_codec::encode_json(&m)?,
-    };
-    txn.set(&keyspace::message(account, mailbox, uid), &raw)?;
-    txn.clear(&keyspace::message_summary(account, mailbox, uid))?;
+    let summary_key = keyspace::message_summary(account, mailbox, uid);
+    match form {
+        EarlierForm::V1 | EarlierForm::Json => {
+            let raw = match form {
+                EarlierForm::V1 => message_codec::encode_v1(&m)?,
+                _ => message_codec::encode_json(&m)?,
+            };
+            txn.set(&keyspace::message(account, mailbox, uid), &raw)?;
+            txn.clear(&summary_key)?;
+        }
+        EarlierForm::SummaryV1 => {
+            put_meta(txn, account, mailbox, &m.meta())?;
+            txn.set(&summary_key, &summary_codec::encode_v1(&m.summary)?)?;
+        }
+    }
     txn.clear(&keyspace::unseen(account, mailbox, uid))?;
     Ok(true)
 }

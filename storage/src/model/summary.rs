@@ -269,3 +269,46 @@ impl<'de> Deserialize<'de> for SplitSummary {
         Ok(SplitSummary(summary))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Serialize, Deserialize, PartialEq)]
+    struct Record {
+        n: u32,
+        #[serde(flatten)]
+        summary: SplitSummary,
+    }
+
+    #[test]
+    fn split_summaries_keep_the_json_shape_records_always_had() {
+        let s = Summary {
+            size: 9,
+            preview: Some("p".into()),
+            envelope: Envelope {
+                message_id: Some("<m@x>".into()),
+                ..Envelope::default()
+            },
+            ..Summary::default()
+        };
+        let r = Record {
+            n: 1,
+            summary: SplitSummary(s.clone()),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["envelope"]["message_id"], "<m@x>");
+        assert_eq!(v["body_structure"]["size"], 9);
+        assert!(v["body_structure"].get("envelope").is_none(), "{v}");
+        assert_eq!(serde_json::from_value::<Record>(v).unwrap(), r);
+        // As earlier builds wrote it: the two fields as free JSON values
+        // (the rest without its envelope), or null for no summary.
+        let mut rest = serde_json::to_value(&s).unwrap();
+        let env = rest.as_object_mut().unwrap().remove("envelope").unwrap();
+        let old = serde_json::json!({"n": 1, "envelope": env, "body_structure": rest});
+        assert_eq!(serde_json::from_value::<Record>(old).unwrap(), r);
+        let nulls = serde_json::json!({"n": 2, "envelope": null, "body_structure": null});
+        let back: Record = serde_json::from_value(nulls).unwrap();
+        assert_eq!(back.summary, SplitSummary::default());
+    }
+}

@@ -77,10 +77,7 @@ pub fn decode(raw: &[u8]) -> Result<Summary> {
             r.summary().and_then(|s| r.end().map(|()| s)).map_err(|d| corrupt(&d))
         }
         Some(&SUMMARY_VERSION_1) => {
-            let mut r = Reader::new(raw, 1);
-            let (env, body) = (r.bytes(), r.bytes());
-            let (env, body) = env.and_then(|e| body.map(|b| (e, b))).map_err(|d| corrupt(&d))?;
-            r.end().map_err(|d| corrupt(&d))?;
+            let (env, body) = v1_texts(raw)?;
             from_json_parts(env, body)
         }
         Some(b) => Err(corrupt(&format!("unknown summary version {b}"))),
@@ -98,15 +95,20 @@ pub fn decode_envelope(raw: &[u8]) -> Result<Envelope> {
             r.envelope_prefixed().map_err(|d| corrupt(&d))
         }
         Some(&SUMMARY_VERSION_1) => {
-            let mut r = Reader::new(raw, 1);
-            let (env, body) = (r.bytes(), r.bytes());
-            let (env, body) = env.and_then(|e| body.map(|b| (e, b))).map_err(|d| corrupt(&d))?;
-            r.end().map_err(|d| corrupt(&d))?;
+            let (env, body) = v1_texts(raw)?;
             envelope_from_json(env, body)
         }
         Some(b) => Err(corrupt(&format!("unknown summary version {b}"))),
         None => Err(corrupt("empty summary")),
     }
+}
+
+/// The two JSON texts of a version-1 summary (after its version byte).
+fn v1_texts(raw: &[u8]) -> Result<(&[u8], &[u8])> {
+    let mut r = Reader::new(raw, 1);
+    let texts = (|| Ok::<_, String>((r.bytes()?, r.bytes()?)))().map_err(|d| corrupt(&d))?;
+    r.end().map_err(|d| corrupt(&d))?;
+    Ok(texts)
 }
 
 /// A summary as version 1 stored it. Nothing writes it any more; kept so
