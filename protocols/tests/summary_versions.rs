@@ -20,7 +20,7 @@ fn unhex(s: &str) -> Vec<u8> {
 fn summaries_of_the_previous_build_decode_identically() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests");
     let fixture = std::fs::read_to_string(format!("{dir}/fixtures/summaries-v1.txt")).unwrap();
-    let mut checked = 0;
+    let (mut checked, mut v1_bytes, mut v2_bytes, mut env_bytes) = (0, 0, 0, 0);
     for line in fixture.lines().filter(|l| !l.starts_with('#')) {
         let mut f = line.split(' ');
         let (name, msum, row) = (f.next().unwrap(), unhex(f.next().unwrap()), unhex(f.next().unwrap()));
