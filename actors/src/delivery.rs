@@ -91,7 +91,7 @@ impl DeliveryRequest {
             mailbox: self.mailbox.clone(),
             flags: self.flags.clone(),
             internal_date_ms: self.internal_date_ms,
-            summary: SplitSummary(self.summary.clone()),
+            summary: SplitSummary(Box::new(self.summary.clone())),
         }
     }
 }

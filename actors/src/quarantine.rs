@@ -69,7 +69,7 @@ pub async fn redeliver(ctx: &Arc<NodeCtx>, id: [u8; 16]) -> Result<Outcome, Deli
         body,
         flags: stored.flags,
         internal_date_ms: stored.internal_date_ms,
-        summary: stored.summary.0,
+        summary: *stored.summary.0,
         fault: None,
         from_quarantine: Some(id),
         deadline: crate::delivery::deadline_in(crate::delivery::DELIVERY_DEADLINE),

@@ -99,7 +99,7 @@ impl WireDelivery {
             body_generation: req.body.generation,
             flags: req.flags.clone(),
             internal_date_ms: req.internal_date_ms,
-            summary: SplitSummary(req.summary.clone()),
+            summary: SplitSummary(Box::new(req.summary.clone())),
             fault: req.fault,
             from_quarantine: req.from_quarantine,
             deadline_in_ms: req
@@ -122,7 +122,7 @@ impl WireDelivery {
             },
             flags: self.flags,
             internal_date_ms: self.internal_date_ms,
-            summary: self.summary.0,
+            summary: *self.summary.0,
             fault: self.fault,
             from_quarantine: self.from_quarantine,
             deadline: crate::delivery::deadline_in(match self.deadline_in_ms {

@@ -49,6 +49,15 @@ fn summaries_of_the_previous_build_decode_identically() {
             msum.len()
         );
         checked += 1;
+        v1_bytes += msum.len();
+        v2_bytes += v2.len();
+        // The envelope's length prefix (a varint; envelopes are under
+        // 16 KB) says how much a SEARCH decodes.
+        env_bytes += match v2[1] {
+            b if b < 0x80 => usize::from(b),
+            b => usize::from(b & 0x7f) | usize::from(v2[2]) << 7,
+        };
     }
     assert!(checked >= 25, "{checked} fixtures");
+    eprintln!("{checked} summaries: v1 (JSON) {v1_bytes} bytes, v2 {v2_bytes} bytes, of which envelopes ~{env_bytes}");
 }

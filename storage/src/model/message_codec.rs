@@ -46,7 +46,8 @@ pub const VERSION_2: u8 = 2;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoredRow {
     Split(MessageMeta),
-    Whole(Message),
+    /// Boxed: a whole message with its summary is ~1 KB on the stack.
+    Whole(Box<Message>),
 }
 
 /// The hot row of the current form (version 2).
@@ -190,9 +191,9 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
         Some(&VERSION_1) => {
             let (meta, env, body) = Reader::new(raw, 1).v1_parts().map_err(|d: String| corrupt(&d))?;
             let summary = summary_codec::from_json_parts(env, body)?;
-            Ok(StoredRow::Whole(Message::from_parts(meta, summary)))
+            Ok(StoredRow::Whole(Box::new(Message::from_parts(meta, summary))))
         }
-        Some(b'{') => Ok(StoredRow::Whole(from_json_row(raw)?)),
+        Some(b'{') => Ok(StoredRow::Whole(Box::new(from_json_row(raw)?))),
         Some(b) => Err(corrupt(&format!("unknown row version {b}"))),
         None => Err(corrupt("empty row")),
     }
@@ -220,7 +221,7 @@ pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
 /// is an error here, since its summary is under another key.
 pub fn decode(raw: &[u8]) -> Result<Message> {
     match decode_row(raw)? {
-        StoredRow::Whole(m) => Ok(m),
+        StoredRow::Whole(m) => Ok(*m),
         StoredRow::Split(_) => Err(corrupt("a version-2 row has no summary inside")),
     }
 }
@@ -381,7 +382,7 @@ mod tests {
         let v1 = encode_v1(&m).unwrap();
         assert_eq!(v1[0], VERSION_1);
         assert_eq!(decode(&v1).unwrap(), m);
-        assert_eq!(decode_row(&v1).unwrap(), StoredRow::Whole(m.clone()));
+        assert_eq!(decode_row(&v1).unwrap(), StoredRow::Whole(Box::new(m.clone())));
         assert_eq!(decode_meta(&v1).unwrap(), m.meta());
         // JSON of the first builds.
         let json = encode_json(&m).unwrap();

@@ -22,7 +22,7 @@ pub async fn get(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) ->
         return Ok(None);
     };
     match message_codec::decode_row(&raw)? {
-        StoredRow::Whole(m) => Ok(Some(m)),
+        StoredRow::Whole(m) => Ok(Some(*m)),
         StoredRow::Split(meta) => {
             let summary = match txn.get(&keyspace::message_summary(account, mailbox, uid)).await? {
                 Some(s) => summary_codec::decode(&s)?,
@@ -170,7 +170,7 @@ async fn with_summaries<T>(
     }
     rows.into_iter()
         .map(|r| match r {
-            StoredRow::Whole(m) => Ok((read.whole)(m)),
+            StoredRow::Whole(m) => Ok((read.whole)(*m)),
             StoredRow::Split(meta) => {
                 let raw = summaries.remove(&meta.uid).ok_or_else(|| missing_summary(meta.uid))?;
                 (read.split)(meta, &raw)

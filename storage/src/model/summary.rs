@@ -217,8 +217,10 @@ fn nth_in_message(root: &BodyPart, n: u32) -> Option<&BodyPart> {
 /// the summary). `#[serde(flatten)]` it into a record, so records written
 /// and nodes running before the summary was typed still read (null, as
 /// some carried for "no summary", reads as the empty one).
+/// Boxed: records carrying it travel inside enums (mesh requests), and a
+/// summary is ~1 KB.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SplitSummary(pub Summary);
+pub struct SplitSummary(pub Box<Summary>);
 
 /// The summary without its envelope, borrowed (serialization only).
 #[derive(Serialize)]
@@ -266,7 +268,7 @@ impl<'de> Deserialize<'de> for SplitSummary {
         let split = Split::deserialize(deserializer)?;
         let mut summary = split.body_structure.unwrap_or_default();
         summary.envelope = split.envelope.unwrap_or_default();
-        Ok(SplitSummary(summary))
+        Ok(SplitSummary(Box::new(summary)))
     }
 }
 
@@ -294,7 +296,7 @@ mod tests {
         };
         let r = Record {
             n: 1,
-            summary: SplitSummary(s.clone()),
+            summary: SplitSummary(Box::new(s.clone())),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["envelope"]["message_id"], "<m@x>");

@@ -213,7 +213,7 @@ fn a_version_1_summary_of_nulls_reads_as_the_empty_summary() {
 fn unknown_versions_and_deep_nesting_are_corrupt() {
     assert!(decode(&[]).is_err());
     assert!(decode(&[3, 0]).is_err());
-    assert!(decode_envelope(&[b'{']).is_err());
+    assert!(decode_envelope(b"{").is_err());
     // A part tree deeper than DEPTH_MAX (each level one child).
     let mut p = BodyPart::default();
     for _ in 0..=DEPTH_MAX {
