@@ -281,8 +281,7 @@ async fn deliver_one(
         body: req.body.body.clone(),
         flags: req.flags.clone(),
         internal_date_ms: req.internal_date_ms,
-        envelope: req.envelope.clone(),
-        body_structure: req.body_structure.clone(),
+        summary: req.summary.clone(),
         acceptance_id: req.acceptance_id,
     };
     if req.fault == Some(Fault::ReuseUid) {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use meshmail_storage::blob::PreparedBody;
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::quarantine;
+use meshmail_storage::model::summary::{SplitSummary, Summary};
 use meshmail_storage::{StorageError, Txn};
 use ractor::RpcReplyPort;
 use ractor::rpc::CallResult;
@@ -50,8 +51,7 @@ pub struct DeliveryRequest {
     pub body: PreparedBody,
     pub flags: Vec<String>,
     pub internal_date_ms: i64,
-    pub envelope: serde_json::Value,
-    pub body_structure: serde_json::Value,
+    pub summary: Summary,
     /// Test-only fault to trigger (see `faults`).
     pub fault: Option<Fault>,
     /// Set when an operator redelivers a quarantined item: the batch
@@ -77,8 +77,10 @@ pub struct StoredRequest {
     pub mailbox: String,
     pub flags: Vec<String>,
     pub internal_date_ms: i64,
-    pub envelope: serde_json::Value,
-    pub body_structure: serde_json::Value,
+    /// As the fields `envelope` and `body_structure`, as records have
+    /// always held it.
+    #[serde(flatten)]
+    pub summary: SplitSummary,
 }
 
 impl DeliveryRequest {
@@ -89,8 +91,7 @@ impl DeliveryRequest {
             mailbox: self.mailbox.clone(),
             flags: self.flags.clone(),
             internal_date_ms: self.internal_date_ms,
-            envelope: self.envelope.clone(),
-            body_structure: self.body_structure.clone(),
+            summary: SplitSummary(Box::new(self.summary.clone())),
         }
     }
 }

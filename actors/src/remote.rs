@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use meshmail_storage::blob::PreparedBody;
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::messages::BodyRef;
+use meshmail_storage::model::summary::SplitSummary;
 use serde::{Deserialize, Serialize};
 
 use crate::delivery::{DeliveryError, DeliveryRequest, Outcome};
@@ -72,8 +73,10 @@ pub struct WireDelivery {
     pub body_generation: i64,
     pub flags: Vec<String>,
     pub internal_date_ms: i64,
-    pub envelope: serde_json::Value,
-    pub body_structure: serde_json::Value,
+    /// As the fields `envelope` and `body_structure`, as nodes have always
+    /// sent it.
+    #[serde(flatten)]
+    pub summary: SplitSummary,
     pub fault: Option<Fault>,
     pub from_quarantine: Option<[u8; 16]>,
     /// What was left of the sender's patience when this was sent (an
@@ -95,8 +98,7 @@ impl WireDelivery {
             body_generation: req.body.generation,
             flags: req.flags.clone(),
             internal_date_ms: req.internal_date_ms,
-            envelope: req.envelope.clone(),
-            body_structure: req.body_structure.clone(),
+            summary: SplitSummary(Box::new(req.summary.clone())),
             fault: req.fault,
             from_quarantine: req.from_quarantine,
             deadline_in_ms: req
@@ -119,8 +121,7 @@ impl WireDelivery {
             },
             flags: self.flags,
             internal_date_ms: self.internal_date_ms,
-            envelope: self.envelope,
-            body_structure: self.body_structure,
+            summary: *self.summary.0,
             fault: self.fault,
             from_quarantine: self.from_quarantine,
             deadline: crate::delivery::deadline_in(match self.deadline_in_ms {

@@ -34,8 +34,7 @@ async fn setup(dir: &std::path::Path) -> (Database, BlobStore, i64, i64) {
                     },
                     flags: vec![],
                     internal_date_ms: 0,
-                    envelope: serde_json::Value::Null,
-                    body_structure: serde_json::Value::Null,
+                    summary: Default::default(),
                     acceptance_id: new_id(),
                 };
                 messages::append(&txn, a.id, inbox.id, &msg).await?;

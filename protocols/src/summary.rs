@@ -4,7 +4,8 @@
 //! `BODY[1.2.MIME]` or `BODY[1.TEXT]` is a slice of the stored bytes.
 //!
 //! [`summarize`] parses the message once with `mail-parser`, at delivery,
-//! and the [`Summary`] is stored as JSON next to the message row. A message
+//! and the [`Summary`] is stored with the message (a typed, versioned
+//! binary value; the types and their codec are the storage model's). A message
 //! the parser refuses or panics on still gets a minimal summary with
 //! `parse_failed: true`: a message is never dropped for being strange.
 //!
@@ -18,10 +19,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use mail_parser::{Encoding, Header, HeaderName, HeaderValue, Message, MessageParser, PartType};
-use serde::{Deserialize, Serialize};
-
 use crate::summary_raw;
+use mail_parser::{Encoding, Header, HeaderName, HeaderValue, Message, MessageParser, PartType};
 
 /// Deeper MIME nesting than this is summarized as an opaque leaf. It keeps
 /// our recursion (and serde_json's, which refuses more than 128 levels)
@@ -31,203 +30,11 @@ pub const MAX_DEPTH: usize = 24;
 /// JMAP previews are at most this many characters (RFC 8621 §4.1.4: 256).
 pub const PREVIEW_CHARS_MAX: usize = 256;
 
-/// The summary of one message.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Summary {
-    /// The parser refused or panicked: `structure` is a text/plain part
-    /// spanning the whole message and the envelope is empty.
-    pub parse_failed: bool,
-    /// Octets in the raw message (RFC822.SIZE).
-    pub size: u64,
-    /// Octets of the header section including the empty line that ends it
-    /// (`BODY[HEADER]`); the whole message when there is no empty line.
-    pub header_len: u64,
-    /// Where the body starts (`BODY[TEXT]` is `raw[body_offset..]`).
-    pub body_offset: u64,
-    pub envelope: Envelope,
-    pub structure: BodyPart,
-    /// JMAP `preview` (up to 256 characters of the text body) and
-    /// `hasAttachment`, computed here so a message list never reads bodies.
-    /// None in summaries stored before they were kept.
-    pub preview: Option<String>,
-    pub has_attachment: Option<bool>,
-}
-
-/// An unstructured header value: as written and RFC 2047-decoded.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct HeaderText {
-    pub raw: String,
-    pub decoded: String,
-}
-
-/// One IMAP address structure `(name adl mailbox host)`. A group is a
-/// start marker (mailbox = group name, host = None) and an end marker (all
-/// None) around its members, as RFC 3501 §7.4.2 lays it out.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ImapAddress {
-    /// Display name, RFC 2047-decoded.
-    pub name: Option<String>,
-    /// Display name as written (encoded words and 8-bit bytes kept), what
-    /// IMAP's ENVELOPE sends. None in summaries stored before it was kept.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw_name: Option<String>,
-    /// Source route: always None (obsolete syntax, dropped by the parser).
-    pub adl: Option<String>,
-    pub mailbox: Option<String>,
-    pub host: Option<String>,
-}
-
-/// An address header: its raw value and the IMAP address list (empty means
-/// NIL).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AddressList {
-    pub raw: Option<String>,
-    pub addresses: Vec<ImapAddress>,
-}
-
-/// The IMAP ENVELOPE (RFC 3501 §7.4.2 / RFC 9051 §7.5.2).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Envelope {
-    /// The Date header as written.
-    pub date: Option<String>,
-    /// The Date header as seconds since the Unix epoch, when it parses.
-    pub date_timestamp: Option<i64>,
-    pub subject: Option<HeaderText>,
-    /// The earlier Subject headers of a message that has several (SEARCH
-    /// SUBJECT looks at every one, as Dovecot does).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub other_subjects: Vec<HeaderText>,
-    pub from: AddressList,
-    /// Set to `from` when absent or empty (RFC 3501: the server does this).
-    pub sender: AddressList,
-    /// Set to `from` when absent or empty.
-    pub reply_to: AddressList,
-    pub to: AddressList,
-    pub cc: AddressList,
-    pub bcc: AddressList,
-    pub in_reply_to: Option<String>,
-    pub message_id: Option<String>,
-    /// The References header as written (threading; not part of IMAP's
-    /// ENVELOPE). Absent in summaries stored before it was kept.
-    pub references: Option<String>,
-}
-
-/// Content-Disposition: its value and parameters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Disposition {
-    pub kind: String,
-    pub params: Vec<(String, String)>,
-}
-
-/// One node of BODYSTRUCTURE, with where its bytes are.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct BodyPart {
-    /// Lowercase media type (`text`, `multipart`, ...).
-    pub media_type: String,
-    /// Lowercase subtype (`plain`, `mixed`, ...).
-    pub subtype: String,
-    /// Type and subtype as written, when that is not lowercase (IMAP
-    /// sends them as written).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub written_type: Option<(String, String)>,
-    /// Content-Type parameters as written: RFC 2231 continuations joined,
-    /// extended values (`name*`) left encoded. A text part without a
-    /// charset gets `charset=us-ascii` (RFC 2045 §5.2).
-    pub params: Vec<(String, String)>,
-    /// Content-ID as written.
-    pub id: Option<String>,
-    /// Content-Description as written.
-    pub description: Option<String>,
-    /// Content-Transfer-Encoding as written, `7bit` when absent.
-    pub encoding: String,
-    /// Octets of the body in its transfer encoding.
-    pub size: u64,
-    /// Lines of the body, for text/* and message/rfc822 parts.
-    pub lines: Option<u64>,
-    /// Content-MD5: never computed.
-    pub md5: Option<String>,
-    pub disposition: Option<Disposition>,
-    pub language: Vec<String>,
-    /// Content-Location as written.
-    pub location: Option<String>,
-    /// Offset of the part's MIME header (`BODY[n.MIME]` is
-    /// `raw[header_offset..body_offset]`).
-    pub header_offset: u64,
-    /// Offset of the part's body (`BODY[n]` is `raw[body_offset..end_offset]`).
-    pub body_offset: u64,
-    pub end_offset: u64,
-    /// The parts of a multipart, in order (never empty for a multipart).
-    pub children: Vec<BodyPart>,
-    /// For message/rfc822 and message/global in identity encoding: the
-    /// encapsulated message. None for an encoded one (its bytes are not in
-    /// the raw message as they are), which an IMAP server then describes
-    /// as a basic part.
-    pub message: Option<Box<NestedMessage>>,
-}
-
-/// A message inside a message/rfc822 part: `BODY[n.HEADER]` is
-/// `raw[header_offset..body_offset]`, `BODY[n.TEXT]` is
-/// `raw[body_offset..structure.end_offset]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NestedMessage {
-    pub header_offset: u64,
-    pub body_offset: u64,
-    pub envelope: Envelope,
-    pub structure: BodyPart,
-}
-
-impl BodyPart {
-    pub fn is_multipart(&self) -> bool {
-        self.media_type == "multipart"
-    }
-}
-
-impl Summary {
-    /// The part an IMAP section number names (`[1, 2]` for `1.2`), with
-    /// RFC 3501 §6.4.5 numbering: a non-multipart message has only part 1
-    /// (its body), and the numbers after a message/rfc822 part count in the
-    /// encapsulated message. A single part inside a multipart has itself
-    /// as its only subpart (`1.1` of a multipart's text part is that part,
-    /// as Dovecot reads §6.4.5's "only a part 1"). None for an empty path
-    /// or a part that does not exist.
-    pub fn part(&self, path: &[u32]) -> Option<&BodyPart> {
-        let (&first, rest) = path.split_first()?;
-        let mut cur = nth_in_message(&self.structure, first)?;
-        // Was `cur` reached as the child of a multipart?
-        let mut in_multipart = self.structure.is_multipart();
-        for &n in rest {
-            let parent_multipart = cur.is_multipart();
-            cur = if parent_multipart {
-                cur.children.get((n as usize).checked_sub(1)?)?
-            } else if let Some(m) = &cur.message {
-                nth_in_message(&m.structure, n)?
-            } else if in_multipart {
-                (n == 1).then_some(cur)?
-            } else {
-                return None;
-            };
-            in_multipart = parent_multipart;
-        }
-        Some(cur)
-    }
-}
-
-/// Part `n` of a message whose body structure is `root`.
-fn nth_in_message(root: &BodyPart, n: u32) -> Option<&BodyPart> {
-    if root.is_multipart() {
-        root.children.get((n as usize).checked_sub(1)?)
-    } else {
-        (n == 1).then_some(root)
-    }
-}
+/// The summary types are the data model's (the store keeps and reads them);
+/// this module fills them in.
+pub use meshmail_storage::model::summary::{
+    AddressList, BodyPart, Disposition, Envelope, HeaderText, ImapAddress, NestedMessage, Summary,
+};
 
 /// Summarizes a raw message (the exact bytes that will be stored).
 pub fn summarize(raw: &[u8]) -> Summary {

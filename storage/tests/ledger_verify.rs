@@ -42,8 +42,7 @@ async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
                         },
                         flags: vec![],
                         internal_date_ms: 0,
-                        envelope: serde_json::Value::Null,
-                        body_structure: serde_json::Value::Null,
+                        summary: Default::default(),
                         acceptance_id: id,
                     };
                     messages::append(&txn, account, inbox, &msg).await?;

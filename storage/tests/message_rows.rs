@@ -1,14 +1,17 @@
-//! Message rows in a store written by earlier builds (JSON rows, and
-//! version-1 binary rows holding their summary) still read after the split
-//! into hot rows and summaries (version 2), through every reader (get,
-//! list, get_many, the hot-only readers), and are split when they change.
+//! Message rows in a store written by earlier builds (JSON rows,
+//! version-1 binary rows holding their summary, and split rows whose
+//! summary is version-1 JSON) still read after the move to binary
+//! summaries (summary version 2), through every reader (get, list,
+//! get_many, the envelope-only and hot-only readers), and whole rows are
+//! split when they change.
 
 use std::sync::Arc;
 
 use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
-use meshmail_storage::model::message_codec;
 use meshmail_storage::model::messages::{self, BodyRef, FlagOp, Message, NewMessage};
+use meshmail_storage::model::summary::{BodyPart, Envelope, HeaderText, Summary};
 use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
+use meshmail_storage::model::{message_codec, summary_codec};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 
@@ -27,14 +30,29 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
         })
         .await
         .unwrap();
-    let envelope = serde_json::json!({"subject": "from the old days", "message_id": "<a@b>"});
-    let structure = serde_json::json!({"structure": {"media_type": "text", "subtype": "plain"}});
-    // Two messages appended by today's code...
-    let (env, st) = (envelope.clone(), structure.clone());
+    let envelope = Envelope {
+        subject: Some(HeaderText {
+            raw: "from the old days".into(),
+            decoded: "from the old days".into(),
+        }),
+        message_id: Some("<a@b>".into()),
+        ..Envelope::default()
+    };
+    let summary = Summary {
+        envelope: envelope.clone(),
+        structure: BodyPart {
+            media_type: "text".into(),
+            subtype: "plain".into(),
+            ..BodyPart::default()
+        },
+        ..Summary::default()
+    };
+    // Three messages appended by today's code...
+    let sum = summary.clone();
     db.run("append", move |txn| {
-        let (env, st) = (env.clone(), st.clone());
+        let sum = sum.clone();
         async move {
-            for _ in 0..2 {
+            for _ in 0..3 {
                 let msg = NewMessage {
                     body: BodyRef {
                         hash: "ab".repeat(32),
@@ -43,8 +61,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
                     },
                     flags: vec![],
                     internal_date_ms: 1_700_000_000_000,
-                    envelope: env.clone(),
-                    body_structure: st.clone(),
+                    summary: sum.clone(),
                     acceptance_id: new_id(),
                 };
                 messages::append(&txn, account, inbox, &msg).await?;
@@ -70,13 +87,13 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
     let fresh = raw(&db, key1.clone()).await;
     assert_eq!(fresh[0], message_codec::VERSION_2, "new rows are split");
     let summary1 = raw(&db, test_keys::message_summary(account, inbox, 1)).await;
-    assert_eq!(summary1[0], message_codec::SUMMARY_VERSION_1);
-    let current1 = db
+    assert_eq!(summary1[0], summary_codec::SUMMARY_VERSION_2);
+    let (current1, current3) = db
         .read("whole", move |txn| async move {
-            messages::get(&txn, account, inbox, 1).await
+            let one = messages::get(&txn, account, inbox, 1).await?;
+            Ok::<_, StorageError>((one.unwrap(), messages::get(&txn, account, inbox, 3).await?.unwrap()))
         })
         .await
-        .unwrap()
         .unwrap();
     // The second message as an earlier build would have stored it: no
     // acceptance id (a copy), no thread.
@@ -88,11 +105,15 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
         ..current1.clone()
     };
     // Row 1 turned back into the JSON of the first builds, row 2 into the
-    // version-1 row of the previous build (summary inside, no `msum`).
-    let json = serde_json::to_vec(&current1).unwrap();
+    // version-1 row of a later build (summary inside, no `msum`), and row
+    // 3's summary (its hot row kept) into the JSON of the build before
+    // this one (summary version 1).
+    let json = message_codec::encode_json(&current1).unwrap();
     assert_eq!(json[0], b'{');
     let v1 = message_codec::encode_v1(&current2).unwrap();
     assert_eq!(v1[0], message_codec::VERSION_1);
+    let json_summary = summary_codec::encode_v1(&summary).unwrap();
+    assert_eq!(json_summary[0], summary_codec::SUMMARY_VERSION_1);
     let (k1, j, k2, v, s1, s2) = (
         key1.clone(),
         json.clone(),
@@ -101,11 +122,14 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
         test_keys::message_summary(account, inbox, 1),
         test_keys::message_summary(account, inbox, 2),
     );
+    let (s3, js) = (test_keys::message_summary(account, inbox, 3), json_summary.clone());
     db.run("downgrade", move |txn| {
         let (k1, j, k2, v, s1, s2) = (k1.clone(), j.clone(), k2.clone(), v.clone(), s1.clone(), s2.clone());
+        let (s3, js) = (s3.clone(), js.clone());
         async move {
             txn.set(&k1, &j)?;
             txn.set(&k2, &v)?;
+            txn.set(&s3, &js)?;
             txn.clear(&s1)?;
             txn.clear(&s2)
         }
@@ -113,24 +137,29 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
     .await
     .unwrap();
 
-    let (one, all, many, metas, hot) = db
+    let (one, all, many, metas, hot, envelopes) = db
         .read("read", move |txn| async move {
             let one = messages::get(&txn, account, inbox, 1).await?;
             let all = messages::list(&txn, account, inbox, 1, 10).await?;
-            let many = messages::get_many(&txn, account, inbox, &[2, 1, 7]).await?;
-            let metas = messages::get_meta_many(&txn, account, inbox, &[1, 2]).await?;
+            let many = messages::get_many(&txn, account, inbox, &[3, 2, 1, 7]).await?;
+            let metas = messages::get_meta_many(&txn, account, inbox, &[1, 2, 3]).await?;
             let hot = messages::list_meta(&txn, account, inbox, 1, None, 10).await?;
-            Ok::<_, StorageError>((one, all, many, metas, hot))
+            let envelopes = messages::get_envelopes_many(&txn, account, inbox, &[3, 1, 2, 9]).await?;
+            Ok::<_, StorageError>((one, all, many, metas, hot, envelopes))
         })
         .await
         .unwrap();
     assert_eq!(one.as_ref(), Some(&current1));
-    assert_eq!(all, vec![current1.clone(), current2.clone()]);
+    assert_eq!(all, vec![current1.clone(), current2.clone(), current3.clone()]);
     assert_eq!(many, all, "in UID order, the missing UID skipped");
-    assert_eq!(metas, vec![current1.meta(), current2.meta()]);
+    assert_eq!(metas, vec![current1.meta(), current2.meta(), current3.meta()]);
     assert_eq!(hot, metas);
-    assert_eq!(all[0].envelope, envelope);
-    assert_eq!(all[1].body_structure, structure);
+    assert!(
+        all.iter().all(|m| m.summary == summary),
+        "every form reads the same summary"
+    );
+    let want: Vec<(messages::MessageMeta, Envelope)> = metas.iter().map(|m| (m.clone(), envelope.clone())).collect();
+    assert_eq!(envelopes, want, "envelopes of every form, in UID order");
 
     // A flag change splits both old rows: hot row + summary.
     let stored = db
@@ -164,8 +193,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
             .unwrap()
             .unwrap();
         assert_eq!(back.flags, vec!["\\Seen".to_string()]);
-        assert_eq!(back.envelope, envelope);
-        assert_eq!(back.body_structure, structure);
+        assert_eq!(back.summary, summary);
     }
     let counts = db
         .read("counts", move |txn| async move {
@@ -173,7 +201,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
         })
         .await
         .unwrap();
-    assert_eq!(counts.unseen, 0, "both were unseen, both seen now");
+    assert_eq!(counts.unseen, 1, "1 and 2 seen now, 3 still unseen");
 
     // EXPUNGE takes the summary with the hot row.
     db.run("expunge", move |txn| async move {

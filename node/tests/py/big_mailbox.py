@@ -128,6 +128,10 @@ def check_state(c, box, model, when):
         text = data[0] if isinstance(data[0], bytes) else data[0][0]
         if subjects[(box, u)].encode() not in text:
             fail(f"{when}: {box} ENVELOPE of uid {u} lacks {subjects[(box, u)]!r}: {text[:200]!r}")
+        # SEARCH SUBJECT reads envelopes alone (of every stored form).
+        hits = search(c, True, "SUBJECT", f'"{subjects[(box, u)]}"')
+        if u not in hits:
+            fail(f"{when}: {box} UID SEARCH SUBJECT {subjects[(box, u)]!r} misses uid {u}: {hits[:10]}")
 
 
 def store(c, model, set_, op, flags, uid=True):

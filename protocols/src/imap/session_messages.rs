@@ -7,18 +7,18 @@ use bytes::Bytes;
 use meshmail_actors::mailbox_ops::MailboxOp;
 use meshmail_storage::StorageError;
 use meshmail_storage::ids::Uid;
-use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, Message, MessageMeta};
+use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, MessageMeta};
 
 use super::response::{self, BinaryError, FetchResponse, Status};
 use super::sequence::{IdSet, SequenceSet};
 use super::session::{State, Transition};
 use super::session_commands::{find, refused, write};
-use super::session_view::{Selected, load_meta, load_rows};
+use super::session_view::{Selected, load_envelopes, load_meta, load_rows};
 use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, SectionText, StoreMode};
 use crate::net::{Conn, ConnError};
 use crate::summary::Summary;
 
-use super::session_view::{META_ROWS_PER_READ, ROWS_PER_READ};
+use super::session_view::{ENVELOPE_ROWS_PER_READ, META_ROWS_PER_READ, ROWS_PER_READ};
 
 /// The commands of the selected state, run on `sel`.
 pub(super) async fn run(
@@ -148,50 +148,82 @@ fn resolve(st: &State, sel: &Selected, set: &SequenceSet, uid: bool) -> Vec<Uid>
     }
 }
 
-/// A message split into its hot part and its typed summary, without a copy.
-pub(super) fn split_summary(m: Message) -> (MessageMeta, Summary) {
-    let (meta, envelope, body_structure) = m.into_parts();
-    (meta, crate::ingest::stored_summary_owned(envelope, body_structure))
+/// What of the stored summary a command reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum SummaryNeed {
+    /// Hot rows alone (`FETCH (UID FLAGS)`, SEARCH UNSEEN).
+    Nothing,
+    /// The envelope, its body structure not decoded (FETCH ENVELOPE,
+    /// SEARCH FROM/SUBJECT, SORT, THREAD).
+    Envelope,
+    /// The whole summary (BODYSTRUCTURE, sections).
+    Whole,
 }
 
-/// Does rendering `a` read the stored summary (envelope, structure, part
-/// offsets)? Only then does FETCH read summaries.
-fn needs_summary(a: &FetchAttr) -> bool {
-    !matches!(
-        a,
+/// What rendering `a` reads of the stored summary (envelope, structure,
+/// part offsets).
+fn summary_need(a: &FetchAttr) -> SummaryNeed {
+    match a {
         FetchAttr::Uid
-            | FetchAttr::Flags
-            | FetchAttr::InternalDate
-            | FetchAttr::Rfc822Size
-            | FetchAttr::ModSeq
-            | FetchAttr::EmailId
-            | FetchAttr::ThreadId
-            | FetchAttr::Rfc822
-    )
+        | FetchAttr::Flags
+        | FetchAttr::InternalDate
+        | FetchAttr::Rfc822Size
+        | FetchAttr::ModSeq
+        | FetchAttr::EmailId
+        | FetchAttr::ThreadId
+        | FetchAttr::Rfc822 => SummaryNeed::Nothing,
+        FetchAttr::Envelope => SummaryNeed::Envelope,
+        _ => SummaryNeed::Whole,
+    }
+}
+
+/// Rows read per store read for `need` (each read well inside FDB's
+/// limits: see the constants).
+pub(super) fn rows_per_read(need: SummaryNeed) -> usize {
+    match need {
+        SummaryNeed::Nothing => META_ROWS_PER_READ,
+        SummaryNeed::Envelope => ENVELOPE_ROWS_PER_READ,
+        SummaryNeed::Whole => ROWS_PER_READ,
+    }
 }
 
 /// The rows a FETCH or SEARCH works on: hot parts, with the typed summary
-/// when `whole`. None when the store cannot be read.
+/// as far as `need` says (for `Envelope`, a summary holding the envelope
+/// alone). None when the store cannot be read.
 pub(super) async fn load_for(
     db: &meshmail_storage::Database,
     sel: &Selected,
     uids: &[Uid],
-    whole: bool,
+    need: SummaryNeed,
 ) -> Option<Vec<(MessageMeta, Option<Summary>)>> {
-    if whole {
-        let rows = load_rows(db, sel.account, sel.id, uids).await.ok()?;
-        Some(
+    let (account, mailbox) = (sel.account, sel.id);
+    Some(match need {
+        SummaryNeed::Nothing => {
+            let rows = load_meta(db, account, mailbox, uids).await.ok()?;
+            rows.into_iter().map(|m| (m, None)).collect()
+        }
+        SummaryNeed::Envelope => {
+            let rows = load_envelopes(db, account, mailbox, uids).await.ok()?;
+            rows.into_iter()
+                .map(|(m, envelope)| {
+                    let s = Summary {
+                        envelope,
+                        ..Summary::default()
+                    };
+                    (m, Some(s))
+                })
+                .collect()
+        }
+        SummaryNeed::Whole => {
+            let rows = load_rows(db, account, mailbox, uids).await.ok()?;
             rows.into_iter()
                 .map(|m| {
-                    let (meta, s) = split_summary(m);
+                    let (meta, s) = m.into_parts();
                     (meta, Some(s))
                 })
-                .collect(),
-        )
-    } else {
-        let rows = load_meta(db, sel.account, sel.id, uids).await.ok()?;
-        Some(rows.into_iter().map(|m| (m, None)).collect())
-    }
+                .collect()
+        }
+    })
 }
 
 fn needs_raw(a: &FetchAttr) -> bool {
@@ -212,16 +244,15 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
     let set_seen = !read_only && cmd.attrs.iter().any(FetchAttr::sets_seen);
     let raw_needed = cmd.attrs.iter().any(needs_raw);
     // Summaries only for the items that show them: `FETCH 1:* (UID FLAGS)`
-    // reads hot rows alone.
-    let whole = cmd.attrs.iter().any(needs_summary);
+    // reads hot rows alone, `ENVELOPE` no body structure.
+    let need = cmd.attrs.iter().map(summary_need).max().unwrap_or(SummaryNeed::Nothing);
     let db = st.shared.ctx.db.clone();
     let mut unknown_cte = false;
     // Messages of this session's view that another session expunged: they
     // have no row any more, and an EXPUNGE may not be sent during FETCH.
     let mut vanished = 0usize;
-    let per_read = if whole { ROWS_PER_READ } else { META_ROWS_PER_READ };
-    for chunk in uids.chunks(per_read) {
-        let Some(mut rows) = load_for(&db, sel, chunk, whole).await else {
+    for chunk in uids.chunks(rows_per_read(need)) {
+        let Some(mut rows) = load_for(&db, sel, chunk, need).await else {
             st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
             return;
         };
@@ -317,7 +348,7 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
 
 /// One FETCH response; true in the second element when a BINARY part had
 /// an unknown transfer encoding. `summary` is there whenever an item
-/// needs it ([`needs_summary`]).
+/// needs it ([`summary_need`]).
 #[allow(clippy::too_many_arguments)] // what one response is made of, named
 fn render(
     st: &State,

@@ -9,15 +9,13 @@ use super::response::{self, Esearch, Status};
 use super::search::{MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, uses_modseq};
 use super::sequence::IdSet;
 use super::session::State;
-use super::session_messages::load_for;
+use super::session_messages::{SummaryNeed, load_for, rows_per_read};
 use super::session_view::Selected;
 use super::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
 use super::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
 use super::types::{SearchCommand, SearchKey, SortCommand, ThreadCommand};
 use crate::net::Conn;
-use crate::summary::{Envelope, Summary};
-
-use super::session_view::{META_ROWS_PER_READ, ROWS_PER_READ};
+use crate::summary::Envelope;
 
 /// A message as SEARCH sees it; the body is parsed only if the key needs it.
 struct View<'a> {
@@ -26,7 +24,7 @@ struct View<'a> {
     seq: u32,
     recent: bool,
     /// Read only when the key needs the envelope (else empty).
-    summary: &'a Summary,
+    envelope: &'a Envelope,
     headers: Vec<(String, String)>,
     text: Option<(String, String)>,
 }
@@ -60,7 +58,7 @@ impl MessageView for View<'_> {
         self.m.modseq
     }
     fn envelope(&self) -> &Envelope {
-        &self.summary.envelope
+        self.envelope
     }
     fn header(&self, name: &str) -> Option<String> {
         self.headers
@@ -122,19 +120,20 @@ fn searchable_text(msg: &mail_parser::Message<'_>, out: &mut String, depth: usiz
     }
 }
 
-/// A message that matched: its sequence number, hot part, and summary
+/// A message that matched: its sequence number, hot part, and envelope
 /// (when the search read it).
 struct Found {
     seq: u32,
     m: MessageMeta,
-    summary: Option<Summary>,
+    envelope: Option<Envelope>,
 }
 
 /// The messages of the selected mailbox that match `key`, with their
 /// sequence numbers, in sequence order; None when the store cannot be read.
-/// Summaries are read only when the key (or, `whole`, the caller) needs
-/// them: UNSEEN, LARGER and the like read hot rows alone.
-async fn matching(st: &State, sel: &Selected, key: &SearchKey, whole: bool) -> Option<Vec<Found>> {
+/// Envelopes are read only when the key (or, `envelopes`, the caller)
+/// needs them, and then without their body structures: UNSEEN, LARGER and
+/// the like read hot rows alone.
+async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) -> Option<Vec<Found>> {
     let mailbox = sel.id;
     let ctx = SearchContext {
         max_seq: sel.uids.len() as u32,
@@ -142,14 +141,20 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, whole: bool) -> O
         saved: st.saved.as_ref(),
     };
     let load_raw = needs_body(key) || needs_headers(key);
-    let whole = whole || needs_envelope(key);
+    let envelopes = envelopes || needs_envelope(key);
     let db = st.shared.ctx.db.clone();
-    let no_summary = Summary::default();
+    let no_envelope = Envelope::default();
     let mut found = Vec::new();
-    let per_read = if whole { ROWS_PER_READ } else { META_ROWS_PER_READ };
-    for chunk in sel.uids.chunks(per_read) {
-        let rows = load_for(&db, sel, chunk, whole).await?;
+    // No key, sort criterion or thread algorithm reads a body structure.
+    let need = if envelopes {
+        SummaryNeed::Envelope
+    } else {
+        SummaryNeed::Nothing
+    };
+    for chunk in sel.uids.chunks(rows_per_read(need)) {
+        let rows = load_for(&db, sel, chunk, need).await?;
         for (m, summary) in rows {
+            let envelope = summary.map(|s| s.envelope);
             let seq = sel.seq_of(m.uid).unwrap_or(0);
             let (headers, text) = if load_raw {
                 match st.shared.ctx.blobs.get(&db, &m.body).await {
@@ -167,12 +172,12 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, whole: bool) -> O
                 mailbox,
                 seq,
                 recent: sel.recent.contains(&m.uid),
-                summary: summary.as_ref().unwrap_or(&no_summary),
+                envelope: envelope.as_ref().unwrap_or(&no_envelope),
                 headers,
                 text,
             };
             if matches(key, &view, &ctx) {
-                found.push(Found { seq, m, summary });
+                found.push(Found { seq, m, envelope });
             }
         }
     }
@@ -186,12 +191,12 @@ pub(super) async fn sort(st: &mut State, sel: &mut Selected, conn: &mut Conn, ta
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
         return;
     };
-    let no_summary = Summary::default();
+    let no_envelope = Envelope::default();
     let mut keyed: Vec<(Vec<SortValue>, u32, Uid)> = found
         .iter()
         .map(|f| {
-            let s = f.summary.as_ref().unwrap_or(&no_summary);
-            (sort_values(&cmd.criteria, &f.m, s), f.seq, f.m.uid)
+            let env = f.envelope.as_ref().unwrap_or(&no_envelope);
+            (sort_values(&cmd.criteria, &f.m, env), f.seq, f.m.uid)
         })
         .collect();
     keyed.sort_by(|a, b| compare(&cmd.criteria, &a.0, &b.0).then(a.1.cmp(&b.1)));
@@ -222,14 +227,13 @@ pub(super) async fn thread(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
     let msgs: Vec<ThreadMessage> = found
         .iter()
         .map(|f| {
-            let no_summary = Summary::default();
-            let s = f.summary.as_ref().unwrap_or(&no_summary);
-            let env = &s.envelope;
+            let no_envelope = Envelope::default();
+            let env = f.envelope.as_ref().unwrap_or(&no_envelope);
             ThreadMessage {
                 id: if cmd.uid { f.m.uid } else { f.seq },
                 seq: f.seq,
-                date_ms: sent_date_ms(&f.m, s),
-                subject: sort_subject(s).to_string(),
+                date_ms: sent_date_ms(&f.m, env),
+                subject: sort_subject(env).to_string(),
                 message_id: env.message_id.clone(),
                 references: env.references.clone(),
                 in_reply_to: env.in_reply_to.clone(),

@@ -10,6 +10,8 @@ use meshmail_storage::model::mailboxes::{self, Mailbox};
 use meshmail_storage::model::messages::{self, ChangeKind};
 use meshmail_storage::{Database, StorageError};
 
+use crate::summary::Envelope;
+
 use super::response::FetchResponse;
 use super::sequence::IdSet;
 
@@ -261,6 +263,10 @@ impl Selected {
 pub(super) const ROWS_PER_READ: usize = 500;
 /// Hot rows (~80 bytes, no summary) read per store read.
 pub(super) const META_ROWS_PER_READ: usize = 5000;
+/// Hot rows with their envelopes read per store read: the range read
+/// returns whole binary summaries (~0.3–1 KB) but decodes envelopes only,
+/// so ~2 MB per read.
+pub(super) const ENVELOPE_ROWS_PER_READ: usize = 2000;
 
 /// The whole messages (hot row and summary) of some UIDs, missing ones
 /// skipped, in UID order, in one snapshot: one range read for a run of
@@ -275,6 +281,23 @@ pub async fn load_rows(
     db.read("imap_rows", move |txn| {
         let uids = uids.clone();
         async move { messages::get_many(&txn, account, mailbox, &uids).await }
+    })
+    .await
+}
+
+/// The hot parts and envelopes (no body structures decoded) of some UIDs,
+/// missing ones skipped, in UID order, in one snapshot: for SEARCH on
+/// envelope fields, SORT and THREAD.
+pub async fn load_envelopes(
+    db: &Database,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<(messages::MessageMeta, Envelope)>, StorageError> {
+    let uids = uids.to_vec();
+    db.read("imap_envelopes", move |txn| {
+        let uids = uids.clone();
+        async move { messages::get_envelopes_many(&txn, account, mailbox, &uids).await }
     })
     .await
 }

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use super::parser_reader::{R, Reader, err};
 use super::search::parse_search_keys;
 use super::types::{SearchCommand, SortCommand, SortCriterion, SortKey};
-use crate::summary::{AddressList, Summary};
+use crate::summary::{AddressList, Envelope};
 use meshmail_storage::model::messages::MessageMeta;
 
 /// `SORT (criteria) charset search-keys` after the command name.
@@ -67,33 +67,32 @@ pub enum SortValue {
     Text(Vec<u8>),
 }
 
-/// The values of each criterion for one message.
-pub fn sort_values(criteria: &[SortCriterion], m: &MessageMeta, s: &Summary) -> Vec<SortValue> {
+/// The values of each criterion for one message (all from its hot part
+/// and envelope: SORT never reads a body structure).
+pub fn sort_values(criteria: &[SortCriterion], m: &MessageMeta, env: &Envelope) -> Vec<SortValue> {
     criteria
         .iter()
         .map(|c| match c.key {
             SortKey::Arrival => SortValue::Number(m.internal_date_ms),
             SortKey::Size => SortValue::Number(m.body.size as i64),
-            SortKey::Date => SortValue::Number(sent_date_ms(m, s)),
-            SortKey::From => SortValue::Text(first_mailbox(&s.envelope.from)),
-            SortKey::To => SortValue::Text(first_mailbox(&s.envelope.to)),
-            SortKey::Cc => SortValue::Text(first_mailbox(&s.envelope.cc)),
-            SortKey::Subject => SortValue::Text(base_subject(sort_subject(s)).into_bytes()),
+            SortKey::Date => SortValue::Number(sent_date_ms(m, env)),
+            SortKey::From => SortValue::Text(first_mailbox(&env.from)),
+            SortKey::To => SortValue::Text(first_mailbox(&env.to)),
+            SortKey::Cc => SortValue::Text(first_mailbox(&env.cc)),
+            SortKey::Subject => SortValue::Text(base_subject(sort_subject(env)).into_bytes()),
         })
         .collect()
 }
 
 /// The sent date in UTC (ms), else the internal date (RFC 5256 §2.2).
-pub fn sent_date_ms(m: &MessageMeta, s: &Summary) -> i64 {
-    s.envelope
-        .date_timestamp
+pub fn sent_date_ms(m: &MessageMeta, env: &Envelope) -> i64 {
+    env.date_timestamp
         .map_or(m.internal_date_ms, |t| t.saturating_mul(1000))
 }
 
 /// The decoded subject SORT and THREAD use: the first Subject header when
 /// there are several (as Dovecot does; the envelope shows the last).
-pub fn sort_subject(s: &Summary) -> &str {
-    let env = &s.envelope;
+pub fn sort_subject(env: &Envelope) -> &str {
     let first = env.other_subjects.first().or(env.subject.as_ref());
     first.map_or("", |h| h.decoded.as_str())
 }

@@ -201,7 +201,7 @@ pub fn envelope_properties(env: &Envelope) -> Map<String, Value> {
 }
 
 fn meta(mailbox: i64, msg: &Message) -> EmailMeta {
-    let env: Envelope = serde_json::from_value(msg.envelope.clone()).unwrap_or_default();
+    let env = &msg.summary.envelope;
     EmailMeta {
         id: ids::email_id(mailbox, msg.uid),
         blob_id: ids::message_blob_id(mailbox, msg.uid),
@@ -210,7 +210,7 @@ fn meta(mailbox: i64, msg: &Message) -> EmailMeta {
         keywords: keywords(msg),
         size: msg.body.size,
         received_at: utc_date(msg.internal_date_ms.div_euclid(1000)),
-        envelope: envelope_props(&env),
+        envelope: envelope_props(env),
     }
 }
 
@@ -349,11 +349,11 @@ async fn render(
 /// messages stored before the summary kept them).
 fn stored_list_properties(msg: &Message) -> Map<String, Value> {
     let mut out = Map::new();
-    if let Some(p) = msg.body_structure.get("preview").filter(|v| v.is_string()) {
-        out.insert("preview".into(), p.clone());
+    if let Some(p) = &msg.summary.preview {
+        out.insert("preview".into(), Value::String(p.clone()));
     }
-    if let Some(a) = msg.body_structure.get("has_attachment").filter(|v| v.is_boolean()) {
-        out.insert("hasAttachment".into(), a.clone());
+    if let Some(a) = msg.summary.has_attachment {
+        out.insert("hasAttachment".into(), Value::Bool(a));
     }
     out
 }

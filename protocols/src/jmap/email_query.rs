@@ -87,7 +87,12 @@ struct QueryArgs {
 struct Row {
     mailbox: MailboxId,
     msg: Message,
-    env: Envelope,
+}
+
+impl Row {
+    fn env(&self) -> &Envelope {
+        &self.msg.summary.envelope
+    }
 }
 
 /// RFC 3339 UTC date → seconds.
@@ -147,8 +152,7 @@ fn matches_condition(c: &FilterCondition, r: &Row, mailbox_ids: &[(String, Mailb
         return Ok(false);
     }
     if let Some(want) = c.has_attachment {
-        let structure: crate::summary::Summary =
-            serde_json::from_value(r.msg.body_structure.clone()).unwrap_or_default();
+        let structure = &r.msg.summary;
         let attached = structure.has_attachment.unwrap_or_else(|| {
             structure
                 .structure
@@ -160,12 +164,12 @@ fn matches_condition(c: &FilterCondition, r: &Row, mailbox_ids: &[(String, Mailb
             return Ok(false);
         }
     }
-    let subject = r.env.subject.as_ref().map(|s| s.decoded.as_str()).unwrap_or_default();
+    let subject = r.env().subject.as_ref().map(|s| s.decoded.as_str()).unwrap_or_default();
     let field_checks = [
-        (&c.from, addresses_text(&r.env.from)),
-        (&c.to, addresses_text(&r.env.to)),
-        (&c.cc, addresses_text(&r.env.cc)),
-        (&c.bcc, addresses_text(&r.env.bcc)),
+        (&c.from, addresses_text(&r.env().from)),
+        (&c.to, addresses_text(&r.env().to)),
+        (&c.cc, addresses_text(&r.env().cc)),
+        (&c.bcc, addresses_text(&r.env().bcc)),
         (&c.subject, subject.to_string()),
     ];
     for (want, have) in field_checks {
@@ -178,10 +182,10 @@ fn matches_condition(c: &FilterCondition, r: &Row, mailbox_ids: &[(String, Mailb
     if let Some(t) = &c.text {
         let all = format!(
             "{} {} {} {} {subject}",
-            addresses_text(&r.env.from),
-            addresses_text(&r.env.to),
-            addresses_text(&r.env.cc),
-            addresses_text(&r.env.bcc)
+            addresses_text(&r.env().from),
+            addresses_text(&r.env().to),
+            addresses_text(&r.env().cc),
+            addresses_text(&r.env().bcc)
         );
         if !contains(&all, t) {
             return Ok(false);
@@ -265,8 +269,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
     let mut rows = Vec::new();
     for m in scope {
         for msg in store::mailbox_messages(&ctx, account, m).await? {
-            let env: Envelope = serde_json::from_value(msg.envelope.clone()).unwrap_or_default();
-            let row = Row { mailbox: m, msg, env };
+            let row = Row { mailbox: m, msg };
             if match &args.filter {
                 Some(f) => matches(f, &row, &mailbox_ids, 0)?,
                 None => true,
@@ -285,15 +288,15 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
         let key_cmp = |a: &Row, b: &Row| -> std::cmp::Ordering {
             let o = match c.property.as_str() {
                 "receivedAt" => a.msg.internal_date_ms.cmp(&b.msg.internal_date_ms),
-                "sentAt" => a.env.date_timestamp.cmp(&b.env.date_timestamp),
+                "sentAt" => a.env().date_timestamp.cmp(&b.env().date_timestamp),
                 "size" => a.msg.body.size.cmp(&b.msg.body.size),
-                "subject" => subject_key(&a.env).cmp(&subject_key(&b.env)),
-                "from" => addresses_text(&a.env.from)
+                "subject" => subject_key(a.env()).cmp(&subject_key(b.env())),
+                "from" => addresses_text(&a.env().from)
                     .to_lowercase()
-                    .cmp(&addresses_text(&b.env.from).to_lowercase()),
-                "to" => addresses_text(&a.env.to)
+                    .cmp(&addresses_text(&b.env().from).to_lowercase()),
+                "to" => addresses_text(&a.env().to)
                     .to_lowercase()
-                    .cmp(&addresses_text(&b.env.to).to_lowercase()),
+                    .cmp(&addresses_text(&b.env().to).to_lowercase()),
                 _ => std::cmp::Ordering::Equal,
             };
             if asc { o } else { o.reverse() }
@@ -579,8 +582,7 @@ pub async fn snippets(call: &mut Call<'_>, args: Map<String, Value>) -> Result<O
     for (id, p) in args.email_ids.into_iter().zip(parsed) {
         match p.and_then(|_| rows.next().flatten()) {
             Some(msg) => {
-                let env: Envelope = serde_json::from_value(msg.envelope.clone()).unwrap_or_default();
-                let subject = env.subject.map(|s| s.decoded).unwrap_or_default();
+                let subject = msg.summary.envelope.subject.map(|s| s.decoded).unwrap_or_default();
                 resp.list.push(Snippet {
                     email_id: id,
                     subject: highlight(&subject, &t),

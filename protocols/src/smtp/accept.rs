@@ -234,8 +234,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
     let ctx = &shared.ctx;
     let Ingested {
         body: mut prepared,
-        envelope,
-        body_structure: structure,
+        summary,
     } = match ingest(ctx, raw.clone()).await {
         Ok(i) => i,
         Err(e) => {
@@ -270,8 +269,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
                         body: prepared.clone(),
                         flags: Vec::new(),
                         internal_date_ms: now_ms() as i64,
-                        envelope: envelope.clone(),
-                        body_structure: structure.clone(),
+                        summary: summary.clone(),
                         fault,
                         from_quarantine: None,
                         deadline: meshmail_actors::delivery::deadline_in(shared.delivery_timeout),

@@ -15,10 +15,8 @@
 //! | acceptance_id | `0`, or `1` + 16 bytes |
 //! | thread_id | `0` none, `1` + 16 bytes (32 lowercase hex chars), `2` + length + text |
 //!
-//! Summary version 1 (first byte `0x01`), the `msum` key, written once
-//! with the message: envelope and body structure, each as length + their
-//! JSON text (0: null), the JSON the protocols crate produces (IMAP FETCH
-//! and JMAP read it).
+//! The write-once summary (the `msum` key) has its own versioned form,
+//! [`super::summary_codec`].
 //!
 //! Why the split: STORE rewrote the whole row (1–3 KB with the summary)
 //! to change a few flag bytes, and SELECT, `FETCH (UID FLAGS)` and
@@ -31,25 +29,25 @@
 //! version-1 row stops before its summary. Such rows are split into the
 //! version-2 form whenever they are written again (flags, copy, move).
 
+use serde::{Deserialize, Serialize};
+
 use super::messages::{BodyRef, Message, MessageMeta};
+use super::summary_codec;
+use super::wire::{Reader, bytes, unzigzag, varint, zigzag};
 use crate::error::{Result, StorageError};
 
 /// The first byte of a version-1 row (hot fields and summary in one row).
 pub const VERSION_1: u8 = 1;
 /// The first byte of a version-2 row (hot fields only).
 pub const VERSION_2: u8 = 2;
-/// The first byte of a stored summary.
-pub const SUMMARY_VERSION_1: u8 = 1;
-/// Longest string field accepted while decoding (flags, ids, summaries are
-/// far smaller; a row is one KV value of ≤ 100 KB).
-const FIELD_BYTES_MAX: usize = 100_000;
 
 /// A row as stored: split (version 2; the summary is under its own key)
 /// or whole (version 1 and JSON rows of earlier builds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoredRow {
     Split(MessageMeta),
-    Whole(Message),
+    /// Boxed: a whole message with its summary is ~1 KB on the stack.
+    Whole(Box<Message>),
 }
 
 /// The hot row of the current form (version 2).
@@ -61,22 +59,80 @@ pub fn encode_meta(m: &MessageMeta) -> Vec<u8> {
 }
 
 /// A row of the previous form (version 1: hot fields and summary in one
-/// value). Nothing writes it any more; kept so tests can build stores as
-/// earlier builds wrote them, and check that they still read.
+/// value, the summary as two JSON texts). Nothing writes it any more; kept
+/// so tests can build stores as earlier builds wrote them, and check that
+/// they still read.
 pub fn encode_v1(m: &Message) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(512);
+    let (env, body) = summary_codec::json_parts(&m.summary)?;
+    let mut out = Vec::with_capacity(128 + env.len() + body.len());
     out.push(VERSION_1);
     put_meta(&mut out, &m.meta());
-    put_summary_fields(&mut out, &m.envelope, &m.body_structure)?;
+    bytes(&mut out, &env);
+    bytes(&mut out, &body);
     Ok(out)
 }
 
-/// The write-once summary of a message (the `msum` value).
-pub fn encode_summary(envelope: &serde_json::Value, body_structure: &serde_json::Value) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(512);
-    out.push(SUMMARY_VERSION_1);
-    put_summary_fields(&mut out, envelope, body_structure)?;
-    Ok(out)
+/// A message row as the first builds stored it: JSON, the summary as two
+/// JSON values. Only read (and written by tests that build such stores);
+/// the values go through [`summary_codec`]'s reading of version 1.
+#[derive(Serialize, Deserialize)]
+struct JsonRow {
+    uid: u32,
+    modseq: u64,
+    flags: Vec<String>,
+    internal_date_ms: i64,
+    body: BodyRef,
+    #[serde(default)]
+    envelope: serde_json::Value,
+    #[serde(default)]
+    body_structure: serde_json::Value,
+    acceptance_id: Option<[u8; 16]>,
+    #[serde(default)]
+    thread_id: Option<String>,
+}
+
+/// A message as the first builds stored it (JSON).
+pub fn encode_json(m: &Message) -> Result<Vec<u8>> {
+    let (env, body) = summary_codec::json_parts(&m.summary)?;
+    let value = |b: &[u8]| -> Result<serde_json::Value> {
+        if b.is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_slice(b).map_err(|e| StorageError::Model(format!("encode: {e}")))
+    };
+    let row = JsonRow {
+        uid: m.uid,
+        modseq: m.modseq,
+        flags: m.flags.clone(),
+        internal_date_ms: m.internal_date_ms,
+        body: m.body.clone(),
+        envelope: value(&env)?,
+        body_structure: value(&body)?,
+        acceptance_id: m.acceptance_id,
+        thread_id: m.thread_id.clone(),
+    };
+    super::encode(&row)
+}
+
+fn from_json_row(raw: &[u8]) -> Result<Message> {
+    let row: JsonRow = super::decode("message", raw)?;
+    let text = |v: &serde_json::Value| -> Result<Vec<u8>> {
+        if v.is_null() {
+            return Ok(Vec::new());
+        }
+        super::encode(v)
+    };
+    let summary = summary_codec::from_json_parts(&text(&row.envelope)?, &text(&row.body_structure)?)?;
+    let meta = MessageMeta {
+        uid: row.uid,
+        modseq: row.modseq,
+        flags: row.flags,
+        internal_date_ms: row.internal_date_ms,
+        body: row.body,
+        acceptance_id: row.acceptance_id,
+        thread_id: row.thread_id,
+    };
+    Ok(Message::from_parts(meta, summary))
 }
 
 fn put_meta(out: &mut Vec<u8>, m: &MessageMeta) {
@@ -121,37 +177,23 @@ fn put_meta(out: &mut Vec<u8>, m: &MessageMeta) {
     }
 }
 
-fn put_summary_fields(
-    out: &mut Vec<u8>,
-    envelope: &serde_json::Value,
-    body_structure: &serde_json::Value,
-) -> Result<()> {
-    for v in [envelope, body_structure] {
-        if v.is_null() {
-            varint(out, 0);
-        } else {
-            let json = serde_json::to_vec(v).map_err(|e| StorageError::Model(format!("encode summary: {e}")))?;
-            bytes(out, &json);
-        }
-    }
-    Ok(())
-}
-
 /// Reads a row in any form.
 pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
     match raw.first() {
         Some(&VERSION_2) => {
-            let mut r = Reader { raw, at: 1 };
+            let mut r = Reader::new(raw, 1);
             let meta = r
                 .meta()
                 .and_then(|m| r.end().map(|()| m))
                 .map_err(|d: String| corrupt(&d))?;
             Ok(StoredRow::Split(meta))
         }
-        Some(&VERSION_1) => Ok(StoredRow::Whole(
-            Reader { raw, at: 1 }.message().map_err(|d: String| corrupt(&d))?,
-        )),
-        Some(b'{') => Ok(StoredRow::Whole(super::decode("message", raw)?)),
+        Some(&VERSION_1) => {
+            let (meta, env, body) = Reader::new(raw, 1).v1_parts().map_err(|d: String| corrupt(&d))?;
+            let summary = summary_codec::from_json_parts(env, body)?;
+            Ok(StoredRow::Whole(Box::new(Message::from_parts(meta, summary))))
+        }
+        Some(b'{') => Ok(StoredRow::Whole(Box::new(from_json_row(raw)?))),
         Some(b) => Err(corrupt(&format!("unknown row version {b}"))),
         None => Err(corrupt("empty row")),
     }
@@ -162,12 +204,12 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
 pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
     match raw.first() {
         Some(&VERSION_2) => {
-            let mut r = Reader { raw, at: 1 };
+            let mut r = Reader::new(raw, 1);
             r.meta()
                 .and_then(|m| r.end().map(|()| m))
                 .map_err(|d: String| corrupt(&d))
         }
-        Some(&VERSION_1) => Reader { raw, at: 1 }.meta().map_err(|d: String| corrupt(&d)),
+        Some(&VERSION_1) => Reader::new(raw, 1).meta().map_err(|d: String| corrupt(&d)),
         _ => match decode_row(raw)? {
             StoredRow::Whole(m) => Ok(m.meta()),
             StoredRow::Split(m) => Ok(m),
@@ -179,30 +221,8 @@ pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
 /// is an error here, since its summary is under another key.
 pub fn decode(raw: &[u8]) -> Result<Message> {
     match decode_row(raw)? {
-        StoredRow::Whole(m) => Ok(m),
+        StoredRow::Whole(m) => Ok(*m),
         StoredRow::Split(_) => Err(corrupt("a version-2 row has no summary inside")),
-    }
-}
-
-/// A stored summary: (envelope, body structure).
-pub fn decode_summary(raw: &[u8]) -> Result<(serde_json::Value, serde_json::Value)> {
-    match raw.first() {
-        Some(&SUMMARY_VERSION_1) => {
-            let mut r = Reader { raw, at: 1 };
-            let env = r.json().map_err(|d| corrupt_summary(&d))?;
-            let bs = r.json().map_err(|d| corrupt_summary(&d))?;
-            r.end().map_err(|d| corrupt_summary(&d))?;
-            Ok((env, bs))
-        }
-        Some(b) => Err(corrupt_summary(&format!("unknown summary version {b}"))),
-        None => Err(corrupt_summary("empty summary")),
-    }
-}
-
-fn corrupt_summary(detail: &str) -> StorageError {
-    StorageError::Corrupt {
-        what: "message summary".into(),
-        detail: detail.to_string(),
     }
 }
 
@@ -211,23 +231,6 @@ fn corrupt(detail: &str) -> StorageError {
         what: "message".into(),
         detail: detail.to_string(),
     }
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn bytes(out: &mut Vec<u8>, b: &[u8]) {
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
 }
 
 /// The 32 bytes of a 64-char lowercase hex string (only lowercase, so the
@@ -244,77 +247,13 @@ fn hex16(s: &str) -> Option<[u8; 16]> {
         .flatten()
 }
 
-struct Reader<'a> {
-    raw: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> std::result::Result<&[u8], String> {
-        let end = self.at.checked_add(n).filter(|e| *e <= self.raw.len());
-        let end = end.ok_or_else(|| format!("truncated at byte {}", self.at))?;
-        let s = &self.raw[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-
-    fn byte(&mut self) -> std::result::Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn varint(&mut self) -> std::result::Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint longer than 64 bits".into())
-    }
-
-    fn bytes(&mut self) -> std::result::Result<&[u8], String> {
-        let n = self.varint()? as usize;
-        if n > FIELD_BYTES_MAX {
-            return Err(format!("field of {n} bytes"));
-        }
-        self.take(n)
-    }
-
-    fn text(&mut self) -> std::result::Result<String, String> {
-        String::from_utf8(self.bytes()?.to_vec()).map_err(|e| e.to_string())
-    }
-
-    fn array<const N: usize>(&mut self) -> std::result::Result<[u8; N], String> {
-        Ok(self.take(N)?.try_into().expect("length checked"))
-    }
-
-    fn json(&mut self) -> std::result::Result<serde_json::Value, String> {
-        let b = self.bytes()?;
-        if b.is_empty() {
-            return Ok(serde_json::Value::Null);
-        }
-        serde_json::from_slice(b).map_err(|e| e.to_string())
-    }
-
-    fn end(&self) -> std::result::Result<(), String> {
-        if self.at != self.raw.len() {
-            return Err(format!("{} trailing bytes", self.raw.len() - self.at));
-        }
-        Ok(())
-    }
-
+/// Decoding message rows (after the version byte).
+impl<'a> Reader<'a> {
     fn meta(&mut self) -> std::result::Result<MessageMeta, String> {
         let uid = u32::try_from(self.varint()?).map_err(|_| "uid out of range".to_string())?;
         let modseq = self.varint()?;
-        let z = self.varint()?;
-        let internal_date_ms = ((z >> 1) as i64) ^ -((z & 1) as i64);
-        let n = self.varint()? as usize;
-        if n > FIELD_BYTES_MAX {
-            return Err(format!("{n} flags"));
-        }
-        let flags = (0..n)
+        let internal_date_ms = unzigzag(self.varint()?);
+        let flags = (0..self.count()?)
             .map(|_| self.text())
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let hash = match self.byte()? {
@@ -351,17 +290,18 @@ impl Reader<'_> {
     }
 
     /// A version-1 row after its first byte.
-    fn message(mut self) -> std::result::Result<Message, String> {
+    /// Its hot part and the summary's two JSON texts.
+    fn v1_parts(mut self) -> std::result::Result<(MessageMeta, &'a [u8], &'a [u8]), String> {
         let meta = self.meta()?;
-        let envelope = self.json()?;
-        let body_structure = self.json()?;
+        let (env, body) = (self.bytes()?, self.bytes()?);
         self.end()?;
-        Ok(Message::from_parts(meta, envelope, body_structure))
+        Ok((meta, env, body))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::summary::{AddressList, BodyPart, Envelope, HeaderText, ImapAddress, Summary};
     use super::*;
 
     fn sample() -> Message {
@@ -375,8 +315,28 @@ mod tests {
                 size: 1234,
                 inline: true,
             },
-            envelope: serde_json::json!({"subject": "hi", "from": [{"name": "A", "mailbox": "a"}]}),
-            body_structure: serde_json::json!({"structure": {"media_type": "text"}}),
+            summary: Summary {
+                envelope: Envelope {
+                    subject: Some(HeaderText {
+                        raw: "hi".into(),
+                        decoded: "hi".into(),
+                    }),
+                    from: AddressList {
+                        raw: Some("A <a>".into()),
+                        addresses: vec![ImapAddress {
+                            name: Some("A".into()),
+                            mailbox: Some("a".into()),
+                            ..ImapAddress::default()
+                        }],
+                    },
+                    ..Envelope::default()
+                },
+                structure: BodyPart {
+                    media_type: "text".into(),
+                    ..BodyPart::default()
+                },
+                ..Summary::default()
+            },
             acceptance_id: Some([7; 16]),
             thread_id: Some(hex::encode([9u8; 16])),
         }
@@ -386,14 +346,14 @@ mod tests {
     fn rows_round_trip_split_and_are_smaller_than_json() {
         let m = sample();
         let hot = encode_meta(&m.meta());
-        let summary = encode_summary(&m.envelope, &m.body_structure).unwrap();
+        let summary = summary_codec::encode(&m.summary);
         assert_eq!(decode_row(&hot).unwrap(), StoredRow::Split(m.meta()));
         assert_eq!(decode_meta(&hot).unwrap(), m.meta());
-        let (env, bs) = decode_summary(&summary).unwrap();
-        assert_eq!(Message::from_parts(m.meta(), env, bs), m);
-        let json = serde_json::to_vec(&m).unwrap();
+        let back = summary_codec::decode(&summary).unwrap();
+        assert_eq!(Message::from_parts(m.meta(), back), m);
+        let json = encode_json(&m).unwrap();
         assert!(
-            (hot.len() + summary.len()) * 3 < json.len() * 2,
+            (hot.len() + summary.len()) * 3 < json.len(),
             "{} + {} vs {} bytes",
             hot.len(),
             summary.len(),
@@ -410,12 +370,9 @@ mod tests {
             },
             acceptance_id: None,
             thread_id: Some("not-hex".into()),
-            envelope: serde_json::Value::Null,
             ..m
         };
         assert_eq!(decode_meta(&encode_meta(&odd.meta())).unwrap(), odd.meta());
-        let (env, bs) = decode_summary(&encode_summary(&odd.envelope, &odd.body_structure).unwrap()).unwrap();
-        assert_eq!((env, bs), (odd.envelope.clone(), odd.body_structure.clone()));
     }
 
     #[test]
@@ -425,10 +382,11 @@ mod tests {
         let v1 = encode_v1(&m).unwrap();
         assert_eq!(v1[0], VERSION_1);
         assert_eq!(decode(&v1).unwrap(), m);
-        assert_eq!(decode_row(&v1).unwrap(), StoredRow::Whole(m.clone()));
+        assert_eq!(decode_row(&v1).unwrap(), StoredRow::Whole(Box::new(m.clone())));
         assert_eq!(decode_meta(&v1).unwrap(), m.meta());
         // JSON of the first builds.
-        let json = serde_json::to_vec(&m).unwrap();
+        let json = encode_json(&m).unwrap();
+        assert_eq!(json[0], b'{');
         assert_eq!(decode(&json).unwrap(), m);
         assert_eq!(decode_meta(&json).unwrap(), m.meta());
         // A split row is not a whole one.
@@ -446,11 +404,6 @@ mod tests {
             extra.push(0);
             assert!(decode_row(&extra).is_err());
         }
-        let summary = encode_summary(&m.envelope, &m.body_structure).unwrap();
-        for cut in 0..summary.len() {
-            assert!(decode_summary(&summary[..cut]).is_err(), "cut at {cut}");
-        }
-        assert!(decode_summary(&[7, 0, 0]).is_err());
         assert!(decode_row(&[9, 1, 2]).is_err());
         assert!(
             decode_row(&[

@@ -6,6 +6,8 @@
 
 use super::message_codec::{self, StoredRow};
 use super::messages::{Message, MessageMeta};
+use super::summary::{Envelope, Summary};
+use super::summary_codec;
 use crate::error::{Result, StorageError};
 use crate::ids::{AccountId, MailboxId, Uid};
 use crate::keyspace;
@@ -20,13 +22,13 @@ pub async fn get(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) ->
         return Ok(None);
     };
     match message_codec::decode_row(&raw)? {
-        StoredRow::Whole(m) => Ok(Some(m)),
+        StoredRow::Whole(m) => Ok(Some(*m)),
         StoredRow::Split(meta) => {
-            let (env, bs) = match txn.get(&keyspace::message_summary(account, mailbox, uid)).await? {
-                Some(s) => message_codec::decode_summary(&s)?,
+            let summary = match txn.get(&keyspace::message_summary(account, mailbox, uid)).await? {
+                Some(s) => summary_codec::decode(&s)?,
                 None => return Err(missing_summary(uid)),
             };
-            Ok(Some(Message::from_parts(meta, env, bs)))
+            Ok(Some(Message::from_parts(meta, summary)))
         }
     }
 }
@@ -104,18 +106,41 @@ pub async fn list_between(
         .iter()
         .map(|(_, v)| message_codec::decode_row(v))
         .collect::<Result<Vec<_>>>()?;
-    with_summaries(txn, account, mailbox, decoded).await
+    with_summaries(txn, account, mailbox, decoded, &WHOLE).await
 }
 
-/// Whole messages from decoded rows (in UID order): the summaries of split
-/// rows are read as one range over the UIDs they span when dense, else
-/// one by one.
-async fn with_summaries(
+/// How a read turns rows into what its caller wants: the summary decoded
+/// whole, or its envelope alone.
+struct SummaryRead<T> {
+    /// From a split row's hot part and its stored summary.
+    split: fn(MessageMeta, &[u8]) -> Result<T>,
+    /// From a row of an earlier form, summary inside.
+    whole: fn(Message) -> T,
+}
+
+const WHOLE: SummaryRead<Message> = SummaryRead {
+    split: |meta, raw| Ok(Message::from_parts(meta, summary_codec::decode(raw)?)),
+    whole: |m| m,
+};
+
+const ENVELOPE: SummaryRead<(MessageMeta, Envelope)> = SummaryRead {
+    split: |meta, raw| Ok((meta, summary_codec::decode_envelope(raw)?)),
+    whole: |m| {
+        let (meta, summary): (MessageMeta, Summary) = m.into_parts();
+        (meta, summary.envelope)
+    },
+};
+
+/// Messages from decoded rows (in UID order), through `read`: the
+/// summaries of split rows are read as one range over the UIDs they span
+/// when dense, else one by one.
+async fn with_summaries<T>(
     txn: &Txn,
     account: AccountId,
     mailbox: MailboxId,
     rows: Vec<StoredRow>,
-) -> Result<Vec<Message>> {
+    read: &SummaryRead<T>,
+) -> Result<Vec<T>> {
     let split_uids: Vec<Uid> = rows
         .iter()
         .filter_map(|r| match r {
@@ -145,11 +170,10 @@ async fn with_summaries(
     }
     rows.into_iter()
         .map(|r| match r {
-            StoredRow::Whole(m) => Ok(m),
+            StoredRow::Whole(m) => Ok((read.whole)(*m)),
             StoredRow::Split(meta) => {
                 let raw = summaries.remove(&meta.uid).ok_or_else(|| missing_summary(meta.uid))?;
-                let (env, bs) = message_codec::decode_summary(&raw)?;
-                Ok(Message::from_parts(meta, env, bs))
+                (read.split)(meta, &raw)
             }
         })
         .collect()
@@ -217,12 +241,31 @@ pub async fn get_meta_many(
 /// Whole messages `uids` that exist, in UID order. At most
 /// [`RANGE_KEYS_MAX`] UIDs.
 pub async fn get_many(txn: &Txn, account: AccountId, mailbox: MailboxId, uids: &[Uid]) -> Result<Vec<Message>> {
-    let rows = raw_rows(txn, account, mailbox, uids)
+    let rows = decoded_rows(txn, account, mailbox, uids).await?;
+    with_summaries(txn, account, mailbox, rows, &WHOLE).await
+}
+
+/// The hot parts and envelopes of the messages `uids` that exist, in UID
+/// order, without decoding their body structures: what SEARCH on envelope
+/// fields (SUBJECT, FROM, TO, CC, BCC, SENT*), SORT and THREAD read. The
+/// rows and the summaries are each one range read when `uids` are dense
+/// (see [`raw_rows`]). At most [`RANGE_KEYS_MAX`] UIDs.
+pub async fn get_envelopes_many(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<(MessageMeta, Envelope)>> {
+    let rows = decoded_rows(txn, account, mailbox, uids).await?;
+    with_summaries(txn, account, mailbox, rows, &ENVELOPE).await
+}
+
+async fn decoded_rows(txn: &Txn, account: AccountId, mailbox: MailboxId, uids: &[Uid]) -> Result<Vec<StoredRow>> {
+    raw_rows(txn, account, mailbox, uids)
         .await?
         .iter()
         .map(|(_, v)| message_codec::decode_row(v))
-        .collect::<Result<Vec<_>>>()?;
-    with_summaries(txn, account, mailbox, rows).await
+        .collect()
 }
 
 /// Up to `limit` (≤ [`RANGE_KEYS_MAX`]) UIDs ≥ `from` of messages without

@@ -8,8 +8,11 @@ use super::mailboxes::{self, Counts};
 use super::message_codec::{self, StoredRow};
 use super::message_reads::raw_rows;
 pub use super::message_reads::{
-    RANGE_KEYS_MAX, get, get_many, get_meta, get_meta_many, list, list_between, list_meta, unseen_uids,
+    RANGE_KEYS_MAX, get, get_envelopes_many, get_many, get_meta, get_meta_many, list, list_between, list_meta,
+    unseen_uids,
 };
+use super::summary::Summary;
+use super::summary_codec;
 use super::threads;
 use super::{decode, now_ms, put_record};
 use crate::error::{Result, StorageError};
@@ -29,25 +32,22 @@ pub struct BodyRef {
     pub inline: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// A whole message: its hot part and its summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub uid: Uid,
     pub modseq: u64,
     pub flags: Vec<String>,
     pub internal_date_ms: i64,
     pub body: BodyRef,
-    /// Pre-computed at delivery so FETCH never re-parses: IMAP ENVELOPE and
-    /// BODYSTRUCTURE, as produced by the protocols crate.
-    #[serde(default)]
-    pub envelope: serde_json::Value,
-    #[serde(default)]
-    pub body_structure: serde_json::Value,
+    /// Pre-computed at delivery so FETCH never re-parses: IMAP ENVELOPE,
+    /// BODYSTRUCTURE and part offsets, filled in by the protocols crate.
+    pub summary: Summary,
     /// The acceptance this message came from (None for IMAP COPY results
     /// of messages older than the ledger).
     pub acceptance_id: Option<[u8; 16]>,
     /// The conversation this message belongs to (see [`super::threads`]);
     /// None for rows stored before threads were computed.
-    #[serde(default)]
     pub thread_id: Option<String>,
 }
 
@@ -69,8 +69,8 @@ impl Message {
         }
     }
 
-    /// The hot part and the summary (envelope, body structure), moved out.
-    pub fn into_parts(self) -> (MessageMeta, serde_json::Value, serde_json::Value) {
+    /// The hot part and the summary, moved out.
+    pub fn into_parts(self) -> (MessageMeta, Summary) {
         let meta = MessageMeta {
             uid: self.uid,
             modseq: self.modseq,
@@ -80,18 +80,17 @@ impl Message {
             acceptance_id: self.acceptance_id,
             thread_id: self.thread_id,
         };
-        (meta, self.envelope, self.body_structure)
+        (meta, self.summary)
     }
 
-    pub fn from_parts(meta: MessageMeta, envelope: serde_json::Value, body_structure: serde_json::Value) -> Message {
+    pub fn from_parts(meta: MessageMeta, summary: Summary) -> Message {
         Message {
             uid: meta.uid,
             modseq: meta.modseq,
             flags: meta.flags,
             internal_date_ms: meta.internal_date_ms,
             body: meta.body,
-            envelope,
-            body_structure,
+            summary,
             acceptance_id: meta.acceptance_id,
             thread_id: meta.thread_id,
         }
@@ -147,8 +146,7 @@ pub struct NewMessage {
     pub body: BodyRef,
     pub flags: Vec<String>,
     pub internal_date_ms: i64,
-    pub envelope: serde_json::Value,
-    pub body_structure: serde_json::Value,
+    pub summary: Summary,
     /// Unique per acceptance (UUIDv7), never derived from the content.
     pub acceptance_id: [u8; 16],
 }
@@ -170,7 +168,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
     mb.note_keywords(&msg.flags);
     mailboxes::put(txn, account, &before, &mb)?;
 
-    let thread_id = threads::assign(txn, account, &msg.envelope, &msg.acceptance_id).await?;
+    let thread_id = threads::assign(txn, account, &msg.summary.envelope, &msg.acceptance_id).await?;
     threads::add_member(txn, account, &thread_id, mailbox, uid)?;
     let row = MessageMeta {
         uid,
@@ -181,7 +179,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         acceptance_id: Some(msg.acceptance_id),
         thread_id: Some(thread_id),
     };
-    put_split(txn, account, mailbox, &row, &msg.envelope, &msg.body_structure)?;
+    put_split(txn, account, mailbox, &row, &msg.summary)?;
     index_date(txn, account, mailbox, &row)?;
     index_unseen(txn, account, mailbox, &row)?;
     let unseen = if row.is_seen() { 0 } else { 1 };
@@ -210,18 +208,11 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
 }
 
 /// Writes a message in the current form: the hot row and its summary.
-fn put_split(
-    txn: &Txn,
-    account: AccountId,
-    mailbox: MailboxId,
-    row: &MessageMeta,
-    envelope: &serde_json::Value,
-    body_structure: &serde_json::Value,
-) -> Result<()> {
+fn put_split(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta, summary: &Summary) -> Result<()> {
     put_meta(txn, account, mailbox, row)?;
     txn.set(
         &keyspace::message_summary(account, mailbox, row.uid),
-        &message_codec::encode_summary(envelope, body_structure)?,
+        &summary_codec::encode(summary),
     )
 }
 
@@ -502,7 +493,7 @@ pub async fn store_flags_many(
         };
         match &row {
             StoredRow::Split(_) => put_meta(txn, account, mailbox, &meta)?,
-            StoredRow::Whole(m) => put_split(txn, account, mailbox, &meta, &m.envelope, &m.body_structure)?,
+            StoredRow::Whole(m) => put_split(txn, account, mailbox, &meta, &m.summary)?,
         }
         log_change(txn, account, mailbox, meta.modseq, uid, ChangeKind::Flags, None)?;
         out.push((uid, Ok((meta.flags, meta.modseq))));
@@ -584,7 +575,7 @@ pub async fn copy_to(
         acceptance_id: if moving { msg.acceptance_id } else { None },
         ..msg.meta()
     };
-    put_split(txn, account, to, &row, &msg.envelope, &msg.body_structure)?;
+    put_split(txn, account, to, &row, &msg.summary)?;
     index_date(txn, account, to, &row)?;
     index_unseen(txn, account, to, &row)?;
     if let Some(t) = &row.thread_id {
@@ -656,11 +647,13 @@ pub enum EarlierForm {
     V1,
     /// The JSON rows of the first builds.
     Json,
+    /// A split row (version 2) whose summary is the JSON of summary
+    /// version 1, as the build before binary summaries wrote it.
+    SummaryV1,
 }
 
 /// TESTS ONLY (feature `fault-hooks`): rewrites a message as an earlier
-/// build stored it — one row in `form`, no summary key, no unseen index
-/// key — so tests above this crate can prove such stores still read and
+/// build stored it — in `form`, with no unseen index key — so tests above this crate can prove such stores still read and
 /// migrate. False if the message does not exist.
 #[cfg(feature = "fault-hooks")]
 pub async fn rewrite_in_earlier_form(
@@ -673,12 +666,21 @@ pub async fn rewrite_in_earlier_form(
     let Some(m) = get(txn, account, mailbox, uid).await? else {
         return Ok(false);
     };
-    let raw = match form {
-        EarlierForm::V1 => message_codec::encode_v1(&m)?,
-        EarlierForm::Json => serde_json::to_vec(&m).map_err(|e| StorageError::Model(format!("encode: {e}")))?,
-    };
-    txn.set(&keyspace::message(account, mailbox, uid), &raw)?;
-    txn.clear(&keyspace::message_summary(account, mailbox, uid))?;
+    let summary_key = keyspace::message_summary(account, mailbox, uid);
+    match form {
+        EarlierForm::V1 | EarlierForm::Json => {
+            let raw = match form {
+                EarlierForm::V1 => message_codec::encode_v1(&m)?,
+                _ => message_codec::encode_json(&m)?,
+            };
+            txn.set(&keyspace::message(account, mailbox, uid), &raw)?;
+            txn.clear(&summary_key)?;
+        }
+        EarlierForm::SummaryV1 => {
+            put_meta(txn, account, mailbox, &m.meta())?;
+            txn.set(&summary_key, &summary_codec::encode_v1(&m.summary)?)?;
+        }
+    }
     txn.clear(&keyspace::unseen(account, mailbox, uid))?;
     Ok(true)
 }

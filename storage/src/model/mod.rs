@@ -1,8 +1,9 @@
 //! The mail data model as typed functions over a [`Txn`]: callers never see
 //! raw keys or bytes. Records are JSON (self-describing, so adding a field
-//! with `#[serde(default)]` needs no migration), except message rows, the
-//! one record written per delivery, which have a compact versioned binary
-//! form ([`message_codec`]); counters are little-endian integers so they can
+//! with `#[serde(default)]` needs no migration), except the two records
+//! written per delivery, the message row and its summary, which have
+//! compact versioned binary forms ([`message_codec`], [`summary_codec`],
+//! over the primitives of `wire`); counters are little-endian integers so they can
 //! be changed with atomic adds.
 
 pub mod accounts;
@@ -23,8 +24,11 @@ pub mod outbound;
 pub mod quarantine;
 pub mod quota;
 pub mod secrets;
+pub mod summary;
+pub mod summary_codec;
 pub mod threads;
 pub mod verify;
+mod wire;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -12,6 +12,7 @@
 //! a scan; rows stored before threads existed have no thread (JMAP shows
 //! each as a thread of its own).
 
+use super::summary::Envelope;
 use crate::error::Result;
 use crate::ids::{AccountId, MailboxId, Uid};
 use crate::keyspace;
@@ -55,14 +56,14 @@ fn truncate(id: &str) -> String {
     id[..end].to_string()
 }
 
-/// (own Message-ID, ids it names) from a stored envelope (JSON of the
-/// protocols crate's summary envelope: `message_id`, `in_reply_to`,
-/// `references`).
-fn ids_of(envelope: &serde_json::Value) -> (Option<String>, Vec<String>) {
-    let field = |name: &str| envelope.get(name).and_then(|v| v.as_str()).unwrap_or_default();
-    let own = message_ids(field("message_id")).into_iter().next();
-    let mut named = message_ids(field("in_reply_to"));
-    let refs = message_ids(field("references"));
+/// (own Message-ID, ids it names) from a message's envelope.
+fn ids_of(envelope: &Envelope) -> (Option<String>, Vec<String>) {
+    fn field(v: &Option<String>) -> &str {
+        v.as_deref().unwrap_or_default()
+    }
+    let own = message_ids(field(&envelope.message_id)).into_iter().next();
+    let mut named = message_ids(field(&envelope.in_reply_to));
+    let refs = message_ids(field(&envelope.references));
     // The root (first) and the nearest ancestors (last) matter most.
     if let Some(root) = refs.first() {
         named.push(root.clone());
@@ -77,12 +78,7 @@ fn ids_of(envelope: &serde_json::Value) -> (Option<String>, Vec<String>) {
 
 /// The thread of a new message (in its delivery transaction): looks its
 /// ids up, starts a thread if none is known, and indexes its ids.
-pub async fn assign(
-    txn: &Txn,
-    account: AccountId,
-    envelope: &serde_json::Value,
-    acceptance_id: &[u8; 16],
-) -> Result<String> {
+pub async fn assign(txn: &Txn, account: AccountId, envelope: &Envelope, acceptance_id: &[u8; 16]) -> Result<String> {
     let (own, named) = ids_of(envelope);
     let all: Vec<&String> = own.iter().chain(named.iter()).collect();
     let mut thread = None;
@@ -134,7 +130,12 @@ mod tests {
         assert_eq!(message_ids("<a@x> <b@y>"), vec!["a@x", "b@y"]);
         assert_eq!(message_ids("  plain@id "), vec!["plain@id"]);
         assert!(message_ids("two words").is_empty());
-        let env = serde_json::json!({"message_id": "<c@z>", "in_reply_to": "<b@y>", "references": "<a@x> <b@y>"});
+        let env = Envelope {
+            message_id: Some("<c@z>".into()),
+            in_reply_to: Some("<b@y>".into()),
+            references: Some("<a@x> <b@y>".into()),
+            ..Envelope::default()
+        };
         let (own, named) = ids_of(&env);
         assert_eq!(own.as_deref(), Some("c@z"));
         assert_eq!(named, vec!["b@y", "a@x"]);
