@@ -48,10 +48,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
-from dnslib.server import DNSServer
 
 # The one test DNS server of the suite (its directory is on sys.path).
-from testdns import Quiet, ZoneResolver
+from testdns import ZoneResolver, serve_udp_and_tcp
 
 OUT = sys.argv[1]
 MX_IP = "127.0.0.2"
@@ -223,9 +222,7 @@ def main():
     with open(zone, "w") as f:
         json.dump(ZONE, f)
     resolver = ZoneResolver(zone)
-    udp = DNSServer(resolver, port=0, address="127.0.0.1", logger=Quiet())
-    dns_port = udp.server.server_address[1]
-    tcp = DNSServer(resolver, port=dns_port, address="127.0.0.1", tcp=True, logger=Quiet())
+    udp, tcp, dns_port = serve_udp_and_tcp(resolver, "127.0.0.1")
     udp.start_thread()
     tcp.start_thread()
     mx_port = free_port([MX_IP, SEVEN_IP, TLS_IP, BADTLS_IP])

@@ -15,6 +15,7 @@ Binds UDP and TCP on HOST (default 127.0.0.1) port 0 and prints
 "ready PORT" on stdout once both listen. Exits when stdin closes (the
 parent test ended), so it never outlives its test.
 """
+import errno
 import json
 import sys
 import threading
@@ -71,13 +72,30 @@ class Quiet:
         return lambda *args, **kwargs: None
 
 
+def serve_udp_and_tcp(resolver, host):
+    """DNS on one port number over UDP and TCP: (udp, tcp, port). The UDP
+    socket picks a free port; that number can be taken over TCP by another
+    test's connection meanwhile (a CI run failed on it), so a bounded
+    number of fresh picks is tried."""
+    for _ in range(20):
+        udp = DNSServer(resolver, address=host, port=0, logger=Quiet())
+        port = udp.server.server_address[1]
+        try:
+            tcp = DNSServer(resolver, address=host, port=port, tcp=True, logger=Quiet())
+        except OSError as e:
+            udp.server.server_close()
+            if e.errno != errno.EADDRINUSE:
+                raise
+            continue
+        return udp, tcp, port
+    raise RuntimeError("no port free over both UDP and TCP in 20 tries")
+
+
 def main():
     path = sys.argv[1]
     host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
     resolver = ZoneResolver(path)
-    udp = DNSServer(resolver, address=host, port=0, logger=Quiet())
-    port = udp.server.server_address[1]
-    tcp = DNSServer(resolver, address=host, port=port, tcp=True, logger=Quiet())
+    udp, tcp, port = serve_udp_and_tcp(resolver, host)
     udp.start_thread()
     tcp.start_thread()
     print(f"ready {port}", flush=True)
