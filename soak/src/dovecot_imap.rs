@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::{Duration, Instant};
 
 use crate::dovecot_peer::mail_owner;
 
@@ -119,19 +118,6 @@ impl DovecotImap {
 
 impl Drop for DovecotImap {
     fn drop(&mut self) {
-        // SIGTERM lets the master stop its children; SIGKILL would orphan them.
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::dovecot_peer::stop(&mut self.child);
     }
 }

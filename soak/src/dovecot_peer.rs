@@ -92,21 +92,26 @@ impl DovecotLmtp {
 
 impl Drop for DovecotLmtp {
     fn drop(&mut self) {
-        // SIGTERM lets the master stop its children; SIGKILL would orphan them.
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child);
     }
+}
+
+/// Stops a Dovecot master: SIGTERM lets it stop its children (SIGKILL
+/// would orphan them), SIGKILL only if it has not exited within 10 s.
+pub(crate) fn stop(child: &mut Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Starts Dovecot from `template` (placeholders `{base}`, `{uid}`, `{gid}`,

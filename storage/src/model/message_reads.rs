@@ -70,6 +70,21 @@ pub async fn list(
     list_between(txn, account, mailbox, from_uid, None, limit).await
 }
 
+/// The stored rows (undecoded) of up to `limit` (≤ [`RANGE_KEYS_MAX`])
+/// messages with `from ≤ UID < to`: one range read.
+async fn hot_rows(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    from: Uid,
+    to: Option<Uid>,
+    limit: usize,
+) -> Result<Vec<crate::kv::KeyValue>> {
+    let (b, e) = uid_range(account, mailbox, from, to);
+    txn.get_range(&b, &e, RangeOptions::limit(limit.min(RANGE_KEYS_MAX)))
+        .await
+}
+
 /// Up to `limit` (≤ [`RANGE_KEYS_MAX`]) hot parts of the messages with
 /// `from ≤ UID < to`, in UID order: one range read, no summary decoded.
 pub async fn list_meta(
@@ -80,10 +95,7 @@ pub async fn list_meta(
     to: Option<Uid>,
     limit: usize,
 ) -> Result<Vec<MessageMeta>> {
-    let (b, e) = uid_range(account, mailbox, from, to);
-    let rows = txn
-        .get_range(&b, &e, RangeOptions::limit(limit.min(RANGE_KEYS_MAX)))
-        .await?;
+    let rows = hot_rows(txn, account, mailbox, from, to, limit).await?;
     rows.iter().map(|(_, v)| message_codec::decode_meta(v)).collect()
 }
 
@@ -98,10 +110,7 @@ pub async fn list_between(
     to: Option<Uid>,
     limit: usize,
 ) -> Result<Vec<Message>> {
-    let (b, e) = uid_range(account, mailbox, from, to);
-    let rows = txn
-        .get_range(&b, &e, RangeOptions::limit(limit.min(RANGE_KEYS_MAX)))
-        .await?;
+    let rows = hot_rows(txn, account, mailbox, from, to, limit).await?;
     let decoded = rows
         .iter()
         .map(|(_, v)| message_codec::decode_row(v))
