@@ -93,7 +93,8 @@ pub struct RunFigures {
     pub mean_batch: f64,
     pub mean_commit_ms: f64,
     /// Share of the run the store's one writer spent applying commits
-    /// (SQLite backend): near 1, the writer is what limits the rate.
+    /// (SQLite backend): near 1, the writer is what limits the rate. 0 for
+    /// a build without `meshmail_kv_sqlite_apply_seconds` (not "idle").
     pub writer_busy: f64,
     pub cpu_ms_per_msg: f64,
     /// Bytes on disk per stored message (all messages stored, prefill too).
