@@ -456,8 +456,14 @@ impl SmtpClient {
         }
         if !self.rbuf.is_empty() {
             // RFC 3207 §5: nothing may follow 220 before the handshake
-            // (a STARTTLS command-injection attempt).
-            return Err(ClientError::Protocol("data after the STARTTLS reply".into()));
+            // (a STARTTLS command-injection attempt, or a peer whose TLS is
+            // broken and sends garbage right behind its 220). A failed TLS
+            // setup either way: `TLS-Required: No` may then retry in
+            // plaintext on a fresh connection, where nothing injected
+            // survives. Whether the garbage arrives in the 220's segment
+            // or later (a handshake error) is up to the network, so both
+            // must be the same kind of error.
+            return Err(ClientError::Tls("data after the STARTTLS reply".into()));
         }
         let verified = Arc::new(AtomicBool::new(false));
         let config = roots.client_config(verified.clone())?;

@@ -154,6 +154,24 @@ async fn garbage_from_the_peer_is_a_protocol_error() {
     assert!(matches!(err, ClientError::Protocol(_)), "{err}");
 }
 
+/// A peer whose STARTTLS is broken may send garbage in the same segment as
+/// its 220: that is a TLS failure (as a failed handshake is), not a
+/// protocol error, so `TLS-Required: No` can fall back to plaintext.
+#[tokio::test]
+async fn data_behind_the_starttls_reply_is_a_tls_failure() {
+    let (addr, _peer) = scripted_peer(vec![
+        "250-peer\r\n250 STARTTLS\r\n",
+        "220 go ahead\r\nthis is not a TLS handshake\r\n",
+    ])
+    .await;
+    let roots = TlsRoots::load(None).unwrap();
+    let err = SmtpClient::connect(addr, "peer.test", "me.test", Timeouts::default(), Some(&roots))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, ClientError::Tls(_)), "{err}");
+}
+
 #[test]
 fn xtext_encodes_plus_and_equals() {
     assert_eq!(xtext("a+b=c d"), "a+2Bb+3Dc+20d");
