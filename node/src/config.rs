@@ -216,6 +216,11 @@ pub struct ImapConfig {
     pub max_literal_bytes: Option<u64>,
     #[serde(default = "d_sessions_per_account")]
     pub max_sessions_per_account: usize,
+    /// Memory for the envelopes SEARCH, SORT and THREAD read, node-wide,
+    /// MiB (whole mailboxes, least recently searched dropped first; about
+    /// 0.6 KB a message); 0 turns the cache off.
+    #[serde(default = "d_search_cache_mb")]
+    pub search_cache_mb: u64,
 }
 
 impl Default for ImapConfig {
@@ -224,8 +229,13 @@ impl Default for ImapConfig {
             allow_plaintext_auth_on_loopback: false,
             max_literal_bytes: None,
             max_sessions_per_account: d_sessions_per_account(),
+            search_cache_mb: d_search_cache_mb(),
         }
     }
+}
+
+fn d_search_cache_mb() -> u64 {
+    32
 }
 
 fn d_sessions_per_account() -> usize {

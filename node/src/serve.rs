@@ -204,6 +204,11 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         endpoints.push(format!("{name}={bound}"));
     }
 
+    // One envelope cache for both IMAP listeners.
+    let envelopes = (cfg.imap.search_cache_mb > 0).then(|| {
+        let bytes = usize::try_from(cfg.imap.search_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        Arc::new(meshmail_protocols::imap::envelope_cache::EnvelopeCache::new(bytes))
+    });
     for (name, addr, implicit_tls) in [("imap", cfg.listen.imap, false), ("imaps", cfg.listen.imaps, true)] {
         let Some(addr) = addr else { continue };
         let shared = Arc::new(ImapShared {
@@ -216,6 +221,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_literal_bytes: cfg.imap.max_literal_bytes.unwrap_or(cfg.smtp.max_message_bytes),
             max_sessions_per_account: cfg.imap.max_sessions_per_account,
             sessions_per_account: Default::default(),
+            envelopes: envelopes.clone(),
         });
         let bound = listeners::spawn_imap(name, addr, cfg.listen.imap_max_connections, shared, &mut vitals).await?;
         endpoints.push(format!("{name}={bound}"));

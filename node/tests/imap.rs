@@ -98,3 +98,37 @@ fn mbsync_round_trip_with_1000_varied_messages() {
     assert!(out.contains("bytes identical"), "{out}");
     assert!(out.contains("synced back"), "{out}");
 }
+
+/// SEARCH through the node's envelope cache (`py/search_cache.py`):
+/// answers stay right through appends and expunges by another session,
+/// a mailbox deleted and created again, mixed envelope and flag keys and
+/// SORT; the node's metrics show the cache answered (hits), and a node
+/// with the cache off gives the same answers.
+#[test]
+fn search_answers_stay_right_through_the_envelope_cache() {
+    for cache_mb in ["32", "0"] {
+        let dir = tempfile::tempdir().unwrap();
+        let user = "cache@example.org";
+        setup_account(dir.path(), user, PASSWORD);
+        let cfg = common::write_config(dir.path(), &format!("[imap]\nsearch_cache_mb = {cache_mb}\n"));
+        let n = Node::start(
+            dir.path(),
+            &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],
+            &[],
+        );
+        let out = python("search_cache.py", &[n.addr("imap"), user, PASSWORD]);
+        assert!(out.contains("search cache ok"), "{out}");
+        let metrics = common::http_get(n.addr("http"), "/metrics");
+        let hits = metrics
+            .lines()
+            .find(|l| l.starts_with("meshmail_imap_envelope_cache_hits_total"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if cache_mb == "0" {
+            assert_eq!(hits, 0.0, "the cache is off");
+        } else {
+            assert!(hits >= 100.0, "the cache answered no search: {hits} hits");
+        }
+    }
+}

@@ -16,7 +16,10 @@
 //!    server before the runs — meshmail with pipelined LITERAL+ APPENDs
 //!    over several connections, Dovecot by writing its maildir, since its
 //!    APPENDs to one big maildir crawl — then read once to warm it): `SELECT INBOX`,
-//!    `FETCH 1:* (UID FLAGS)`, `UID SEARCH UNSEEN`.
+//!    `FETCH 1:* (UID FLAGS)`, `UID SEARCH UNSEEN`;
+//! 6. `--search-sessions` sessions on that INBOX, each repeating
+//!    `SEARCH SUBJECT invoice` for `--search-seconds` (searches/s, all
+//!    sessions together).
 //!
 //! Every answer is checked (message counts, SEARCH hit counts against what
 //! the generator knows), so a server cannot look fast by answering wrong.
@@ -56,6 +59,14 @@ pub struct MailboxArgs {
     /// Connections filling the INBOX.
     #[arg(long, default_value_t = 4)]
     pub fill_connections: usize,
+    /// Sessions of the concurrent-search row: each EXAMINEs the INBOX and
+    /// repeats `SEARCH SUBJECT invoice` for `--search-seconds` (0 skips
+    /// the row). The figure: 8 sessions over 10,000 messages.
+    #[arg(long, default_value_t = 8)]
+    pub search_sessions: usize,
+    /// How long the concurrent-search row runs, per server and run.
+    #[arg(long, default_value_t = 5)]
+    pub search_seconds: u64,
     /// Run Dovecot's IMAP as the peer when installed (`auto`), or not (`off`).
     #[arg(long, default_value = "auto")]
     pub peer: String,
@@ -66,6 +77,12 @@ pub struct MailboxArgs {
     /// `meshmail-base`: before/after figures from one run.
     #[arg(long)]
     pub baseline_meshmail: Option<PathBuf>,
+    /// TOML lines for `meshmail-base`'s config, under its `[imap]` table
+    /// (a leading `[imap]` line is allowed; another table header starts
+    /// that table): an A/B of one setting with the same binary, e.g.
+    /// `--baseline-config 'search_cache_mb = 0'` (no envelope cache).
+    #[arg(long)]
+    pub baseline_config: Option<String>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -84,6 +101,9 @@ const STORE_SEEN: &str = "STORE 1:* +FLAGS (\\Seen)";
 const INBOX_SELECT: &str = "INBOX: SELECT";
 const INBOX_FETCH: &str = "INBOX: FETCH 1:* (UID FLAGS)";
 const INBOX_UNSEEN: &str = "INBOX: UID SEARCH UNSEEN";
+const INBOX_SEARCH_CONCURRENT: &str = "INBOX: SEARCH SUBJECT, concurrent sessions, ops/s";
+/// The concurrent row's search, and the word the generator's subjects use.
+const CONCURRENT_SEARCH: &str = "SEARCH SUBJECT invoice";
 
 /// The four SEARCHes of the folder row: (label, command).
 const SEARCH_COMMANDS: [(&str, &str); 4] = [
@@ -127,9 +147,14 @@ enum Guard {
 
 pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
     ensure!(args.runs >= 1, "--runs must be at least 1");
-    let mut servers = vec![start_meshmail("meshmail", &meshmail_binary(args.meshmail.as_deref())?)?];
+    let mut servers = vec![start_meshmail(
+        "meshmail",
+        &meshmail_binary(args.meshmail.as_deref())?,
+        "",
+    )?];
     if let Some(base) = &args.baseline_meshmail {
-        servers.push(start_meshmail("meshmail-base", base)?);
+        let extra = args.baseline_config.as_deref().unwrap_or_default();
+        servers.push(start_meshmail("meshmail-base", base, extra)?);
     }
     match (args.peer.as_str(), dovecot_imap::binary()) {
         ("off", _) => println!("note: peer off: Dovecot not run"),
@@ -181,9 +206,15 @@ pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
             // Servers take turns, starting with a different one each run.
             for k in 0..servers.len() {
                 let s = &servers[(run + k) % servers.len()];
-                let figures = one_run(&s.addr, run, &folder, &inbox, args.literal_plus_messages)
+                let mut figures = one_run(&s.addr, run, &folder, &inbox, args.literal_plus_messages)
                     .await
                     .with_context(|| format!("run {run} on {}", s.name))?;
+                if !inbox.is_empty() && args.search_sessions > 0 && args.search_seconds > 0 {
+                    let ops = concurrent_search(&s.addr, &inbox, args.search_sessions, args.search_seconds)
+                        .await
+                        .with_context(|| format!("concurrent search, run {run} on {}", s.name))?;
+                    figures.push((INBOX_SEARCH_CONCURRENT.into(), ops));
+                }
                 for (row, v) in figures {
                     samples
                         .entry(row)
@@ -207,11 +238,17 @@ pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_meshmail(name: &str, bin: &std::path::Path) -> anyhow::Result<Server> {
+/// `extra`: TOML merged into the `[imap]` table of the node's config (a
+/// table header in it starts a table of its own).
+fn start_meshmail(name: &str, bin: &std::path::Path, extra: &str) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     setup_account(bin, dir.path(), USER, PASSWORD)?;
     let cfg = dir.path().join("bench.toml");
-    std::fs::write(&cfg, "[imap]\nallow_plaintext_auth_on_loopback = true\n")?;
+    let extra = extra.trim().strip_prefix("[imap]").unwrap_or(extra);
+    std::fs::write(
+        &cfg,
+        format!("[imap]\nallow_plaintext_auth_on_loopback = true\n{extra}\n"),
+    )?;
     let node = NodeProc::start(bin, dir.path(), &["--config", cfg.to_str().context("utf-8 path")?])?;
     Ok(Server {
         name: name.to_string(),
@@ -319,6 +356,50 @@ async fn inbox_rows(c: &mut ImapClient, inbox: &[GenMessage]) -> anyhow::Result<
         (INBOX_FETCH.into(), fetch_ms),
         (INBOX_UNSEEN.into(), unseen_ms),
     ])
+}
+
+/// `sessions` sessions EXAMINE the INBOX, then each repeats
+/// [`CONCURRENT_SEARCH`] until `seconds` have passed (bounded by time;
+/// every answer's hit count checked): searches per second, all sessions.
+async fn concurrent_search(addr: &str, inbox: &[GenMessage], sessions: usize, seconds: u64) -> anyhow::Result<f64> {
+    let want = inbox
+        .iter()
+        .filter(|m| m.subject.to_ascii_lowercase().contains("invoice"))
+        .count();
+    let mut clients = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let mut c = session(addr).await?;
+        c.cmd("EXAMINE INBOX").await?;
+        clients.push(c);
+    }
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(sessions + 1));
+    let mut tasks = tokio::task::JoinSet::new();
+    for mut c in clients {
+        let barrier = barrier.clone();
+        tasks.spawn(async move {
+            barrier.wait().await;
+            let deadline = Instant::now() + std::time::Duration::from_secs(seconds);
+            let mut ops = 0u64;
+            while Instant::now() < deadline {
+                let (u, _) = c.cmd(CONCURRENT_SEARCH).await?;
+                ensure!(
+                    hits(&u)? == want,
+                    "{CONCURRENT_SEARCH}: {} hits, {want} expected",
+                    hits(&u)?
+                );
+                ops += 1;
+            }
+            let _ = c.cmd("LOGOUT").await;
+            anyhow::Ok(ops)
+        });
+    }
+    barrier.wait().await;
+    let started = Instant::now();
+    let mut total = 0u64;
+    while let Some(r) = tasks.join_next().await {
+        total += r??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
 /// What each folder SEARCH must find, from the generator's knowledge.
@@ -436,6 +517,7 @@ fn row_order(name: &str) -> usize {
         INBOX_SELECT,
         INBOX_FETCH,
         INBOX_UNSEEN,
+        INBOX_SEARCH_CONCURRENT,
     ]
     .iter()
     .position(|r| *r == name)

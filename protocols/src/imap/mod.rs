@@ -21,6 +21,7 @@
 //!   ESEARCH/VANISHED lines, body sections and transfer decoding.
 //! - [`utf7`]: modified UTF-7 mailbox names.
 
+pub mod envelope_cache;
 mod list_tree;
 pub mod parser;
 mod parser_fetch;

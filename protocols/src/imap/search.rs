@@ -296,6 +296,59 @@ pub fn needs_envelope(key: &SearchKey) -> bool {
     })
 }
 
+/// Does evaluating the key read the hot row (flags, size, internal date,
+/// MODSEQ, thread)? A search that does not can run on UIDs and envelopes.
+pub fn needs_meta(key: &SearchKey) -> bool {
+    any_key(key, &reads_meta)
+}
+
+/// Every key is listed (no `_`): a new key must say whether it reads the
+/// hot row, or a search on bare UIDs would answer it wrong.
+fn reads_meta(k: &SearchKey) -> bool {
+    use SearchKey as K;
+    match k {
+        K::Answered
+        | K::Deleted
+        | K::Draft
+        | K::Flagged
+        | K::Seen
+        | K::New
+        | K::Unanswered
+        | K::Undeleted
+        | K::Undraft
+        | K::Unflagged
+        | K::Unseen
+        | K::Keyword(_)
+        | K::Unkeyword(_)
+        | K::Before(_)
+        | K::On(_)
+        | K::Since(_)
+        | K::Larger(_)
+        | K::Smaller(_)
+        | K::ModSeq { .. }
+        | K::ThreadId(_) => true,
+        // The sent day falls back to the internal date.
+        K::SentBefore(_) | K::SentOn(_) | K::SentSince(_) => true,
+        K::All
+        | K::Old
+        | K::Recent
+        | K::Bcc(_)
+        | K::Cc(_)
+        | K::From(_)
+        | K::To(_)
+        | K::Subject(_)
+        | K::Body(_)
+        | K::Text(_)
+        | K::Header(..)
+        | K::Uid(_)
+        | K::Sequence(_)
+        | K::EmailId(_)
+        | K::Not(_)
+        | K::Or(..)
+        | K::And(_) => false,
+    }
+}
+
 /// Does evaluating the key call [`MessageView::header`]?
 pub fn needs_headers(key: &SearchKey) -> bool {
     any_key(key, &|k| matches!(k, SearchKey::Header(..)))
@@ -321,21 +374,45 @@ fn has_flag(m: &dyn MessageView, flag: &str) -> bool {
     m.flags().iter().any(|f| f.eq_ignore_ascii_case(flag))
 }
 
-/// Case-insensitive substring; an empty needle matches.
+/// Case-insensitive substring; an empty needle matches. ASCII text (the
+/// common case) is compared in place: a search walks every message, and
+/// lowercased copies of each field were most of its time.
 fn contains_ci(haystack: &str, needle: &str) -> bool {
-    needle.is_empty() || haystack.to_lowercase().contains(&needle.to_lowercase())
+    if needle.is_empty() {
+        return true;
+    }
+    if haystack.is_ascii() && needle.is_ascii() {
+        let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+        return h.len() >= n.len() && h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n));
+    }
+    haystack.to_lowercase().contains(&needle.to_lowercase())
+}
+
+/// [`contains_ci`] on `mailbox@host`, without building it: the needle is
+/// in one side, or spans the `@` (its part before an `@` ends the mailbox,
+/// the part after starts the host).
+fn address_contains(mailbox: &str, host: &str, needle: &str) -> bool {
+    if !(mailbox.is_ascii() && host.is_ascii() && needle.is_ascii()) {
+        return contains_ci(&format!("{mailbox}@{host}"), needle);
+    }
+    let ends_with =
+        |s: &str, p: &str| s.len() >= p.len() && s.as_bytes()[s.len() - p.len()..].eq_ignore_ascii_case(p.as_bytes());
+    let starts_with =
+        |s: &str, p: &str| s.len() >= p.len() && s.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes());
+    contains_ci(mailbox, needle)
+        || contains_ci(host, needle)
+        || needle
+            .match_indices('@')
+            .any(|(i, _)| ends_with(mailbox, &needle[..i]) && starts_with(host, &needle[i + 1..]))
 }
 
 fn addresses_contain(list: &AddressList, needle: &str) -> bool {
     list.raw.as_deref().is_some_and(|raw| contains_ci(raw, needle))
         || list.addresses.iter().any(|a| {
             a.name.as_deref().is_some_and(|n| contains_ci(n, needle))
-                || contains_ci(
-                    &format!(
-                        "{}@{}",
-                        a.mailbox.as_deref().unwrap_or_default(),
-                        a.host.as_deref().unwrap_or_default()
-                    ),
+                || address_contains(
+                    a.mailbox.as_deref().unwrap_or_default(),
+                    a.host.as_deref().unwrap_or_default(),
                     needle,
                 )
         })
@@ -550,6 +627,95 @@ mod tests {
         assert!(!needs_body(&key("NOT (SEEN OR FROM x HEADER a b)")));
         assert!(needs_headers(&key("NOT (SEEN OR FROM x HEADER a b)")));
         assert!(uses_modseq(&key("OR SEEN MODSEQ 5")) && !uses_modseq(&key("SEEN")));
+    }
+
+    /// A key [`needs_meta`] says needs no hot row answers the same on a
+    /// message known by its UID and envelope alone (the envelope cache's
+    /// search); every key that reads the hot row is seen to differ.
+    #[test]
+    fn keys_that_need_no_hot_row_match_bare_messages_alike() {
+        let mut full = msg();
+        full.flags
+            .extend(["\\Answered", "\\Flagged", "\\Deleted", "\\Draft"].map(String::from));
+        let bare = Msg {
+            flags: Vec::new(),
+            date_ms: 0,
+            size: 0,
+            modseq: 0,
+            ..msg()
+        };
+        let key = |p: &str| match parse_command(format!("t SEARCH {p}").as_bytes()).unwrap().kind {
+            CommandKind::Search(s) => s.key,
+            _ => unreachable!(),
+        };
+        let meta_keys = [
+            "ANSWERED",
+            "DELETED",
+            "DRAFT",
+            "FLAGGED",
+            "SEEN",
+            "UNANSWERED",
+            "UNDELETED",
+            "UNDRAFT",
+            "UNFLAGGED",
+            "UNSEEN",
+            "KEYWORD $Forwarded",
+            "UNKEYWORD $Forwarded",
+            "SINCE 1-Jan-2000",
+            "ON 1-Jul-2025",
+            "BEFORE 1-Jan-2000",
+            "LARGER 1000",
+            "SMALLER 1000",
+            "MODSEQ 5",
+            "OR SUBJECT zzz SEEN",
+            "NOT (FROM alice UNSEEN)",
+        ];
+        for k in meta_keys {
+            assert!(needs_meta(&key(k)), "{k}");
+            assert_ne!(search(k, &full), search(k, &bare), "{k}: the check cannot see it");
+        }
+        for k in [
+            "ALL",
+            "SUBJECT caf\u{e9}",
+            "FROM alice@example",
+            "FROM e@e",
+            "TO x",
+            "UID 42",
+            "1:5",
+            "OLD",
+            "NOT RECENT",
+            "EMAILID x",
+            "HEADER X-Spam yes",
+            "BODY up",
+            "OR SUBJECT zzz FROM liddell",
+        ] {
+            assert!(!needs_meta(&key(k)), "{k}");
+            assert_eq!(search(k, &full), search(k, &bare), "{k}");
+        }
+    }
+
+    #[test]
+    fn case_insensitive_substrings_in_place_and_across_the_at() {
+        assert!(contains_ci("Quarterly REPORT", "report") && !contains_ci("Quarterly", "reports"));
+        assert!(
+            contains_ci("Caf\u{c9} report", "caf\u{e9}"),
+            "non-ASCII goes the Unicode way"
+        );
+        assert!(contains_ci("", "") && !contains_ci("", "x"));
+        for (needle, want) in [
+            ("ice@Exa", true),
+            ("alice@example.org", true),
+            ("@", true),
+            ("e@e", true),
+            ("x@e", false),
+            ("ALICE", true),
+            ("org", true),
+            ("alice@@", false),
+            ("example.org@", false),
+        ] {
+            assert_eq!(address_contains("alice", "example.org", needle), want, "{needle}");
+            assert_eq!(contains_ci("alice@example.org", needle), want, "{needle}");
+        }
     }
 
     #[test]

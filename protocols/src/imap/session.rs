@@ -48,6 +48,8 @@ pub struct ImapShared {
     pub max_literal_bytes: u64,
     pub max_sessions_per_account: usize,
     pub sessions_per_account: Mutex<HashMap<AccountId, usize>>,
+    /// Envelopes for SEARCH, SORT and THREAD, node-wide (None: off).
+    pub envelopes: Option<Arc<super::envelope_cache::EnvelopeCache>>,
 }
 
 pub struct ImapSession {

@@ -6,7 +6,9 @@ use meshmail_storage::ids::Uid;
 use meshmail_storage::model::messages::MessageMeta;
 
 use super::response::{self, Esearch, Status};
-use super::search::{MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, uses_modseq};
+use super::search::{
+    MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, needs_meta, uses_modseq,
+};
 use super::sequence::IdSet;
 use super::session::State;
 use super::session_messages::{SummaryNeed, load_for, rows_per_read};
@@ -141,6 +143,13 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) 
         saved: st.saved.as_ref(),
     };
     let load_raw = needs_body(key) || needs_headers(key);
+    if !load_raw && (envelopes || needs_envelope(key)) {
+        // SORT and THREAD (`envelopes`) order by hot-row fields too.
+        let meta = envelopes || needs_meta(key);
+        if let Some(found) = matching_cached(st, sel, key, &ctx, envelopes, meta).await {
+            return found;
+        }
+    }
     let envelopes = envelopes || needs_envelope(key);
     let db = st.shared.ctx.db.clone();
     let no_envelope = Envelope::default();
@@ -181,6 +190,60 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) 
             }
         }
     }
+    Some(found)
+}
+
+/// [`matching`] with the envelopes from the node's [`EnvelopeCache`]: hot
+/// rows are read only when `meta` (the key or the caller looks at flags,
+/// sizes, dates or MODSEQs), else each message of the view is its UID.
+/// `keep_envelopes`: the matches carry a copy of theirs (SORT, THREAD).
+/// None when the cache is off; Some(None) when the store cannot be read.
+async fn matching_cached(
+    st: &State,
+    sel: &Selected,
+    key: &SearchKey,
+    ctx: &SearchContext<'_>,
+    keep_envelopes: bool,
+    meta: bool,
+) -> Option<Option<Vec<Found>>> {
+    let cache = st.shared.envelopes.as_ref()?;
+    let db = &st.shared.ctx.db;
+    let rows: Vec<MessageMeta> = if meta {
+        let mut rows = Vec::with_capacity(sel.uids.len());
+        for chunk in sel.uids.chunks(rows_per_read(SummaryNeed::Nothing)) {
+            match load_for(db, sel, chunk, SummaryNeed::Nothing).await {
+                Some(r) => rows.extend(r.into_iter().map(|(m, _)| m)),
+                None => return Some(None),
+            }
+        }
+        rows
+    } else {
+        sel.uids.iter().map(|u| MessageMeta::bare(*u)).collect()
+    };
+    let found = cache
+        .with_envelopes(db, sel.account, sel.id, sel.uid_validity, &sel.uids, |envs| {
+            let mut found = Vec::new();
+            for m in rows {
+                // Gone when it was read (expunged by another session).
+                let Some(envelope) = envs.get(m.uid) else { continue };
+                let seq = sel.seq_of(m.uid).unwrap_or(0);
+                let view = View {
+                    m: &m,
+                    mailbox: sel.id,
+                    seq,
+                    recent: sel.recent.contains(&m.uid),
+                    envelope,
+                    headers: Vec::new(),
+                    text: None,
+                };
+                if matches(key, &view, ctx) {
+                    let envelope = keep_envelopes.then(|| envelope.clone());
+                    found.push(Found { seq, m, envelope });
+                }
+            }
+            found
+        })
+        .await;
     Some(found)
 }
 

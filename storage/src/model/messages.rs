@@ -112,6 +112,24 @@ pub struct MessageMeta {
 }
 
 impl MessageMeta {
+    /// A message known by its UID alone (every other field empty): what a
+    /// search that reads no hot-row field runs on.
+    pub fn bare(uid: Uid) -> MessageMeta {
+        MessageMeta {
+            uid,
+            modseq: 0,
+            flags: Vec::new(),
+            internal_date_ms: 0,
+            body: BodyRef {
+                hash: String::new(),
+                size: 0,
+                inline: false,
+            },
+            acceptance_id: None,
+            thread_id: None,
+        }
+    }
+
     pub fn is_seen(&self) -> bool {
         self.has_flag("\\Seen")
     }
