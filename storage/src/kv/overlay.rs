@@ -190,6 +190,18 @@ impl WriteBuffer {
 
     /// Merges stored rows of `[lo, hi)` (all of them) with the buffer's view.
     fn merge_window(&self, lo: &[u8], hi: &[u8], stored: Vec<KeyValue>, reverse: bool) -> Vec<KeyValue> {
+        // Nothing of the buffer in the window (every read-only transaction,
+        // and most reads of a writing one): the stored rows are the view,
+        // in the order asked for. Building the map below for them was ~10 %
+        // of the node's CPU in a `FETCH 1:* (UID FLAGS)` over 30,000
+        // messages (a key copy and a tree insert per row).
+        let mut points = self.points.range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)));
+        if points.next().is_none() {
+            if self.cleared.is_empty() {
+                return stored;
+            }
+            return stored.into_iter().filter(|(k, _)| !self.is_cleared(k)).collect();
+        }
         let mut view: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for (k, v) in stored {
             if !self.is_cleared(&k) {
