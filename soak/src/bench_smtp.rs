@@ -116,7 +116,7 @@ const MODES: [&str; 7] = [
     "dovecot-spread",
 ];
 
-fn recipients(n: usize) -> Vec<String> {
+pub(crate) fn recipients(n: usize) -> Vec<String> {
     (0..n.max(1)).map(|i| format!("bench{i}@{DOMAIN}")).collect()
 }
 
@@ -385,7 +385,7 @@ fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
 /// The domain and one account per recipient, written straight to the
 /// store before the node starts (as the admin commands do), with one
 /// password hash for all: argon2 for 1,000 accounts would take minutes.
-fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes: u32) -> anyhow::Result<()> {
+pub(crate) fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes: u32) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
         let db = open_kv(&KvConfig::Sqlite {

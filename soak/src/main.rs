@@ -56,6 +56,9 @@ enum Bench {
     /// UNSEEN on a 30,000-message INBOX; side by side with Dovecot's IMAP
     /// when installed, medians of --runs.
     Mailbox(meshmail_soak::bench_mailbox::MailboxArgs),
+    /// Cold start: from exec to the ready line and to the first client
+    /// served (LOGIN, SELECT, FETCH FLAGS) on a store holding --messages.
+    Coldstart(meshmail_soak::bench_coldstart::ColdstartArgs),
     /// Memory after an imaptest-like burst: N IMAP clients for S seconds,
     /// then idle; RSS, SQLite's heap and threads before, through and after.
     Burst(meshmail_soak::bench_burst::BurstArgs),
@@ -85,6 +88,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: Bench::Mailbox(args),
         } => meshmail_soak::bench_mailbox::run(args),
+        Command::Bench {
+            what: Bench::Coldstart(args),
+        } => meshmail_soak::bench_coldstart::run(args),
         Command::Bench {
             what: Bench::Burst(args),
         } => meshmail_soak::bench_burst::run(args),
