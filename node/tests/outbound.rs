@@ -286,12 +286,15 @@ fn connections_are_kept_across_scans() {
         return;
     }
     let (_dir, peer, data) = scratch_peer();
-    let node = start_node(&data, &peer, "connection_idle_timeout_s = 2\n");
+    // 5 s: the second message must be submitted, scanned and sent within
+    // the idle timeout, which 2 s did not always leave on a loaded machine
+    // (a CI run saw three connections).
+    let node = start_node(&data, &peer, "connection_idle_timeout_s = 5\n");
     let mut connections = Vec::new();
     for n in 0..3 {
         if n == 2 {
             // Past the idle timeout (a wait for a timeout, not for readiness).
-            std::thread::sleep(Duration::from_millis(3500));
+            std::thread::sleep(Duration::from_millis(6500));
         }
         submit(&node, "bob@remote.test", &format!("kept {n}"));
         let m = peer
