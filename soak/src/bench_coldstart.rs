@@ -25,6 +25,7 @@ use anyhow::{Context, ensure};
 use clap::Args;
 use serde::Serialize;
 
+use crate::bench_mailbox::figure;
 use crate::bench_smtp::{recipients, setup_accounts};
 use crate::imap_client::ImapClient;
 use crate::node_proc::{NodeProc, meshmail_binary};
@@ -183,8 +184,6 @@ async fn first_select(addr: &str, user: &str) -> anyhow::Result<u64> {
 }
 
 fn spread(v: &[f64]) -> String {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let median = s[s.len() / 2];
-    format!("{median:.3} ({:.3}–{:.3})", s[0], s[s.len() - 1])
+    let f = figure(v.to_vec());
+    format!("{:.3} ({:.3}–{:.3})", f.median, f.min, f.max)
 }

@@ -488,7 +488,8 @@ async fn one_run(
     Ok(out)
 }
 
-fn figure(mut v: Vec<f64>) -> Figure {
+/// Median, min and max of samples (shared by the benches that print them).
+pub(crate) fn figure(mut v: Vec<f64>) -> Figure {
     v.sort_by(|a, b| a.total_cmp(b));
     let median = if v.len() % 2 == 1 {
         v[v.len() / 2]
