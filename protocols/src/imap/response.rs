@@ -9,6 +9,7 @@
 //! literals and non-ASCII display names as RFC 2047 encoded words.
 
 use std::fmt;
+use std::io::Write as _;
 
 use super::sequence::IdSet;
 use super::types::{Date, MONTHS, Section, SectionText, StatusItem, StatusValue};
@@ -147,9 +148,13 @@ pub fn mailbox(out: &mut Vec<u8>, name: &str, utf8: bool) {
 }
 
 /// `(\Seen $Forwarded)`.
-pub fn flag_list<S: AsRef<str>>(out: &mut Vec<u8>, flags: &[S]) {
+pub fn flag_list<I>(out: &mut Vec<u8>, flags: I)
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
     out.push(b'(');
-    for (i, f) in flags.iter().enumerate() {
+    for (i, f) in flags.into_iter().enumerate() {
         if i > 0 {
             out.push(b' ');
         }
@@ -410,11 +415,12 @@ pub struct FetchResponse {
 impl FetchResponse {
     /// Starts `* seq FETCH (`.
     pub fn new(seq: u32, utf8: bool) -> FetchResponse {
-        FetchResponse {
-            buf: format!("* {seq} FETCH (").into_bytes(),
-            items: 0,
-            utf8,
-        }
+        // Numbers are written straight into the line: a FETCH of a big
+        // mailbox renders tens of thousands of these, and a `format!` per
+        // item was an allocation each.
+        let mut buf = Vec::with_capacity(64);
+        let _ = write!(buf, "* {seq} FETCH (");
+        FetchResponse { buf, items: 0, utf8 }
     }
 
     fn item(&mut self, name: &str) -> &mut Vec<u8> {
@@ -427,11 +433,15 @@ impl FetchResponse {
     }
 
     pub fn uid(&mut self, uid: u32) -> &mut Self {
-        self.item(&format!("UID {uid}"));
+        let _ = write!(self.item("UID "), "{uid}");
         self
     }
 
-    pub fn flags<S: AsRef<str>>(&mut self, flags: &[S]) -> &mut Self {
+    pub fn flags<I>(&mut self, flags: I) -> &mut Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
         flag_list(self.item("FLAGS "), flags);
         self
     }
@@ -442,7 +452,7 @@ impl FetchResponse {
     }
 
     pub fn rfc822_size(&mut self, size: u64) -> &mut Self {
-        self.item(&format!("RFC822.SIZE {size}"));
+        let _ = write!(self.item("RFC822.SIZE "), "{size}");
         self
     }
 
@@ -454,7 +464,7 @@ impl FetchResponse {
     }
 
     pub fn modseq(&mut self, modseq: u64) -> &mut Self {
-        self.item(&format!("MODSEQ ({modseq})"));
+        let _ = write!(self.item("MODSEQ "), "({modseq})");
         self
     }
 

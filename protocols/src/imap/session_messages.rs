@@ -93,7 +93,7 @@ pub(super) async fn run(
                             }
                             if !cmd.silent {
                                 conn.send(&sel.announce(flags));
-                                f.flags(&sel.shown_flags(*u, flags));
+                                f.flags(sel.shown_flags(*u, flags));
                             }
                             if condstore {
                                 f.modseq(*modseq);
@@ -381,7 +381,7 @@ fn render(
             }
             FetchAttr::Uid => {}
             FetchAttr::Flags => {
-                f.flags(&sel.shown_flags(m.uid, &m.flags));
+                f.flags(sel.shown_flags(m.uid, &m.flags));
                 has_flags = true;
             }
             FetchAttr::InternalDate => {
@@ -455,7 +455,7 @@ fn render(
         }
     }
     if flags_changed && !has_flags {
-        f.flags(&sel.shown_flags(m.uid, &m.flags));
+        f.flags(sel.shown_flags(m.uid, &m.flags));
     }
     if st.condstore && !has_modseq && (cmd.changed_since.is_some() || flags_changed) {
         f.modseq(m.modseq);
@@ -619,7 +619,7 @@ pub(super) async fn qresync_select(st: &State, conn: &mut Conn, sel: &Selected, 
         for m in rows {
             let Some(seq) = sel.seq_of(m.uid) else { continue };
             let mut f = FetchResponse::new(seq, st.utf8);
-            f.uid(m.uid).flags(&sel.shown_flags(m.uid, &m.flags)).modseq(m.modseq);
+            f.uid(m.uid).flags(sel.shown_flags(m.uid, &m.flags)).modseq(m.modseq);
             conn.send(&f.finish());
         }
     }

@@ -116,12 +116,9 @@ impl Selected {
 
     /// The flags a FETCH shows: the stored ones, plus `\Recent` for a
     /// message recent in this session.
-    pub fn shown_flags(&self, uid: Uid, flags: &[String]) -> Vec<String> {
-        let mut out = flags.to_vec();
-        if self.recent.contains(&uid) {
-            out.push("\\Recent".to_string());
-        }
-        out
+    pub fn shown_flags<'a>(&self, uid: Uid, flags: &'a [String]) -> impl Iterator<Item = &'a str> + use<'a> {
+        let recent = self.recent.contains(&uid).then_some("\\Recent");
+        flags.iter().map(String::as_str).chain(recent)
     }
 
     /// Takes the UIDs in `(from, to]` of this view as recent.
@@ -246,7 +243,7 @@ impl Selected {
                 }
                 out.extend_from_slice(&self.announce(&m.flags));
                 let mut f = FetchResponse::new(seq, false);
-                f.uid(m.uid).flags(&self.shown_flags(m.uid, &m.flags));
+                f.uid(m.uid).flags(self.shown_flags(m.uid, &m.flags));
                 if condstore {
                     f.modseq(m.modseq);
                 }

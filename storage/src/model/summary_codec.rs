@@ -46,9 +46,11 @@ pub const SUMMARY_VERSION_1: u8 = 1;
 /// The first byte of a binary summary (this build).
 pub const SUMMARY_VERSION_2: u8 = 2;
 /// Deepest body part tree decoded (parts and nested messages both count).
-/// `summarize` stops at 24 levels; this only bounds the recursion on
-/// damaged bytes.
-const DEPTH_MAX: usize = 64;
+/// `summarize` has stopped at 24 levels since the first stored summary, so
+/// no stored tree is deeper; this bounds the recursion on damaged bytes,
+/// and so the stack a decode may take on a 2 MiB worker thread (it was 64,
+/// and damaged bytes nesting that far overflowed a debug test thread).
+pub(crate) const DEPTH_MAX: usize = 32;
 
 /// The current stored form (version 2).
 pub fn encode(s: &Summary) -> Vec<u8> {

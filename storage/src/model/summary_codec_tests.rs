@@ -159,31 +159,57 @@ fn summary() -> impl Strategy<Value = Summary> {
         )
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+/// Runs a property over `strategy` on a thread with a 64 MiB stack. In a
+/// debug build the generated summaries (and a damaged count, which can nest
+/// parts down to `DEPTH_MAX`) take more than a test thread's 2 MiB now and
+/// then: these properties overflowed it in CI and with PROPTEST_CASES=3000.
+/// Release frames are far smaller (see the worker-sized test below).
+fn check_on_a_big_stack<S: Strategy + 'static>(strategy: fn() -> S, test: fn(S::Value) -> Result<(), TestCaseError>) {
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || {
+            let mut config = ProptestConfig::default();
+            if std::env::var_os("PROPTEST_CASES").is_none() {
+                config.cases = 256;
+            }
+            let mut runner = proptest::test_runner::TestRunner::new(config);
+            if let Err(e) = runner.run(&strategy(), test) {
+                panic!("{e}");
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
 
-    #[test]
-    fn version_2_round_trips_and_reads_the_envelope_alone(s in summary()) {
+#[test]
+fn version_2_round_trips_and_reads_the_envelope_alone() {
+    check_on_a_big_stack(summary, |s| {
         let raw = encode(&s);
         prop_assert_eq!(raw[0], SUMMARY_VERSION_2);
         prop_assert_eq!(&decode(&raw).unwrap(), &s);
         prop_assert_eq!(&decode_envelope(&raw).unwrap(), &s.envelope);
-    }
+        Ok(())
+    });
+}
 
-    #[test]
-    fn version_1_reads_as_it_did(s in summary()) {
+#[test]
+fn version_1_reads_as_it_did() {
+    check_on_a_big_stack(summary, |s| {
         let v1 = encode_v1(&s).unwrap();
         prop_assert_eq!(v1[0], SUMMARY_VERSION_1);
         prop_assert_eq!(&decode(&v1).unwrap(), &s);
         prop_assert_eq!(&decode_envelope(&v1).unwrap(), &s.envelope);
-    }
+        Ok(())
+    });
+}
 
-    #[test]
-    fn damage_is_an_error_or_another_summary_never_a_panic(
-        s in summary(),
-        at in any::<prop::sample::Index>(),
-        byte in any::<u8>(),
-    ) {
+/// Damage to an encoded summary is an error or another summary, never a
+/// panic.
+#[test]
+fn damage_is_an_error_or_another_summary_never_a_panic() {
+    let inputs = || (summary(), any::<prop::sample::Index>(), any::<u8>());
+    check_on_a_big_stack(inputs, |(s, at, byte)| {
         let mut raw = encode(&s);
         let i = at.index(raw.len());
         raw[i] = byte;
@@ -191,7 +217,8 @@ proptest! {
         let _ = decode_envelope(&raw);
         raw.truncate(i);
         prop_assert!(decode(&raw).is_err());
-    }
+        Ok(())
+    });
 }
 
 #[test]
@@ -209,23 +236,58 @@ fn a_version_1_summary_of_nulls_reads_as_the_empty_summary() {
     assert_eq!(decode_envelope(&v1).unwrap(), Envelope::default());
 }
 
+/// A summary whose structure nests `levels` deep: each level one child
+/// part, or with `messages` every other level a nested message instead.
+fn nested(levels: usize, messages: bool) -> Summary {
+    let mut p = BodyPart::default();
+    for level in 0..levels {
+        p = if messages && level % 2 == 0 {
+            BodyPart {
+                message: Some(Box::new(NestedMessage {
+                    header_offset: 1,
+                    body_offset: 2,
+                    envelope: Envelope::default(),
+                    structure: p,
+                })),
+                ..BodyPart::default()
+            }
+        } else {
+            BodyPart {
+                children: vec![p],
+                ..BodyPart::default()
+            }
+        };
+    }
+    Summary {
+        structure: p,
+        ..Summary::default()
+    }
+}
+
+/// The deepest tree the decoder accepts, every level a nested message
+/// (the largest frames), decodes on a thread with the 2 MiB stack of a
+/// tokio worker, and summarize's deepest trees are within the bound.
+#[test]
+fn the_deepest_accepted_tree_decodes_on_a_worker_sized_stack() {
+    const { assert!(DEPTH_MAX > 24, "stored summaries nest up to 24 levels") };
+    let s = nested(DEPTH_MAX, true);
+    let raw = encode(&s);
+    let back = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || decode(&raw).map(|d| d == s))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(back.unwrap(), "the deepest tree round-trips");
+}
+
 #[test]
 fn unknown_versions_and_deep_nesting_are_corrupt() {
     assert!(decode(&[]).is_err());
     assert!(decode(&[3, 0]).is_err());
     assert!(decode_envelope(b"{").is_err());
     // A part tree deeper than DEPTH_MAX (each level one child).
-    let mut p = BodyPart::default();
-    for _ in 0..=DEPTH_MAX {
-        p = BodyPart {
-            children: vec![p],
-            ..BodyPart::default()
-        };
-    }
-    let s = Summary {
-        structure: p,
-        ..Summary::default()
-    };
+    let s = nested(DEPTH_MAX + 1, false);
     let raw = encode(&s);
     assert!(decode(&raw).is_err());
     // The envelope still reads: it is not behind the structure.
