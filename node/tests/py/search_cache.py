@@ -2,13 +2,15 @@
 """SEARCH answers stay right while the node's envelope cache holds the
 mailbox: appends by another session, expunges by another session, a
 mailbox deleted and created again under the same name, keys mixing
-envelopes with flags, SORT, and two mailboxes searched in turn.
+envelopes with flags, sizes and internal dates (which the cache holds
+too), SORT by size and arrival, and two mailboxes searched in turn.
 
     search_cache.py IMAP_ADDR USER PASSWORD
 
 Every answer is compared with a model kept here; prints "search cache ok"
 and the number of searches checked.
 """
+import datetime
 import imaplib
 import sys
 
@@ -23,11 +25,13 @@ def conn():
     return c
 
 
-def append(c, box, subject, sender="alice@example.org", flags=""):
+def append(c, box, subject, sender, flags, pad, day):
     msg = (f"From: {sender}\r\nTo: bob@example.org\r\nSubject: {subject}\r\n"
-           f"Message-ID: <{subject.replace(' ', '.')}.{box}@t>\r\n\r\nbody\r\n").encode()
-    typ, data = c.append(box, flags, None, msg)
+           f"Message-ID: <{subject.replace(' ', '.')}.{box}@t>\r\n\r\nbody{'x' * pad}\r\n").encode()
+    when = datetime.datetime(2025, 1, 1, 12, tzinfo=datetime.timezone.utc) + datetime.timedelta(days=day)
+    typ, data = c.append(box, flags, imaplib.Time2Internaldate(when), msg)
     assert typ == "OK", data
+    return len(msg)
 
 
 def search(c, *criteria):
@@ -49,10 +53,38 @@ model = {"Cache": {}, "Other": {}}
 
 
 def add(c, box, subject, sender="alice@example.org", seen=False):
-    append(c, box, subject, sender, "(\\Seen)" if seen else "")
     # UIDs are given in order from 1 in a new mailbox.
     uid = max(model[box], default=0) + 1
-    model[box][uid] = {"subject": subject, "from": sender, "seen": seen}
+    # Sizes and internal dates vary, and not in UID order.
+    pad, day = (uid * 37) % 500, (uid * 7) % 60
+    size = append(c, box, subject, sender, "(\\Seen)" if seen else "", pad, day)
+    model[box][uid] = {"subject": subject, "from": sender, "seen": seen, "size": size, "day": day}
+
+
+def since_day(day):
+    d = datetime.date(2025, 1, 1) + datetime.timedelta(days=day)
+    return d.strftime("%d-%b-%Y")
+
+
+def fixed_checks(c, box):
+    """Sizes and internal dates, alone and with flags and envelopes; SORT
+    by size and arrival."""
+    m = model[box]
+    for n in (100, 300, 420):
+        assert search(c, "LARGER", str(n)) == sorted(u for u, x in m.items() if x["size"] > n), n
+        assert search(c, "SMALLER", str(n)) == sorted(u for u, x in m.items() if x["size"] < n), n
+    assert search(c, "LARGER", "300", "UNSEEN") == sorted(
+        u for u, x in m.items() if x["size"] > 300 and not x["seen"])
+    assert search(c, "SINCE", since_day(30), "SUBJECT", "alpha") == sorted(
+        u for u, x in m.items() if x["day"] >= 30 and "alpha" in x["subject"])
+    assert search(c, "BEFORE", since_day(10)) == sorted(u for u, x in m.items() if x["day"] < 10)
+    typ, data = c.uid("SORT", "(SIZE)", "UTF-8", "ALL")
+    assert typ == "OK", data
+    assert [int(x) for x in data[0].split()] == sorted(m, key=lambda u: (m[u]["size"], u)), "SORT SIZE"
+    typ, data = c.uid("SORT", "(REVERSE ARRIVAL)", "UTF-8", "ALL")
+    assert typ == "OK", data
+    # Ties (same day) in sequence order, then the whole order reversed.
+    assert [int(x) for x in data[0].split()] == sorted(m, key=lambda u: (-m[u]["day"], u)), "SORT ARRIVAL"
 
 
 for i in range(1, 121):
@@ -67,6 +99,7 @@ assert search(a, "SUBJECT", "alpha") == uids_with(a, model["Cache"], "alpha")
 assert search(a, "FROM", "carol") == sorted(u for u, m in model["Cache"].items() if "carol" in m["from"])
 # Envelope and flags together: the hot rows are read beside the cache.
 assert search(a, "SUBJECT", "alpha", "UNSEEN") == uids_with(a, model["Cache"], "alpha", lambda m: not m["seen"])
+fixed_checks(a, "Cache")
 
 # Another session appends: the new UIDs are read on first use.
 for i in range(121, 131):
@@ -85,6 +118,7 @@ for u in gone:
     del model["Cache"][u]
 a.noop()
 assert search(a, "SUBJECT", "alpha") == uids_with(a, model["Cache"], "alpha")
+fixed_checks(a, "Cache")
 
 # A second mailbox searched in turn, then the first again.
 a.select("Other")

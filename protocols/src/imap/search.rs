@@ -299,12 +299,30 @@ pub fn needs_envelope(key: &SearchKey) -> bool {
 /// Does evaluating the key read the hot row (flags, size, internal date,
 /// MODSEQ, thread)? A search that does not can run on UIDs and envelopes.
 pub fn needs_meta(key: &SearchKey) -> bool {
-    any_key(key, &reads_meta)
+    any_key(key, &|k| meta_use(k) != MetaUse::Nothing)
 }
 
-/// Every key is listed (no `_`): a new key must say whether it reads the
-/// hot row, or a search on bare UIDs would answer it wrong.
-fn reads_meta(k: &SearchKey) -> bool {
+/// Does evaluating the key read a part of the hot row that changes (flags,
+/// MODSEQ) or that the envelope cache does not hold (thread)? A search that
+/// does not can run on the cache's fixed parts (envelope, size, internal
+/// date) alone.
+pub fn needs_live_meta(key: &SearchKey) -> bool {
+    any_key(key, &|k| meta_use(k) == MetaUse::Live)
+}
+
+/// What of a message's hot row a search key reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetaUse {
+    Nothing,
+    /// Size or internal date: written once with the message.
+    Fixed,
+    /// Flags, MODSEQ or thread id.
+    Live,
+}
+
+/// Every key is listed (no `_`): a new key must say what of the hot row it
+/// reads, or a search on bare UIDs or cached parts would answer it wrong.
+fn meta_use(k: &SearchKey) -> MetaUse {
     use SearchKey as K;
     match k {
         K::Answered
@@ -320,15 +338,11 @@ fn reads_meta(k: &SearchKey) -> bool {
         | K::Unseen
         | K::Keyword(_)
         | K::Unkeyword(_)
-        | K::Before(_)
-        | K::On(_)
-        | K::Since(_)
-        | K::Larger(_)
-        | K::Smaller(_)
         | K::ModSeq { .. }
-        | K::ThreadId(_) => true,
+        | K::ThreadId(_) => MetaUse::Live,
+        K::Before(_) | K::On(_) | K::Since(_) | K::Larger(_) | K::Smaller(_) => MetaUse::Fixed,
         // The sent day falls back to the internal date.
-        K::SentBefore(_) | K::SentOn(_) | K::SentSince(_) => true,
+        K::SentBefore(_) | K::SentOn(_) | K::SentSince(_) => MetaUse::Fixed,
         K::All
         | K::Old
         | K::Recent
@@ -345,7 +359,7 @@ fn reads_meta(k: &SearchKey) -> bool {
         | K::EmailId(_)
         | K::Not(_)
         | K::Or(..)
-        | K::And(_) => false,
+        | K::And(_) => MetaUse::Nothing,
     }
 }
 
@@ -631,7 +645,9 @@ mod tests {
 
     /// A key [`needs_meta`] says needs no hot row answers the same on a
     /// message known by its UID and envelope alone (the envelope cache's
-    /// search); every key that reads the hot row is seen to differ.
+    /// search); every key that reads the hot row is seen to differ. A key
+    /// [`needs_live_meta`] says needs no live part answers the same on the
+    /// cache's fixed parts (size and internal date kept); the others differ.
     #[test]
     fn keys_that_need_no_hot_row_match_bare_messages_alike() {
         let mut full = msg();
@@ -641,6 +657,12 @@ mod tests {
             flags: Vec::new(),
             date_ms: 0,
             size: 0,
+            modseq: 0,
+            ..msg()
+        };
+        // What the envelope cache holds: size and internal date kept.
+        let fixed = Msg {
+            flags: Vec::new(),
             modseq: 0,
             ..msg()
         };
@@ -670,9 +692,23 @@ mod tests {
             "OR SUBJECT zzz SEEN",
             "NOT (FROM alice UNSEEN)",
         ];
+        let fixed_keys = [
+            "SINCE 1-Jan-2000",
+            "ON 1-Jul-2025",
+            "BEFORE 1-Jan-2000",
+            "LARGER 1000",
+            "SMALLER 1000",
+        ];
         for k in meta_keys {
             assert!(needs_meta(&key(k)), "{k}");
             assert_ne!(search(k, &full), search(k, &bare), "{k}: the check cannot see it");
+            if fixed_keys.contains(&k) {
+                assert!(!needs_live_meta(&key(k)), "{k}");
+                assert_eq!(search(k, &full), search(k, &fixed), "{k}");
+            } else {
+                assert!(needs_live_meta(&key(k)), "{k}");
+                assert_ne!(search(k, &full), search(k, &fixed), "{k}: the check cannot see it");
+            }
         }
         for k in [
             "ALL",

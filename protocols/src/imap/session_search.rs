@@ -5,9 +5,11 @@
 use meshmail_storage::ids::Uid;
 use meshmail_storage::model::messages::MessageMeta;
 
+use super::envelope_cache::FixedParts;
 use super::response::{self, Esearch, Status};
 use super::search::{
-    MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, needs_meta, uses_modseq,
+    MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, needs_live_meta, needs_meta,
+    uses_modseq,
 };
 use super::sequence::IdSet;
 use super::session::State;
@@ -143,10 +145,13 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) 
         saved: st.saved.as_ref(),
     };
     let load_raw = needs_body(key) || needs_headers(key);
-    if !load_raw && (envelopes || needs_envelope(key)) {
-        // SORT and THREAD (`envelopes`) order by hot-row fields too.
-        let meta = envelopes || needs_meta(key);
-        if let Some(found) = matching_cached(st, sel, key, &ctx, envelopes, meta).await {
+    // The cache holds envelopes, sizes and internal dates: it answers keys
+    // on those (and SORT and THREAD, `envelopes`, whose criteria read no
+    // flag), reading hot rows beside it only for flags and MODSEQs.
+    let fixed_only = needs_meta(key) && !needs_live_meta(key);
+    if !load_raw && (envelopes || needs_envelope(key) || fixed_only) {
+        let live = needs_live_meta(key);
+        if let Some(found) = matching_cached(st, sel, key, &ctx, envelopes, live).await {
             return found;
         }
     }
@@ -193,22 +198,23 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) 
     Some(found)
 }
 
-/// [`matching`] with the envelopes from the node's [`EnvelopeCache`]: hot
-/// rows are read only when `meta` (the key or the caller looks at flags,
-/// sizes, dates or MODSEQs), else each message of the view is its UID.
-/// `keep_envelopes`: the matches carry a copy of theirs (SORT, THREAD).
-/// None when the cache is off; Some(None) when the store cannot be read.
+/// [`matching`] with the envelopes, sizes and internal dates from the
+/// node's [`EnvelopeCache`]: hot rows are read only when `live` (the key
+/// looks at flags, MODSEQs or threads), else each message of the view is
+/// its UID and the cache's fixed parts. `keep_envelopes`: the matches carry
+/// a copy of theirs (SORT, THREAD). None when the cache is off; Some(None)
+/// when the store cannot be read.
 async fn matching_cached(
     st: &State,
     sel: &Selected,
     key: &SearchKey,
     ctx: &SearchContext<'_>,
     keep_envelopes: bool,
-    meta: bool,
+    live: bool,
 ) -> Option<Option<Vec<Found>>> {
     let cache = st.shared.envelopes.as_ref()?;
     let db = &st.shared.ctx.db;
-    let rows: Vec<MessageMeta> = if meta {
+    let rows: Option<Vec<MessageMeta>> = if live {
         let mut rows = Vec::with_capacity(sel.uids.len());
         for chunk in sel.uids.chunks(rows_per_read(SummaryNeed::Nothing)) {
             match load_for(db, sel, chunk, SummaryNeed::Nothing).await {
@@ -216,28 +222,38 @@ async fn matching_cached(
                 None => return Some(None),
             }
         }
-        rows
+        Some(rows)
     } else {
-        sel.uids.iter().map(|u| MessageMeta::bare(*u)).collect()
+        None
     };
     let found = cache
-        .with_envelopes(db, sel.account, sel.id, sel.uid_validity, &sel.uids, |envs| {
+        .with_envelopes(db, sel.account, sel.id, sel.uid_validity, &sel.uids, |held| {
+            // Each message with its cached parts, looked up once; a UID the
+            // cache no longer holds was expunged by another session.
+            let with_fixed: Box<dyn Iterator<Item = (MessageMeta, &FixedParts)>> = match rows {
+                Some(rows) => Box::new(rows.into_iter().filter_map(|m| held.get(m.uid).map(|f| (m, f)))),
+                None => Box::new(sel.uids.iter().filter_map(|u| {
+                    let fixed = held.get(*u)?;
+                    let mut m = MessageMeta::bare(*u);
+                    m.body.size = fixed.size;
+                    m.internal_date_ms = fixed.internal_date_ms;
+                    Some((m, fixed))
+                })),
+            };
             let mut found = Vec::new();
-            for m in rows {
-                // Gone when it was read (expunged by another session).
-                let Some(envelope) = envs.get(m.uid) else { continue };
+            for (m, fixed) in with_fixed {
                 let seq = sel.seq_of(m.uid).unwrap_or(0);
                 let view = View {
                     m: &m,
                     mailbox: sel.id,
                     seq,
                     recent: sel.recent.contains(&m.uid),
-                    envelope,
+                    envelope: &fixed.envelope,
                     headers: Vec::new(),
                     text: None,
                 };
                 if matches(key, &view, ctx) {
-                    let envelope = keep_envelopes.then(|| envelope.clone());
+                    let envelope = keep_envelopes.then(|| fixed.envelope.clone());
                     found.push(Found { seq, m, envelope });
                 }
             }
