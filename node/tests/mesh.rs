@@ -213,11 +213,50 @@ fn three_nodes_deliver_on_one_read_and_idle_on_another() {
     let stored = ok(&idle.cmd("UID STORE 1 +FLAGS (\\Flagged)")).to_string();
     assert!(stored.contains("\\Flagged"), "{stored}");
 
-    // It really crossed the mesh: the accepting node delivered remotely,
-    // the owner committed locally.
-    assert!(metric(via, "meshmail_delivery_seconds_count{route=\"remote\"}") >= 1.0);
-    assert!(metric(owner, "meshmail_delivery_seconds_count{route=\"local\"}") >= 1.0);
-    assert_eq!(metric(via, "meshmail_delivery_seconds_count{route=\"local\"}"), 0.0);
+    // It really crossed the mesh: a node that does not own the shard
+    // delivers remotely and the owner commits locally. On a loaded machine
+    // a lease may move mid-test (a missed heartbeat, a rebalance), which
+    // changes who is who; such an attempt proves nothing and is repeated
+    // with the roles of the moment.
+    let mut crossed = false;
+    for attempt in 1..=5 {
+        if delivered_across(&nodes, shard, attempt) {
+            crossed = true;
+            break;
+        }
+        eprintln!("the shard's lease moved during attempt {attempt}; trying again");
+    }
+    assert!(crossed, "the lease kept moving; no delivery with stable roles");
+}
+
+/// Sends one message through a node that does not own `shard` and, if the
+/// lease stayed put meanwhile, asserts the accepting node delivered
+/// remotely and the owner locally (metric deltas). Returns false when the
+/// lease moved, leaving the roles unproven.
+fn delivered_across(nodes: &[&Node; 3], shard: u32, attempt: u32) -> bool {
+    let before = lease_of(nodes[0], shard);
+    let owner = *nodes.iter().find(|n| status(n)["node"] == before.0.as_str()).unwrap();
+    let via = *nodes.iter().find(|n| status(n)["node"] != before.0.as_str()).unwrap();
+    let remote = "meshmail_delivery_seconds_count{route=\"remote\"}";
+    let local = "meshmail_delivery_seconds_count{route=\"local\"}";
+    let (via_remote, via_local, owner_local) = (metric(via, remote), metric(via, local), metric(owner, local));
+    let (code, reply) = smtp_send(
+        via.addr("smtp"),
+        "sender@remote.test",
+        EMAIL,
+        &format!("Subject: route check {attempt}\r\n\r\naccepted by a node that does not own the shard\r\n"),
+    );
+    assert_eq!(code, 250, "{reply}");
+    if lease_of(nodes[0], shard) != before || lease_of(via, shard) != before {
+        return false;
+    }
+    assert!(
+        metric(via, remote) > via_remote,
+        "the accepting node did not deliver remotely"
+    );
+    assert_eq!(metric(via, local), via_local, "the accepting node committed locally");
+    assert!(metric(owner, local) > owner_local, "the owner did not commit");
+    true
 }
 
 /// Reads a node's `/mesh/events` stream into a channel of (kind, node, generation).
@@ -407,8 +446,11 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
 /// Issue 13: a SIGKILLed node (not restarted) is found dead by silence —
 /// nothing heard on its link, which QUIC still holds for its 4 s idle
 /// timeout — and the survivors take its shards in a few batched
-/// transactions. The bound is generous for a debug build on a loaded
-/// machine, and still below what waiting for the idle timeout alone costs.
+/// transactions. The sharp check is the detection histogram (the verdict
+/// came after under 3 s of silence, before the idle timeout could fire);
+/// the whole failover's bound is for a debug build beside four more
+/// three-node tests on two cores (it took 4.0 s once in a clean-clone CI
+/// run, against the 3.5 s bound of then).
 #[test]
 fn a_killed_node_is_found_dead_by_silence_and_its_shards_taken_over() {
     let tmp = tempfile::tempdir().unwrap();
@@ -423,8 +465,8 @@ fn a_killed_node_is_found_dead_by_silence_and_its_shards_taken_over() {
     });
     eprintln!("kill -> every shard owned by the survivors: {took:?}");
     assert!(
-        took < Duration::from_millis(3500),
-        "failover took {took:?}: detection waited for the link's idle timeout?"
+        took < Duration::from_secs(6),
+        "failover took {took:?}: detection or takeover stalled?"
     );
     // The survivors saw it die while its link could still be up, and
     // timed the detection and the takeover.
