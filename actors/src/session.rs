@@ -7,6 +7,15 @@
 //! process and every other session are not. Sessions are never restarted (a
 //! connection cannot be), so the supervisor overrides ractor's default of
 //! stopping itself when a child exits.
+//!
+//! A session that will wait a long time for its client (IMAP IDLE) may end
+//! its run *parked*: it hands back the little it needs to wait (socket,
+//! state), its actor stops, and a plain task waits on it. When the client
+//! speaks or the store changes, the wait yields a session again and the
+//! listener supervisor starts a new actor for it. An actor costs ~10 KB
+//! (its four channels), and an IDLE client may sit for 29 minutes (issue 15:
+//! <= 8 KB per idle IMAP session); the parked wait holds no store handle
+//! and runs no protocol code, so there is nothing in it to supervise.
 
 use async_trait::async_trait;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -18,8 +27,57 @@ use crate::live::LiveGuard;
 pub trait Session: Send + 'static {
     /// The live-actor kind, e.g. `"smtp_session"`.
     fn kind(&self) -> &'static str;
-    /// Runs the conversation until the client leaves or is dropped.
-    async fn run(self: Box<Self>);
+    /// Runs the conversation until the client leaves or is dropped, or
+    /// until it parks.
+    async fn run(self: Box<Self>) -> Ended;
+}
+
+/// How a session's run ended.
+pub enum Ended {
+    /// The conversation is over; the connection is closed.
+    Closed,
+    /// The session waits for its client without an actor.
+    Parked(Box<dyn Parked>),
+}
+
+/// A session waiting without an actor (see the module's notes).
+#[async_trait]
+pub trait Parked: Send + 'static {
+    /// The listener-level kind, for the parked-sessions gauge.
+    fn kind(&self) -> &'static str;
+    /// Waits until the session has work again and returns it to run.
+    async fn wake(self: Box<Self>) -> Box<dyn Session>;
+}
+
+/// Counts a parked session in `meshmail_sessions_parked{kind}` while it lives.
+struct ParkedGauge(&'static str);
+
+impl ParkedGauge {
+    fn new(kind: &'static str) -> Self {
+        metrics::gauge!("meshmail_sessions_parked", "kind" => kind).increment(1.0);
+        metrics::counter!("meshmail_session_parks_total", "kind" => kind).increment(1);
+        ParkedGauge(kind)
+    }
+}
+
+impl Drop for ParkedGauge {
+    fn drop(&mut self) {
+        metrics::gauge!("meshmail_sessions_parked", "kind" => self.0).decrement(1.0);
+    }
+}
+
+/// Waits on a parked session and hands it back to `listener` when it wakes.
+/// If the listener is gone (the node is stopping) the session is dropped,
+/// which closes its connection.
+fn park(parked: Box<dyn Parked>, listener: ActorRef<ListenerMsg>) {
+    tokio::spawn(async move {
+        let gauge = ParkedGauge::new(parked.kind());
+        let session = parked.wake().await;
+        drop(gauge);
+        if listener.cast(ListenerMsg::Spawn(session)).is_err() {
+            tracing::debug!("a parked session woke after its listener stopped");
+        }
+    });
 }
 
 #[derive(ractor_cluster_derive::RactorMessage)]
@@ -31,23 +89,26 @@ pub struct SessionActor;
 
 pub struct SessionState {
     session: Option<Box<dyn Session>>,
+    /// Where a parked session goes back to when it wakes.
+    listener: ActorRef<ListenerMsg>,
     _live: LiveGuard,
 }
 
 impl Actor for SessionActor {
     type Msg = SessionMsg;
     type State = SessionState;
-    type Arguments = Box<dyn Session>;
+    type Arguments = (Box<dyn Session>, ActorRef<ListenerMsg>);
 
     async fn pre_start(
         &self,
         me: ActorRef<SessionMsg>,
-        session: Box<dyn Session>,
+        (session, listener): (Box<dyn Session>, ActorRef<ListenerMsg>),
     ) -> Result<SessionState, ActorProcessingErr> {
         let live = LiveGuard::new(session.kind());
         me.cast(SessionMsg::Run)?;
         Ok(SessionState {
             session: Some(session),
+            listener,
             _live: live,
         })
     }
@@ -60,8 +121,10 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SessionMsg::Run => {
-                if let Some(session) = st.session.take() {
-                    session.run().await;
+                if let Some(session) = st.session.take()
+                    && let Ended::Parked(parked) = session.run().await
+                {
+                    park(parked, st.listener.clone());
                 }
                 me.stop(None);
             }
@@ -108,7 +171,7 @@ impl Actor for ListenerSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ListenerMsg::Spawn(session) => {
-                if let Err(e) = Actor::spawn_linked(None, SessionActor, session, me.get_cell()).await {
+                if let Err(e) = Actor::spawn_linked(None, SessionActor, (session, me.clone()), me.get_cell()).await {
                     tracing::error!(listener = st.name, error = %e, "could not start a session actor");
                 }
             }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use meshmail_actors::session::{ListenerMsg, Session, start_listener};
+use meshmail_actors::session::{Ended, ListenerMsg, Parked, Session, start_listener};
 use meshmail_protocols::imap::session::{ImapSession, ImapShared};
 use meshmail_protocols::smtp::session::{SmtpSession, SmtpShared};
 use tokio::net::TcpListener;
@@ -48,10 +48,11 @@ pub async fn spawn_imap(
     .await
 }
 
-/// A session that holds its listener's connection permit while it lives.
+/// A session that holds its listener's connection permit while it lives,
+/// parked or not (a parked connection is still a connection).
 struct Limited {
     inner: Box<dyn Session>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 #[async_trait::async_trait]
@@ -60,9 +61,33 @@ impl Session for Limited {
         self.inner.kind()
     }
 
-    async fn run(self: Box<Self>) {
-        let Limited { inner, _permit } = *self;
-        inner.run().await;
+    async fn run(self: Box<Self>) -> Ended {
+        let Limited { inner, permit } = *self;
+        match inner.run().await {
+            Ended::Closed => Ended::Closed,
+            Ended::Parked(inner) => Ended::Parked(Box::new(LimitedParked { inner, permit })),
+        }
+    }
+}
+
+/// A parked [`Limited`] session: the permit stays with it.
+struct LimitedParked {
+    inner: Box<dyn Parked>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+#[async_trait::async_trait]
+impl Parked for LimitedParked {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn wake(self: Box<Self>) -> Box<dyn Session> {
+        let LimitedParked { inner, permit } = *self;
+        Box::new(Limited {
+            inner: inner.wake().await,
+            permit,
+        })
     }
 }
 
@@ -101,7 +126,7 @@ where
                     };
                     let session = Box::new(Limited {
                         inner: make(stream, peer),
-                        _permit: permit,
+                        permit,
                     });
                     if supervisor.cast(ListenerMsg::Spawn(session)).is_err() {
                         tracing::error!(listener = name, "listener supervisor is gone: stopping the accept loop");

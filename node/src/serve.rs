@@ -222,6 +222,8 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_sessions_per_account: cfg.imap.max_sessions_per_account,
             sessions_per_account: Default::default(),
             envelopes: envelopes.clone(),
+            park_idle_after: (cfg.imap.park_idle_after_secs > 0)
+                .then(|| std::time::Duration::from_secs(cfg.imap.park_idle_after_secs)),
         });
         let bound = listeners::spawn_imap(name, addr, cfg.listen.imap_max_connections, shared, &mut vitals).await?;
         endpoints.push(format!("{name}={bound}"));

@@ -1,7 +1,7 @@
 //! IMAP over real sockets: Python's imaplib suite (and QUOTA enforced at
 //! SMTP, LMTP, APPEND and COPY, COMPRESS=DEFLATE, OBJECTID ids equal to
 //! JMAP's, and UTF8=ACCEPT, on the same node),
-//! the IDLE push latency, and a real client (mbsync) round trip with 1,000
+//! the IDLE push latency, parked IDLE sessions, and a real client (mbsync) round trip with 1,000
 //! varied messages.
 
 mod common;
@@ -131,4 +131,34 @@ fn search_answers_stay_right_through_the_envelope_cache() {
             assert!(hits >= 100.0, "the cache answered no search: {hits} hits");
         }
     }
+}
+
+/// Parked IDLE sessions (`py/idle_park.py`, parking after 1 s): over plain
+/// TCP and TLS, a parked session is woken by a delivery and pushes EXISTS,
+/// parks again, answers DONE, and its sequence numbers still map to the
+/// right UIDs around expunged holes; one closed while parked leaves the
+/// parked gauge at zero.
+#[test]
+fn idle_sessions_park_and_wake_unseen_by_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = "park@example.org";
+    setup_account(dir.path(), user, PASSWORD);
+    let cfg = common::write_config(dir.path(), "[imap]\npark_idle_after_secs = 1\n");
+    let n = Node::start(
+        dir.path(),
+        &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],
+        &[],
+    );
+    let out = python(
+        "idle_park.py",
+        &[
+            n.addr("smtp"),
+            n.addr("imap"),
+            n.addr("imaps"),
+            n.addr("http"),
+            user,
+            PASSWORD,
+        ],
+    );
+    assert!(out.contains("idle park ok"), "{out}");
 }

@@ -29,6 +29,11 @@ pub struct ImapArgs {
     /// IDLE sessions for the memory part (0 skips it).
     #[arg(long, default_value_t = 10_000)]
     pub idle_sessions: usize,
+    /// `[imap] park_idle_after_secs` for the node: IDLE sessions park after
+    /// this much quiet, and the memory figure is taken once all have
+    /// parked; 0 keeps every session in its actor.
+    #[arg(long, default_value_t = 2)]
+    pub park_idle_after_secs: u64,
     /// Local source addresses 127.0.0.1.. 127.0.0.N to spread connections over.
     #[arg(long, default_value_t = 4)]
     pub source_ips: u8,
@@ -52,6 +57,10 @@ pub struct IdleFigures {
     pub rss_before_kib: u64,
     pub rss_after_kib: u64,
     pub kib_per_session: f64,
+    /// The heap alone (jemalloc's `allocated`), bytes per session.
+    pub heap_bytes_per_session: f64,
+    /// Sessions parked when measured (0 with parking off).
+    pub parked: u64,
     pub setup_s: f64,
 }
 
@@ -66,7 +75,10 @@ pub fn run(args: ImapArgs) -> anyhow::Result<()> {
     let cfg = dir.path().join("bench.toml");
     std::fs::write(
         &cfg,
-        "[imap]\nallow_plaintext_auth_on_loopback = true\nmax_sessions_per_account = 100000\n",
+        format!(
+            "[imap]\nallow_plaintext_auth_on_loopback = true\nmax_sessions_per_account = 100000\npark_idle_after_secs = {}\n",
+            args.park_idle_after_secs
+        ),
     )?;
     let node = NodeProc::start(&bin, dir.path(), &["--config", cfg.to_str().expect("utf-8 path")])?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -93,8 +105,14 @@ pub fn run(args: ImapArgs) -> anyhow::Result<()> {
     }
     if let Some(i) = &idle {
         println!(
-            "\nIDLE sessions: {} authenticated + selected + idling; node RSS {} KiB -> {} KiB: {:.1} KiB per session (setup {:.1} s)",
-            i.sessions, i.rss_before_kib, i.rss_after_kib, i.kib_per_session, i.setup_s
+            "\nIDLE sessions: {} authenticated + selected + idling, {} of them parked; node RSS {} KiB -> {} KiB: {:.1} KiB per session, heap {:.0} bytes per session (setup {:.1} s)",
+            i.sessions,
+            i.parked,
+            i.rss_before_kib,
+            i.rss_after_kib,
+            i.kib_per_session,
+            i.heap_bytes_per_session,
+            i.setup_s
         );
     }
     if let Some(p) = &args.json {
@@ -233,9 +251,10 @@ async fn throughput(node: &NodeProc, args: &ImapArgs) -> anyhow::Result<Vec<Comm
 
 async fn idle_memory(node: &NodeProc, args: &ImapArgs) -> anyhow::Result<IdleFigures> {
     let addr = node.addr("imap")?;
-    // Warm up allocators and caches with a few sessions, then measure.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The node publishes jemalloc's figures every 5 s: wait for a fresh one.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
     let before = node.rss_kib()?;
+    let heap_before = gauge(&node.metrics()?, "meshmail_allocator_allocated_bytes");
     let started = Instant::now();
     let sem = Arc::new(tokio::sync::Semaphore::new(256));
     let mut tasks = Vec::with_capacity(args.idle_sessions);
@@ -262,16 +281,38 @@ async fn idle_memory(node: &NodeProc, args: &ImapArgs) -> anyhow::Result<IdleFig
         clients.push(t.await?.context("an IDLE session failed to start")?);
     }
     let setup_s = started.elapsed().as_secs_f64();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut parked = 0.0;
+    if args.park_idle_after_secs > 0 {
+        // Every session parks once it has been quiet long enough.
+        let limit = Instant::now() + Duration::from_secs(args.park_idle_after_secs + 60);
+        loop {
+            parked = gauge(&node.metrics()?, "meshmail_sessions_parked");
+            if parked as usize >= args.idle_sessions || Instant::now() > limit {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // jemalloc returns freed pages after ~1 s (the node's dirty_decay_ms),
+    // and its figures are published every 5 s.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
     let after = node.rss_kib()?;
+    let heap_after = gauge(&node.metrics()?, "meshmail_allocator_allocated_bytes");
     drop(clients);
     Ok(IdleFigures {
         sessions: args.idle_sessions,
         rss_before_kib: before,
         rss_after_kib: after,
         kib_per_session: after.saturating_sub(before) as f64 / args.idle_sessions as f64,
+        heap_bytes_per_session: (heap_after - heap_before) / args.idle_sessions as f64,
+        parked: parked as u64,
         setup_s,
     })
+}
+
+/// The sum of a metric's samples over all its labels (0 if absent).
+fn gauge(metrics: &str, name: &str) -> f64 {
+    crate::http::prom_values(metrics, name).iter().map(|(_, v)| v).sum()
 }
 
 pub(crate) fn raise_fd_limit() {

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Commit → EXISTS latency on an idle session, over N deliveries.
 
-    idle_latency.py SMTP_ADDR IMAP_ADDR USER PASSWORD N
+    idle_latency.py SMTP_ADDR IMAP_ADDR USER PASSWORD N [PAUSE_S]
+
+With PAUSE_S, each delivery waits that long first (longer than the node's
+`park_idle_after_secs`, it measures the push to a parked session).
 
 Measured on the client from the end of DATA (the final dot sent) to the
 EXISTS line received: commit time plus the push. Prints p50/p99 in ms.
@@ -12,6 +15,7 @@ import time
 
 SMTP, IMAP, USER, PASSWORD, N = sys.argv[1:6]
 N = int(N)
+PAUSE_S = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
 
 
 def hp(a):
@@ -53,6 +57,8 @@ while not smtp.line().startswith("250 "):
     pass
 lat = []
 for i in range(N):
+    if PAUSE_S:
+        time.sleep(PAUSE_S)
     smtp.send(f"MAIL FROM:<l@remote.example>\r\nRCPT TO:<{USER}>\r\nDATA\r\n")
     for _ in range(3):
         smtp.line()

@@ -38,10 +38,12 @@ pub mod session;
 mod session_auth;
 mod session_commands;
 mod session_messages;
+mod session_park;
 mod session_search;
 pub mod session_view;
 mod sort;
 pub mod thread;
+mod uid_runs;
 
 #[cfg(test)]
 mod parser_tests;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
-use meshmail_actors::session::Session;
+use meshmail_actors::session::{Ended, Session};
 use meshmail_actors::shard::Subscription;
 use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::accounts::Account;
@@ -50,20 +50,37 @@ pub struct ImapShared {
     pub sessions_per_account: Mutex<HashMap<AccountId, usize>>,
     /// Envelopes for SEARCH, SORT and THREAD, node-wide (None: off).
     pub envelopes: Option<Arc<super::envelope_cache::EnvelopeCache>>,
+    /// How long an IDLE with nothing happening keeps its session actor
+    /// before the session parks (None: never parks). See `session_park`.
+    pub park_idle_after: Option<Duration>,
 }
 
 pub struct ImapSession {
-    shared: Arc<ImapShared>,
-    stream: Option<TcpStream>,
-    peer: SocketAddr,
+    start: Start,
+}
+
+/// Where a session's run begins.
+enum Start {
+    /// A new connection: greet the client.
+    Fresh {
+        shared: Arc<ImapShared>,
+        stream: TcpStream,
+        peer: SocketAddr,
+    },
+    /// A parked IDLE that woke up: carry on with it.
+    Resumed(Box<super::session_park::ParkedImap>, super::session_park::Wake),
 }
 
 impl ImapSession {
     pub fn new(shared: Arc<ImapShared>, stream: TcpStream, peer: SocketAddr) -> Self {
         ImapSession {
-            shared,
-            stream: Some(stream),
-            peer,
+            start: Start::Fresh { shared, stream, peer },
+        }
+    }
+
+    pub(super) fn resumed(parked: Box<super::session_park::ParkedImap>, wake: super::session_park::Wake) -> Self {
+        ImapSession {
+            start: Start::Resumed(parked, wake),
         }
     }
 }
@@ -175,6 +192,8 @@ pub(super) struct Imap {
 pub(super) enum Next {
     Continue,
     Logout,
+    /// IDLE went quiet: park the session (the tag is IDLE's).
+    Park(String),
 }
 
 #[async_trait]
@@ -183,44 +202,47 @@ impl Session for ImapSession {
         "imap_session"
     }
 
-    async fn run(mut self: Box<Self>) {
-        metrics::counter!("meshmail_imap_sessions_total").increment(1);
-        let Some(tcp) = self.stream.take() else { return };
-        let mut conn = Conn::new(Stream::Plain(tcp), PREAUTH_TIMEOUT);
-        if self.shared.implicit_tls {
-            let Some(tls) = &self.shared.tls else { return };
-            if conn.start_tls(tls).await.is_err() {
-                return;
+    async fn run(self: Box<Self>) -> Ended {
+        let (mut imap, mut conn, outcome) = match self.start {
+            Start::Fresh { shared, stream, peer } => {
+                metrics::counter!("meshmail_imap_sessions_total").increment(1);
+                let mut conn = Conn::new(Stream::Plain(stream), PREAUTH_TIMEOUT);
+                if shared.implicit_tls {
+                    let Some(tls) = &shared.tls else {
+                        return Ended::Closed;
+                    };
+                    if conn.start_tls(tls).await.is_err() {
+                        return Ended::Closed;
+                    }
+                }
+                let imap = Imap::new(shared, peer);
+                let greeting = format!(
+                    "[CAPABILITY {}] meshmail ready",
+                    imap.st.capabilities(&conn, false).join(" ")
+                );
+                conn.send(&response::untagged(Status::Ok, None, &greeting));
+                (imap, conn, Ok(Next::Continue))
             }
-        }
-        let st = State {
-            shared: self.shared.clone(),
-            peer: self.peer,
-            utf8: false,
-            condstore: false,
-            qresync: false,
-            rev2: false,
-            saved: None,
-            hints: None,
-            login_failures: 0,
+            Start::Resumed(parked, wake) => {
+                let (mut imap, mut conn, tag) = parked.unpack();
+                let outcome = imap.resume_idle(&mut conn, &tag, wake).await;
+                (imap, conn, outcome)
+            }
         };
-        let mut imap = Imap {
-            st,
-            phase: Phase::NotAuthenticated,
+        let outcome = match outcome {
+            Ok(Next::Continue) => imap.converse(&mut conn).await,
+            other => other,
         };
-        let greeting = format!(
-            "[CAPABILITY {}] meshmail ready",
-            imap.st.capabilities(&conn, false).join(" ")
-        );
-        conn.send(&response::untagged(Status::Ok, None, &greeting));
-        match imap.converse(&mut conn).await {
+        match outcome {
+            Ok(Next::Park(tag)) => return Ended::Parked(super::session_park::ParkedImap::pack(imap, conn, tag)),
             Err(ConnError::TimedOut) => {
                 conn.send(&response::untagged(Status::Bye, None, "Autologout; idle for too long"));
             }
-            Err(ConnError::Io(e)) => tracing::debug!(peer = %self.peer, error = %e, "imap connection error"),
+            Err(ConnError::Io(e)) => tracing::debug!(peer = %imap.st.peer, error = %e, "imap connection error"),
             _ => {}
         }
         conn.shutdown().await;
+        Ended::Closed
     }
 }
 
@@ -431,7 +453,25 @@ impl State {
 }
 
 impl Imap {
-    async fn converse(&mut self, conn: &mut Conn) -> Result<(), ConnError> {
+    fn new(shared: Arc<ImapShared>, peer: SocketAddr) -> Imap {
+        Imap {
+            st: State {
+                shared,
+                peer,
+                utf8: false,
+                condstore: false,
+                qresync: false,
+                rev2: false,
+                saved: None,
+                hints: None,
+                login_failures: 0,
+            },
+            phase: Phase::NotAuthenticated,
+        }
+    }
+
+    /// Reads and runs commands until LOGOUT, a parked IDLE, or an error.
+    async fn converse(&mut self, conn: &mut Conn) -> Result<Next, ConnError> {
         let mut bad = 0u32;
         loop {
             let Some(bytes) = self.st.read_command(conn).await? else {
@@ -451,7 +491,7 @@ impl Imap {
                     conn.send(&e.response());
                     if bad >= BAD_COMMANDS_MAX {
                         conn.send(&response::untagged(Status::Bye, None, "Too many invalid commands"));
-                        return Ok(());
+                        return Ok(Next::Logout);
                     }
                     continue;
                 }
@@ -459,10 +499,12 @@ impl Imap {
             let name = cmd.kind.name();
             let started = Instant::now();
             let next = self.dispatch(conn, cmd).await?;
-            metrics::histogram!("meshmail_imap_command_seconds", "command" => name)
-                .record(started.elapsed().as_secs_f64());
-            if let Next::Logout = next {
-                return Ok(());
+            match next {
+                Next::Continue => metrics::histogram!("meshmail_imap_command_seconds", "command" => name)
+                    .record(started.elapsed().as_secs_f64()),
+                // A parked IDLE has not ended: its time is not a command's.
+                Next::Park(_) => return Ok(next),
+                Next::Logout => return Ok(next),
             }
         }
     }
@@ -567,9 +609,16 @@ impl Imap {
         Box::pin(self.st.sync(conn, self.phase.selected_mut(), true)).await;
         conn.send(&response::continuation("idling"));
         conn.flush().await?;
+        self.idle_wait(conn, tag).await
+    }
+
+    /// IDLE after the continuation: until DONE, or until nothing has
+    /// happened for `park_idle_after` and the session parks.
+    pub(super) async fn idle_wait(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
         enum Event {
             Hint(meshmail_actors::shard::ChangeHint),
             Line(Result<Line, ConnError>),
+            Quiet,
         }
         loop {
             let event = {
@@ -580,18 +629,27 @@ impl Imap {
                         None => std::future::pending().await,
                     }
                 };
-                // Both futures are cancel-safe: an unfinished line stays buffered.
+                let park_after = self.st.shared.park_idle_after;
+                let quiet = async move {
+                    match park_after {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                // All three are cancel-safe: an unfinished line stays buffered.
                 tokio::select! {
                     h = hint => Event::Hint(h),
                     l = conn.read_line(COMMAND_LINE_MAX) => Event::Line(l),
+                    () = quiet => Event::Quiet,
                 }
             };
             match event {
-                Event::Hint(hint) => {
-                    Box::pin(self.st.sync(conn, self.phase.selected_mut(), true)).await;
-                    conn.flush().await?;
-                    metrics::histogram!("meshmail_imap_idle_push_seconds")
-                        .record(hint.committed_at.elapsed().as_secs_f64());
+                Event::Hint(hint) => self.push_changes(conn, hint).await?,
+                Event::Quiet => {
+                    // Half a line buffered, or bytes inside TLS: stay awake.
+                    if conn.try_park() {
+                        return Ok(Next::Park(tag.to_string()));
+                    }
                 }
                 Event::Line(line) => {
                     let done = matches!(line?, Line::Complete(l) if is_done(&l));
@@ -604,5 +662,17 @@ impl Imap {
                 }
             }
         }
+    }
+
+    /// Untagged updates for a change hint, sent at once (IDLE).
+    pub(super) async fn push_changes(
+        &mut self,
+        conn: &mut Conn,
+        hint: meshmail_actors::shard::ChangeHint,
+    ) -> Result<(), ConnError> {
+        Box::pin(self.st.sync(conn, self.phase.selected_mut(), true)).await;
+        conn.flush().await?;
+        metrics::histogram!("meshmail_imap_idle_push_seconds").record(hint.committed_at.elapsed().as_secs_f64());
+        Ok(())
     }
 }

@@ -268,6 +268,44 @@ impl Conn {
         Ok(())
     }
 
+    /// Readies the connection to wait as a bare socket with no task reading
+    /// it (a parked IMAP IDLE session): true when nothing is buffered either
+    /// way and no layer holds bytes that socket readiness would not show,
+    /// and then its buffers are given back. A TLS session qualifies when
+    /// rustls holds no decrypted bytes (`wants_read`); COMPRESS never does
+    /// (the inflater may hold output the socket will not announce).
+    pub fn try_park(&mut self) -> bool {
+        if !self.inbuf.is_empty() || !self.out.is_empty() || self.deflate.is_some() {
+            return false;
+        }
+        let quiet = match &self.stream {
+            Stream::Plain(_) => true,
+            Stream::Tls(tls) => tls.get_ref().1.wants_read(),
+            Stream::Upgrading => false,
+        };
+        if quiet {
+            self.inbuf = Vec::new();
+            self.out = Vec::new();
+            self.scanned = 0;
+        }
+        quiet
+    }
+
+    /// Waits until the socket under any TLS layer is readable, or the idle
+    /// timeout passes (`Err(TimedOut)`). Reads nothing; for parked
+    /// connections ([`Conn::try_park`]).
+    pub async fn socket_readable(&self) -> Result<(), ConnError> {
+        let tcp = match &self.stream {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref().0,
+            Stream::Upgrading => return Err(ConnError::Closed),
+        };
+        tokio::time::timeout(self.idle, tcp.readable())
+            .await
+            .map_err(|_| ConnError::TimedOut)??;
+        Ok(())
+    }
+
     /// `fill` under COMPRESS: reads until at least one byte inflates.
     /// Cancel-safe like `fill`: read bytes are kept in `raw_in` and
     /// inflated bytes in `inbuf` before the next await.

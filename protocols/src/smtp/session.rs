@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
-use meshmail_actors::session::Session;
+use meshmail_actors::session::{Ended, Session};
 use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -97,15 +97,19 @@ impl Session for SmtpSession {
         "smtp_session"
     }
 
-    async fn run(mut self: Box<Self>) {
+    async fn run(mut self: Box<Self>) -> Ended {
         let label = self.shared.mode.label();
         metrics::counter!("meshmail_smtp_sessions_total", "listener" => label).increment(1);
-        let Some(tcp) = self.stream.take() else { return };
+        let Some(tcp) = self.stream.take() else {
+            return Ended::Closed;
+        };
         let mut conn = Conn::new(Stream::Plain(tcp), self.shared.idle_timeout);
         if let Mode::Submission { implicit_tls: true } = self.shared.mode {
-            let Some(tls) = &self.shared.tls else { return };
+            let Some(tls) = &self.shared.tls else {
+                return Ended::Closed;
+            };
             if conn.start_tls(tls).await.is_err() {
-                return;
+                return Ended::Closed;
             }
         }
         let mut st = State::new(self.shared.clone(), self.peer);
@@ -119,6 +123,7 @@ impl Session for SmtpSession {
             Err(ConnError::Io(e)) => tracing::debug!(peer = %self.peer, error = %e, "smtp connection error"),
         }
         conn.shutdown().await;
+        Ended::Closed
     }
 }
 
