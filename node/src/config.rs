@@ -221,6 +221,11 @@ pub struct ImapConfig {
     /// 0.6 KB a message); 0 turns the cache off.
     #[serde(default = "d_search_cache_mb")]
     pub search_cache_mb: u64,
+    /// Memory for the hot rows (flags, MODSEQs, sizes, dates) that FETCH
+    /// of those items reads, node-wide, in MiB (whole mailboxes, least
+    /// recently used dropped first; ~0.2 KB a message); 0 turns it off.
+    #[serde(default = "d_hot_cache_mb")]
+    pub hot_cache_mb: u64,
     /// Seconds an IDLE with nothing to report keeps its session actor
     /// before the session parks (packed state, no actor, a task waiting on
     /// the socket; about a fifth of the memory); 0 never parks.
@@ -235,12 +240,17 @@ impl Default for ImapConfig {
             max_literal_bytes: None,
             max_sessions_per_account: d_sessions_per_account(),
             search_cache_mb: d_search_cache_mb(),
+            hot_cache_mb: d_hot_cache_mb(),
             park_idle_after_secs: d_park_idle_after_secs(),
         }
     }
 }
 
 fn d_search_cache_mb() -> u64 {
+    32
+}
+
+fn d_hot_cache_mb() -> u64 {
     32
 }
 

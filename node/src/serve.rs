@@ -209,6 +209,11 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         let bytes = usize::try_from(cfg.imap.search_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         Arc::new(meshmail_protocols::imap::envelope_cache::EnvelopeCache::new(bytes))
     });
+    // And one hot-row cache.
+    let hot_rows = (cfg.imap.hot_cache_mb > 0).then(|| {
+        let bytes = usize::try_from(cfg.imap.hot_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        Arc::new(meshmail_protocols::imap::hot_row_cache::HotRowCache::new(bytes))
+    });
     for (name, addr, implicit_tls) in [("imap", cfg.listen.imap, false), ("imaps", cfg.listen.imaps, true)] {
         let Some(addr) = addr else { continue };
         let shared = Arc::new(ImapShared {
@@ -222,6 +227,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             max_sessions_per_account: cfg.imap.max_sessions_per_account,
             sessions_per_account: Default::default(),
             envelopes: envelopes.clone(),
+            hot_rows: hot_rows.clone(),
             park_idle_after: (cfg.imap.park_idle_after_secs > 0)
                 .then(|| std::time::Duration::from_secs(cfg.imap.park_idle_after_secs)),
         });

@@ -162,3 +162,46 @@ fn idle_sessions_park_and_wake_unseen_by_the_client() {
     );
     assert!(out.contains("idle park ok"), "{out}");
 }
+
+/// FETCH through the node's hot-row cache (`py/hot_cache.py`): flags,
+/// sizes and CHANGEDSINCE stay right through another session's STORE,
+/// APPEND, EXPUNGE and a COPY of more messages than one refresh applies;
+/// the node's metrics show refreshes by the change log and reloads, and a
+/// node with the cache off gives the same answers.
+#[test]
+fn fetch_answers_stay_right_through_the_hot_row_cache() {
+    for cache_mb in ["32", "0"] {
+        let dir = tempfile::tempdir().unwrap();
+        let user = "hot@example.org";
+        setup_account(dir.path(), user, PASSWORD);
+        let cfg = common::write_config(dir.path(), &format!("[imap]\nhot_cache_mb = {cache_mb}\n"));
+        let n = Node::start(
+            dir.path(),
+            &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],
+            &[],
+        );
+        let out = python("hot_cache.py", &[n.addr("imap"), user, PASSWORD]);
+        assert!(out.contains("hot cache ok"), "{out}");
+        let metrics = common::http_get(n.addr("http"), "/metrics");
+        let refreshes = |kind: &str| {
+            metrics
+                .lines()
+                .find(|l| {
+                    l.starts_with("meshmail_imap_hot_cache_refreshes_total") && l.contains(&format!("kind=\"{kind}\""))
+                })
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        if cache_mb == "0" {
+            assert_eq!(refreshes("reload") + refreshes("changes"), 0.0, "the cache is off");
+        } else {
+            assert!(
+                refreshes("changes") >= 1.0,
+                "no refresh from the change log:\n{metrics}"
+            );
+            assert!(refreshes("reload") >= 2.0, "no reload after the big COPY");
+            assert!(refreshes("none") >= 1.0, "no FETCH answered as held");
+        }
+    }
+}

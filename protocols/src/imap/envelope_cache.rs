@@ -21,24 +21,17 @@
 //! and not kept. A node configured with a budget of 0 holds no cache
 //! (SEARCH reads the store every time, as before).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::RwLock;
 
 use meshmail_storage::Database;
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::summary::{AddressList, Envelope, HeaderText};
 
+use super::mailbox_lru::{MailboxKey, MailboxLru};
+
 /// Envelopes read per store transaction while filling (one range read of
 /// hot rows and one of summaries each).
 const FILL_UIDS_PER_READ: usize = 2000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Key {
-    account: AccountId,
-    mailbox: MailboxId,
-    uid_validity: u32,
-}
 
 /// What never changes of one message, as held.
 #[derive(Debug, Clone, Default)]
@@ -80,28 +73,15 @@ impl MailboxEnvelopes {
     }
 }
 
-struct Entry {
-    data: RwLock<MailboxEnvelopes>,
-    last_used: AtomicU64,
-}
-
-#[derive(Default)]
-struct Inner {
-    entries: HashMap<Key, Arc<Entry>>,
-    tick: u64,
-}
-
 /// Node-wide; one for all IMAP listeners.
 pub struct EnvelopeCache {
-    budget_bytes: usize,
-    inner: Mutex<Inner>,
+    lru: MailboxLru<RwLock<MailboxEnvelopes>>,
 }
 
 impl EnvelopeCache {
     pub fn new(budget_bytes: usize) -> EnvelopeCache {
         EnvelopeCache {
-            budget_bytes,
-            inner: Mutex::new(Inner::default()),
+            lru: MailboxLru::new(budget_bytes, "meshmail_imap_envelope_cache"),
         }
     }
 
@@ -119,12 +99,12 @@ impl EnvelopeCache {
         uids: &[Uid],
         f: impl FnOnce(&MailboxEnvelopes) -> R,
     ) -> Option<R> {
-        let key = Key {
+        let key = MailboxKey {
             account,
             mailbox,
             uid_validity,
         };
-        let entry = self.entry(key);
+        let entry = self.lru.entry(key);
         let loaded_to = entry.data.read().expect("envelope cache").loaded_to;
         let missing_from = uids.partition_point(|u| *u <= loaded_to);
         let missing = &uids[missing_from..];
@@ -134,9 +114,11 @@ impl EnvelopeCache {
             for chunk in missing.chunks(FILL_UIDS_PER_READ) {
                 let read = read_envelopes(db, account, mailbox, chunk).await?;
                 let up_to = *chunk.last().expect("chunks are not empty");
-                entry.data.write().expect("envelope cache").append(read, up_to);
+                let mut data = entry.data.write().expect("envelope cache");
+                data.append(read, up_to);
+                entry.set_bytes(data.bytes);
             }
-            if !self.evict_for(key) {
+            if !self.lru.evict_for(key) {
                 // Answered from what was just read, then let go: the next
                 // search of this mailbox reads the store again.
                 metrics::counter!("meshmail_imap_envelope_cache_too_big_total").increment(1);
@@ -144,60 +126,6 @@ impl EnvelopeCache {
         }
         let data = entry.data.read().expect("envelope cache");
         Some(f(&data))
-    }
-
-    /// The entry of `key`, created when missing, marked as just used.
-    fn entry(&self, key: Key) -> Arc<Entry> {
-        let mut inner = self.inner.lock().expect("envelope cache");
-        inner.tick += 1;
-        let tick = inner.tick;
-        let entry = inner
-            .entries
-            .entry(key)
-            .or_insert_with(|| {
-                Arc::new(Entry {
-                    data: RwLock::new(MailboxEnvelopes::default()),
-                    last_used: AtomicU64::new(tick),
-                })
-            })
-            .clone();
-        entry.last_used.store(tick, Ordering::Relaxed);
-        entry
-    }
-
-    /// Drops least recently used mailboxes until the cache fits its
-    /// budget. `key`, just read, stays unless it alone exceeds the budget;
-    /// false then.
-    fn evict_for(&self, key: Key) -> bool {
-        let mut inner = self.inner.lock().expect("envelope cache");
-        let mut sizes: Vec<(Key, usize, u64)> = inner
-            .entries
-            .iter()
-            .map(|(k, e)| {
-                let bytes = e.data.read().expect("envelope cache").bytes;
-                (*k, bytes, e.last_used.load(Ordering::Relaxed))
-            })
-            .collect();
-        let mut total: usize = sizes.iter().map(|s| s.1).sum();
-        let own = sizes.iter().find(|s| s.0 == key).map_or(0, |s| s.1);
-        let fits = own <= self.budget_bytes;
-        if !fits {
-            inner.entries.remove(&key);
-            total -= own;
-        }
-        sizes.retain(|s| s.0 != key);
-        sizes.sort_by_key(|s| s.2);
-        for (k, bytes, _) in sizes {
-            if total <= self.budget_bytes {
-                break;
-            }
-            inner.entries.remove(&k);
-            total -= bytes;
-            metrics::counter!("meshmail_imap_envelope_cache_evictions_total").increment(1);
-        }
-        metrics::gauge!("meshmail_imap_envelope_cache_bytes").set(total as f64);
-        metrics::gauge!("meshmail_imap_envelope_cache_mailboxes").set(inner.entries.len() as f64);
-        fits
     }
 }
 
@@ -287,37 +215,5 @@ mod tests {
         assert!(m.get(2).is_none() && m.get(4).is_none());
         assert_eq!(m.get(5).unwrap().envelope.subject.as_ref().unwrap().raw, "e");
         assert!(m.bytes >= 3 * std::mem::size_of::<FixedParts>());
-    }
-
-    fn key(mailbox: MailboxId) -> Key {
-        Key {
-            account: 1,
-            mailbox,
-            uid_validity: 7,
-        }
-    }
-
-    /// Fills `mailbox` with `n` envelopes as a read would.
-    fn fill(c: &EnvelopeCache, mailbox: MailboxId, n: u32) -> bool {
-        let e = c.entry(key(mailbox));
-        e.data
-            .write()
-            .unwrap()
-            .append((1..=n).map(|u| (u, env("subject"))).collect(), n);
-        c.evict_for(key(mailbox))
-    }
-
-    #[test]
-    fn the_least_recently_used_mailbox_goes_first_and_a_too_big_one_is_not_kept() {
-        let one = approx_bytes(&env("subject").envelope) + std::mem::size_of::<Uid>();
-        let c = EnvelopeCache::new(250 * one);
-        assert!(fill(&c, 1, 100));
-        assert!(fill(&c, 2, 100));
-        c.entry(key(1)); // 1 used again: 2 is now the oldest
-        assert!(fill(&c, 3, 100));
-        let held = |m| c.inner.lock().unwrap().entries.contains_key(&key(m));
-        assert!(held(1) && !held(2) && held(3));
-        assert!(!fill(&c, 4, 300), "bigger than the whole budget");
-        assert!(held(1) && held(3) && !held(4));
     }
 }

@@ -22,7 +22,9 @@
 //! - [`utf7`]: modified UTF-7 mailbox names.
 
 pub mod envelope_cache;
+pub mod hot_row_cache;
 mod list_tree;
+mod mailbox_lru;
 pub mod parser;
 mod parser_fetch;
 mod parser_reader;

@@ -50,6 +50,8 @@ pub struct ImapShared {
     pub sessions_per_account: Mutex<HashMap<AccountId, usize>>,
     /// Envelopes for SEARCH, SORT and THREAD, node-wide (None: off).
     pub envelopes: Option<Arc<super::envelope_cache::EnvelopeCache>>,
+    /// Hot rows for FETCH of flags, sizes and dates, node-wide (None: off).
+    pub hot_rows: Option<Arc<super::hot_row_cache::HotRowCache>>,
     /// How long an IDLE with nothing happening keeps its session actor
     /// before the session parks (None: never parks). See `session_park`.
     pub park_idle_after: Option<Duration>,

@@ -226,6 +226,47 @@ pub(super) async fn load_for(
     })
 }
 
+/// A FETCH of hot-row items only (UID, FLAGS, MODSEQ, RFC822.SIZE,
+/// INTERNALDATE, ids) answered from the node's [`HotRowCache`]: Some(the
+/// number of UIDs of the view no longer stored) when answered, None when
+/// the cache is off or cannot answer (the caller reads the store).
+///
+/// [`HotRowCache`]: super::hot_row_cache::HotRowCache
+async fn fetch_cached(
+    st: &State,
+    sel: &mut Selected,
+    conn: &mut Conn,
+    uids: &[Uid],
+    cmd: &FetchCommand,
+) -> Option<usize> {
+    let cache = st.shared.hot_rows.as_ref()?;
+    let shows_flags = cmd.attrs.iter().any(|a| matches!(a, FetchAttr::Flags));
+    let (account, mailbox, uid_validity) = (sel.account, sel.id, sel.uid_validity);
+    cache
+        .with_rows(&st.shared.ctx.db, account, mailbox, uid_validity, |rows| {
+            let mut vanished = 0;
+            for uid in uids {
+                let Some(m) = rows.get(*uid) else {
+                    vanished += 1;
+                    continue;
+                };
+                if let Some(since) = cmd.changed_since
+                    && m.modseq <= since
+                {
+                    continue;
+                }
+                let Some(seq) = sel.seq_of(m.uid) else { continue };
+                if shows_flags {
+                    conn.send(&sel.announce(&m.flags));
+                }
+                let (f, _) = render(st, sel, seq, m, None, None, cmd, false);
+                conn.send(&f);
+            }
+            vanished
+        })
+        .await
+}
+
 fn needs_raw(a: &FetchAttr) -> bool {
     matches!(
         a,
@@ -251,7 +292,21 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
     // Messages of this session's view that another session expunged: they
     // have no row any more, and an EXPUNGE may not be sent during FETCH.
     let mut vanished = 0usize;
-    for chunk in uids.chunks(rows_per_read(need)) {
+    // Hot-row items alone (`FETCH 1:* (UID FLAGS)`): from the node's
+    // hot-row cache when it answers, else from the store below.
+    let cached = if need == SummaryNeed::Nothing && !raw_needed && !set_seen {
+        fetch_cached(st, sel, conn, &uids, &cmd).await
+    } else {
+        None
+    };
+    let from_store: &[Uid] = match cached {
+        Some(gone) => {
+            vanished = gone;
+            &[]
+        }
+        None => &uids,
+    };
+    for chunk in from_store.chunks(rows_per_read(need)) {
         let Some(mut rows) = load_for(&db, sel, chunk, need).await else {
             st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
             return;
