@@ -95,6 +95,17 @@ def check_flags(c, what, view_to=None):
         diff = sorted(u for u in set(got) | set(want) if got.get(u) != want.get(u))[:10]
         raise AssertionError(f"{what}: {len(diff)}+ rows differ, e.g. "
                              + "; ".join(f"{u}: got {got.get(u)} want {want.get(u)}" for u in diff))
+    # SEARCH on flags reads the same rows. The UID FETCH above brought the
+    # session's view up to date (EXISTS, EXPUNGE after it): every message.
+    global checked
+    now = {u: f for u, (f, _) in model.items()}
+    for key, flag in (("FLAGGED", "\\Flagged"), ("KEYWORD $Label", "$Label"), ("ANSWERED", "\\Answered")):
+        typ, data = c.uid("SEARCH", key)
+        assert typ == "OK", data
+        hits = sorted(int(x) for x in data[0].split())
+        expected = sorted(u for u, f in now.items() if flag in f)
+        assert hits == expected, f"{what}: SEARCH {key}: {hits}, expected {expected}"
+        checked += 1
 
 
 def store(c, uids, op, flags):

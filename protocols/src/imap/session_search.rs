@@ -156,6 +156,12 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) 
         }
     }
     let envelopes = envelopes || needs_envelope(key);
+    if !load_raw
+        && !envelopes
+        && let Some(found) = matching_hot(st, sel, key, &ctx).await
+    {
+        return Some(found);
+    }
     let db = st.shared.ctx.db.clone();
     let no_envelope = Envelope::default();
     let mut found = Vec::new();
@@ -198,6 +204,67 @@ async fn matching(st: &State, sel: &Selected, key: &SearchKey, envelopes: bool) 
     Some(found)
 }
 
+/// The hot rows of the view's messages that still exist, in UID order:
+/// copied from the node's hot-row cache when it answers, else read from
+/// the store in chunks. None when the store cannot be read.
+async fn view_rows(st: &State, sel: &Selected) -> Option<Vec<MessageMeta>> {
+    let db = &st.shared.ctx.db;
+    if let Some(cache) = &st.shared.hot_rows {
+        let copied = cache
+            .with_rows(db, sel.account, sel.id, sel.uid_validity, |held| {
+                sel.uids.iter().filter_map(|u| held.get(*u).cloned()).collect()
+            })
+            .await;
+        if copied.is_some() {
+            return copied;
+        }
+    }
+    let mut rows = Vec::with_capacity(sel.uids.len());
+    for chunk in sel.uids.chunks(rows_per_read(SummaryNeed::Nothing)) {
+        rows.extend(
+            load_for(db, sel, chunk, SummaryNeed::Nothing)
+                .await?
+                .into_iter()
+                .map(|(m, _)| m),
+        );
+    }
+    Some(rows)
+}
+
+/// [`matching`] on hot rows alone (no envelope, header or body read), in
+/// the node's hot-row cache: only the matches are copied out. None when
+/// the cache is off or cannot answer.
+async fn matching_hot(st: &State, sel: &Selected, key: &SearchKey, ctx: &SearchContext<'_>) -> Option<Vec<Found>> {
+    let cache = st.shared.hot_rows.as_ref()?;
+    let no_envelope = Envelope::default();
+    cache
+        .with_rows(&st.shared.ctx.db, sel.account, sel.id, sel.uid_validity, |held| {
+            let mut found = Vec::new();
+            for uid in &sel.uids {
+                let Some(m) = held.get(*uid) else { continue };
+                let seq = sel.seq_of(m.uid).unwrap_or(0);
+                let view = View {
+                    m,
+                    mailbox: sel.id,
+                    seq,
+                    recent: sel.recent.contains(&m.uid),
+                    envelope: &no_envelope,
+                    headers: Vec::new(),
+                    text: None,
+                };
+                if matches(key, &view, ctx) {
+                    found.push(Found {
+                        seq,
+                        m: m.clone(),
+                        envelope: None,
+                    });
+                }
+            }
+            found
+        })
+        .await
+}
+
 /// [`matching`] with the envelopes, sizes and internal dates from the
 /// node's [`EnvelopeCache`]: hot rows are read only when `live` (the key
 /// looks at flags, MODSEQs or threads), else each message of the view is
@@ -215,14 +282,10 @@ async fn matching_cached(
     let cache = st.shared.envelopes.as_ref()?;
     let db = &st.shared.ctx.db;
     let rows: Option<Vec<MessageMeta>> = if live {
-        let mut rows = Vec::with_capacity(sel.uids.len());
-        for chunk in sel.uids.chunks(rows_per_read(SummaryNeed::Nothing)) {
-            match load_for(db, sel, chunk, SummaryNeed::Nothing).await {
-                Some(r) => rows.extend(r.into_iter().map(|(m, _)| m)),
-                None => return Some(None),
-            }
+        match view_rows(st, sel).await {
+            Some(rows) => Some(rows),
+            None => return Some(None),
         }
-        Some(rows)
     } else {
         None
     };
