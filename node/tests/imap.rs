@@ -102,7 +102,8 @@ fn mbsync_round_trip_with_1000_varied_messages() {
 /// SEARCH through the node's envelope cache (`py/search_cache.py`):
 /// answers stay right through appends and expunges by another session,
 /// a mailbox deleted and created again, mixed envelope and flag keys and
-/// SORT; the node's metrics show the cache answered (hits), and a node
+/// SORT, envelopes filled by FETCH ENVELOPE; the node's metrics show the
+/// cache answered (hits) and was filled by FETCHes, and a node
 /// with the cache off gives the same answers.
 #[test]
 fn search_answers_stay_right_through_the_envelope_cache() {
@@ -119,16 +120,21 @@ fn search_answers_stay_right_through_the_envelope_cache() {
         let out = python("search_cache.py", &[n.addr("imap"), user, PASSWORD]);
         assert!(out.contains("search cache ok"), "{out}");
         let metrics = common::http_get(n.addr("http"), "/metrics");
-        let hits = metrics
-            .lines()
-            .find(|l| l.starts_with("meshmail_imap_envelope_cache_hits_total"))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
+        let counter = |name: &str| {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let hits = counter("meshmail_imap_envelope_cache_hits_total");
+        let fetch_fills = counter("meshmail_imap_envelope_cache_fetch_fills_total");
         if cache_mb == "0" {
-            assert_eq!(hits, 0.0, "the cache is off");
+            assert_eq!(hits + fetch_fills, 0.0, "the cache is off");
         } else {
             assert!(hits >= 100.0, "the cache answered no search: {hits} hits");
+            assert!(fetch_fills >= 25.0, "FETCH ENVELOPE filled nothing: {fetch_fills}");
         }
     }
 }

@@ -120,8 +120,26 @@ a.noop()
 assert search(a, "SUBJECT", "alpha") == uids_with(a, model["Cache"], "alpha")
 fixed_checks(a, "Cache")
 
-# A second mailbox searched in turn, then the first again.
+# A second mailbox, first FETCHed (envelopes): the FETCH fills the cache
+# where its UIDs run on from what is held (1:10, then 11:25; 30:35 leaves
+# a gap and is not kept), another session expunges and appends, and the
+# searches after it still answer every message.
 a.select("Other")
+for rng in ("1:10", "30:35", "11:25"):
+    typ, data = a.fetch(rng, "(ENVELOPE)")
+    assert typ == "OK", data
+b.select("Other")
+b.store("3,12", "+FLAGS", "(\\Deleted)")
+b.expunge()
+for u in (3, 12):
+    del model["Other"][u]
+for i in range(41, 46):
+    add(b, "Other", f"alpha other {i}")
+a.noop()
+assert search(a, "SUBJECT", "alpha") == uids_with(a, model["Other"], "alpha")
+assert search(a, "SUBJECT", "\"other 4\"") == uids_with(a, model["Other"], "other 4")
+typ, data = a.fetch("1:*", "(ENVELOPE)")
+assert typ == "OK", data
 assert search(a, "SUBJECT", "alpha") == uids_with(a, model["Other"], "alpha")
 a.select("Cache")
 assert search(a, "SUBJECT", "beta") == uids_with(a, model["Cache"], "beta")

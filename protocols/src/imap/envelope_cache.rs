@@ -127,6 +127,51 @@ impl EnvelopeCache {
         let data = entry.data.read().expect("envelope cache");
         Some(f(&data))
     }
+
+    /// Takes what a FETCH of envelopes read anyway for `chunk`, a run of
+    /// UIDs of a session's `view`, so that a SEARCH, SORT or THREAD after
+    /// FETCH ENVELOPE finds the mailbox held (as Dovecot's cache file
+    /// keeps fetched fields). `read` (called only when wanted) gives every
+    /// stored message of the chunk. It is kept only when the chunk goes on
+    /// from what is held: no UID of the view between the last one held and
+    /// the chunk's first, and the chunk contiguous in the view; then no
+    /// message up to the chunk's last UID is missed (UIDs ascend, and a
+    /// view names every message up to its highest UID, or its expunge).
+    pub fn offer(
+        &self,
+        account: AccountId,
+        mailbox: MailboxId,
+        uid_validity: u32,
+        view: &[Uid],
+        chunk: &[Uid],
+        read: impl FnOnce() -> Vec<(Uid, FixedParts)>,
+    ) {
+        let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
+            return;
+        };
+        let (Ok(from), Ok(to)) = (view.binary_search(first), view.binary_search(last)) else {
+            return;
+        };
+        if to - from + 1 != chunk.len() {
+            return; // not a run of the view (FETCH 1,5,9 …)
+        }
+        let key = MailboxKey {
+            account,
+            mailbox,
+            uid_validity,
+        };
+        let entry = self.lru.entry(key);
+        {
+            let mut data = entry.data.write().expect("envelope cache");
+            if view.partition_point(|u| *u <= data.loaded_to) != from {
+                return; // held already, or a gap before the chunk
+            }
+            data.append(read(), *last);
+            entry.set_bytes(data.bytes);
+        }
+        metrics::counter!("meshmail_imap_envelope_cache_fetch_fills_total").increment(chunk.len() as u64);
+        self.lru.evict_for(key);
+    }
 }
 
 /// The fixed parts of the messages of `uids` that exist, by UID.
@@ -202,6 +247,58 @@ mod tests {
             size: 1,
             internal_date_ms: 2,
         }
+    }
+
+    fn held(c: &EnvelopeCache, view: &[Uid]) -> Vec<Uid> {
+        c.lru
+            .entry(key())
+            .data
+            .read()
+            .unwrap()
+            .uids
+            .iter()
+            .copied()
+            .filter(|u| view.contains(u))
+            .collect()
+    }
+
+    fn key() -> MailboxKey {
+        MailboxKey {
+            account: 1,
+            mailbox: 2,
+            uid_validity: 3,
+        }
+    }
+
+    /// A FETCH's chunks are kept only where they go on from what is held.
+    #[test]
+    fn a_fetch_fills_only_runs_that_continue_what_is_held() {
+        let c = EnvelopeCache::new(1 << 20);
+        let view: Vec<Uid> = vec![1, 2, 4, 5, 7, 8, 9];
+        let offer = |chunk: &[Uid], stored: &[Uid]| {
+            c.offer(1, 2, 3, &view, chunk, || {
+                stored.iter().map(|u| (*u, env("s"))).collect()
+            });
+        };
+        // Not from the start of the view: a gap before it.
+        offer(&[4, 5], &[4, 5]);
+        assert!(held(&c, &view).is_empty());
+        // Not a run of the view.
+        offer(&[1, 4], &[1, 4]);
+        assert!(held(&c, &view).is_empty());
+        // From the start (2 expunged meanwhile: not stored), then on.
+        offer(&[1, 2, 4], &[1, 4]);
+        offer(&[5, 7], &[5, 7]);
+        assert_eq!(held(&c, &view), vec![1, 4, 5, 7]);
+        // Again, or overlapping: nothing new.
+        offer(&[1, 2, 4], &[1, 4]);
+        offer(&[9], &[9]); // 8 missing before it: not kept
+        assert_eq!(held(&c, &view), vec![1, 4, 5, 7]);
+        offer(&[8, 9], &[8, 9]);
+        assert_eq!(
+            held(&c, &view),
+            view.iter().copied().filter(|u| *u != 2).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, Secti
 use crate::net::{Conn, ConnError};
 use crate::summary::Summary;
 
+use super::envelope_cache::FixedParts;
 use super::session_view::{ENVELOPE_ROWS_PER_READ, META_ROWS_PER_READ, ROWS_PER_READ};
 
 /// The commands of the selected state, run on `sel`.
@@ -363,6 +364,24 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
             let (f, bad_cte) = render(st, sel, seq, m, summary.as_ref(), raw.as_ref(), &cmd, changed);
             unknown_cte |= bad_cte;
             conn.send(&f);
+        }
+        // The envelopes just read serve later searches of the mailbox.
+        if need >= SummaryNeed::Envelope
+            && rows.iter().all(|(_, s)| s.is_some())
+            && let Some(cache) = &st.shared.envelopes
+        {
+            cache.offer(account, mailbox, sel.uid_validity, &sel.uids, chunk, || {
+                rows.into_iter()
+                    .filter_map(|(m, s)| {
+                        let fixed = FixedParts {
+                            envelope: s?.envelope,
+                            size: m.body.size,
+                            internal_date_ms: m.internal_date_ms,
+                        };
+                        Some((m.uid, fixed))
+                    })
+                    .collect()
+            });
         }
     }
     if cmd.vanished
