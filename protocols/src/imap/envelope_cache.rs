@@ -25,6 +25,7 @@ use std::sync::RwLock;
 
 use meshmail_storage::Database;
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
+use meshmail_storage::model::messages::MessageMeta;
 use meshmail_storage::model::summary::{AddressList, Envelope, HeaderText};
 
 use super::mailbox_lru::{MailboxKey, MailboxLru};
@@ -36,10 +37,28 @@ const FILL_UIDS_PER_READ: usize = 2000;
 /// What never changes of one message, as held.
 #[derive(Debug, Clone, Default)]
 pub struct FixedParts {
+    /// Without `sender` and `reply_to` (see [`FixedParts::new`]).
     pub envelope: Envelope,
     /// RFC822.SIZE.
     pub size: u64,
     pub internal_date_ms: i64,
+}
+
+impl FixedParts {
+    /// What is held of a message (`meta` gives its size and date). The
+    /// envelope's `sender` and `reply_to` are left out: no SEARCH key, SORT
+    /// criterion or THREAD algorithm reads them, and being copies of
+    /// `from` when the headers are absent they were about a third of the
+    /// cache (a 30,000-message INBOX of 1 KiB mail did not fit 32 MiB).
+    pub fn new(mut envelope: Envelope, meta: &MessageMeta) -> FixedParts {
+        envelope.sender = AddressList::default();
+        envelope.reply_to = AddressList::default();
+        FixedParts {
+            envelope,
+            size: meta.body.size,
+            internal_date_ms: meta.internal_date_ms,
+        }
+    }
 }
 
 /// The cached messages of one mailbox, in UID order.
@@ -186,14 +205,7 @@ async fn read_envelopes(
         .ok()?;
     Some(
         rows.into_iter()
-            .map(|(m, envelope)| {
-                let fixed = FixedParts {
-                    envelope,
-                    size: m.body.size,
-                    internal_date_ms: m.internal_date_ms,
-                };
-                (m.uid, fixed)
-            })
+            .map(|(m, envelope)| (m.uid, FixedParts::new(envelope, &m)))
             .collect(),
     )
 }

@@ -643,6 +643,40 @@ mod tests {
         assert!(uses_modseq(&key("OR SEEN MODSEQ 5")) && !uses_modseq(&key("SEEN")));
     }
 
+    /// The envelope cache holds no `sender` or `reply_to`
+    /// (`FixedParts::new`): no key may read them. A message whose Sender
+    /// and Reply-To name other people answers every envelope key alike
+    /// with and without them.
+    #[test]
+    fn no_key_reads_sender_or_reply_to() {
+        let person = |who: &str| AddressList {
+            raw: Some(format!("{who} <{who}@elsewhere.example>")),
+            addresses: vec![ImapAddress {
+                name: Some(who.into()),
+                raw_name: Some(who.into()),
+                adl: None,
+                mailbox: Some(who.into()),
+                host: Some("elsewhere.example".into()),
+            }],
+        };
+        let mut full = msg();
+        full.env.sender = person("bob");
+        full.env.reply_to = person("carol");
+        let mut held = msg();
+        held.env.sender = AddressList::default();
+        held.env.reply_to = AddressList::default();
+        for who in ["bob", "carol", "elsewhere", "alice"] {
+            for k in ["FROM", "TO", "CC", "BCC", "SUBJECT", "TEXT"] {
+                let p = format!("{k} {who}");
+                assert_eq!(search(&p, &full), search(&p, &held), "{p}");
+            }
+        }
+        // The check can see a difference: From is read.
+        let mut other = msg();
+        other.env.from = person("bob");
+        assert_ne!(search("FROM bob", &full), search("FROM bob", &other));
+    }
+
     /// A key [`needs_meta`] says needs no hot row answers the same on a
     /// message known by its UID and envelope alone (the envelope cache's
     /// search); every key that reads the hot row is seen to differ. A key

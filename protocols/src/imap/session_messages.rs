@@ -372,14 +372,7 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
         {
             cache.offer(account, mailbox, sel.uid_validity, &sel.uids, chunk, || {
                 rows.into_iter()
-                    .filter_map(|(m, s)| {
-                        let fixed = FixedParts {
-                            envelope: s?.envelope,
-                            size: m.body.size,
-                            internal_date_ms: m.internal_date_ms,
-                        };
-                        Some((m.uid, fixed))
-                    })
+                    .filter_map(|(m, s)| Some((m.uid, FixedParts::new(s?.envelope, &m))))
                     .collect()
             });
         }
