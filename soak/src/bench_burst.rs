@@ -46,6 +46,10 @@ pub struct BurstArgs {
     pub seed: u64,
     #[arg(long)]
     pub meshmail: Option<PathBuf>,
+    /// TOML lines added to the node's `[imap]` table, to compare a setting
+    /// with one binary, e.g. `--imap-config 'hot_cache_mb = 0'`.
+    #[arg(long, default_value = "")]
+    pub imap_config: String,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -86,7 +90,10 @@ pub fn run(args: BurstArgs) -> anyhow::Result<()> {
     let cfg = dir.path().join("bench.toml");
     std::fs::write(
         &cfg,
-        "[imap]\nallow_plaintext_auth_on_loopback = true\nmax_sessions_per_account = 100000\n",
+        format!(
+            "[imap]\nallow_plaintext_auth_on_loopback = true\nmax_sessions_per_account = 100000\n{}\n",
+            args.imap_config
+        ),
     )?;
     let node = NodeProc::start(&bin, dir.path(), &["--config", cfg.to_str().expect("utf-8 path")])?;
     crate::bench_imap::preload_to(&node, USER, args.messages)?;
