@@ -118,11 +118,7 @@ impl EnvelopeCache {
         uids: &[Uid],
         f: impl FnOnce(&MailboxEnvelopes) -> R,
     ) -> Option<R> {
-        let key = MailboxKey {
-            account,
-            mailbox,
-            uid_validity,
-        };
+        let key = MailboxKey::new(account, mailbox, uid_validity);
         let entry = self.lru.entry(key);
         let loaded_to = entry.data.read().expect("envelope cache").loaded_to;
         let missing_from = uids.partition_point(|u| *u <= loaded_to);
@@ -174,11 +170,7 @@ impl EnvelopeCache {
         if to - from + 1 != chunk.len() {
             return; // not a run of the view (FETCH 1,5,9 …)
         }
-        let key = MailboxKey {
-            account,
-            mailbox,
-            uid_validity,
-        };
+        let key = MailboxKey::new(account, mailbox, uid_validity);
         let entry = self.lru.entry(key);
         {
             let mut data = entry.data.write().expect("envelope cache");
@@ -275,11 +267,7 @@ mod tests {
     }
 
     fn key() -> MailboxKey {
-        MailboxKey {
-            account: 1,
-            mailbox: 2,
-            uid_validity: 3,
-        }
+        MailboxKey::new(1, 2, 3)
     }
 
     /// A FETCH's chunks are kept only where they go on from what is held.

@@ -116,11 +116,7 @@ impl HotRowCache {
         uid_validity: u32,
         f: impl FnOnce(&HotRows) -> R,
     ) -> Option<R> {
-        let key = MailboxKey {
-            account,
-            mailbox,
-            uid_validity,
-        };
+        let key = MailboxKey::new(account, mailbox, uid_validity);
         let entry = self.lru.entry(key);
         let mut rows = entry.data.lock().await;
         let started = std::time::Instant::now();

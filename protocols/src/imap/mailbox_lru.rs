@@ -21,6 +21,16 @@ pub(super) struct MailboxKey {
     pub uid_validity: u32,
 }
 
+impl MailboxKey {
+    pub fn new(account: AccountId, mailbox: MailboxId, uid_validity: u32) -> MailboxKey {
+        MailboxKey {
+            account,
+            mailbox,
+            uid_validity,
+        }
+    }
+}
+
 /// One mailbox's entry: the cache's data, the bytes it was last said to
 /// take, and when it was last used.
 pub(super) struct Entry<T> {
@@ -126,11 +136,7 @@ mod tests {
     use super::*;
 
     fn key(mailbox: MailboxId) -> MailboxKey {
-        MailboxKey {
-            account: 1,
-            mailbox,
-            uid_validity: 7,
-        }
+        MailboxKey::new(1, mailbox, 7)
     }
 
     fn fill(c: &MailboxLru<()>, mailbox: MailboxId, bytes: usize) -> bool {

@@ -251,21 +251,29 @@ async fn fetch_cached(
                     vanished += 1;
                     continue;
                 };
-                if let Some(since) = cmd.changed_since
-                    && m.modseq <= since
-                {
+                let Some(seq) = to_show(sel, conn, m, cmd, shows_flags) else {
                     continue;
-                }
-                let Some(seq) = sel.seq_of(m.uid) else { continue };
-                if shows_flags {
-                    conn.send(&sel.announce(&m.flags));
-                }
+                };
                 let (f, _) = render(st, sel, seq, m, None, None, cmd, false);
                 conn.send(&f);
             }
             vanished
         })
         .await
+}
+
+/// The sequence number to answer `m` under; None when the FETCH skips it
+/// (unchanged since CHANGEDSINCE, or no longer in the view). Sends first
+/// the untagged FLAGS a keyword new to the session needs.
+fn to_show(sel: &mut Selected, conn: &mut Conn, m: &MessageMeta, cmd: &FetchCommand, shows_flags: bool) -> Option<u32> {
+    if cmd.changed_since.is_some_and(|since| m.modseq <= since) {
+        return None;
+    }
+    let seq = sel.seq_of(m.uid)?;
+    if shows_flags {
+        conn.send(&sel.announce(&m.flags));
+    }
+    Some(seq)
 }
 
 fn needs_raw(a: &FetchAttr) -> bool {
@@ -340,15 +348,9 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
         flags_changed.sort_unstable();
         let shows_flags = cmd.attrs.iter().any(|a| matches!(a, FetchAttr::Flags)) || !flags_changed.is_empty();
         for (m, summary) in &rows {
-            if let Some(since) = cmd.changed_since
-                && m.modseq <= since
-            {
+            let Some(seq) = to_show(sel, conn, m, &cmd, shows_flags) else {
                 continue;
-            }
-            let Some(seq) = sel.seq_of(m.uid) else { continue };
-            if shows_flags {
-                conn.send(&sel.announce(&m.flags));
-            }
+            };
             let raw = if raw_needed {
                 match st.shared.ctx.blobs.get(&db, &m.body).await {
                     Ok(b) => Some(b),
