@@ -52,26 +52,43 @@ impl HotRows {
             .map(|i| &self.rows[i])
     }
 
-    /// Puts `fresh` rows in place (new UIDs inserted, known ones replaced)
-    /// and drops `gone` UIDs.
+    /// Puts `fresh` rows in place (new UIDs added, known ones replaced)
+    /// and drops `gone` UIDs. Linear in the mailbox, whatever the number
+    /// of changes: an expunge of thousands from a big mailbox must not
+    /// shift the vector once per message.
     fn apply(&mut self, fresh: Vec<MessageMeta>, gone: &[Uid]) {
+        // Replacements first, while the rows are sorted; then the new
+        // rows, which appends give higher UIDs than any held (sorted once
+        // when one is not).
+        let mut new = Vec::new();
         for m in fresh {
             match self.rows.binary_search_by_key(&m.uid, |r| r.uid) {
                 Ok(i) => {
                     self.bytes = self.bytes - approx_bytes(&self.rows[i]) + approx_bytes(&m);
                     self.rows[i] = m;
                 }
-                Err(i) => {
-                    self.bytes += approx_bytes(&m);
-                    self.rows.insert(i, m);
-                }
+                Err(_) => new.push(m),
             }
         }
-        for uid in gone {
-            if let Ok(i) = self.rows.binary_search_by_key(uid, |r| r.uid) {
-                self.bytes -= approx_bytes(&self.rows[i]);
-                self.rows.remove(i);
-            }
+        let last = self.rows.last().map(|r| r.uid);
+        let in_order = new.first().is_none_or(|m| last.is_none_or(|l| m.uid > l)) && new.is_sorted_by_key(|m| m.uid);
+        self.bytes += new.iter().map(approx_bytes).sum::<usize>();
+        self.rows.extend(new);
+        if !in_order {
+            self.rows.sort_unstable_by_key(|r| r.uid);
+        }
+        if !gone.is_empty() {
+            let mut gone = gone.to_vec();
+            gone.sort_unstable();
+            let mut freed = 0;
+            self.rows.retain(|r| {
+                let keep = gone.binary_search(&r.uid).is_err();
+                if !keep {
+                    freed += approx_bytes(r);
+                }
+                keep
+            });
+            self.bytes -= freed;
         }
     }
 
@@ -264,5 +281,14 @@ mod tests {
         // An expunge of a row not held is nothing.
         h.apply(Vec::new(), &[9]);
         assert_eq!(h.rows.len(), 4);
+        // Rows found late among replacements and appends, then most
+        // expunged at once in any order.
+        h.apply(vec![row(1, "x"), row(4, "d"), row(7, "e"), row(6, "f")], &[]);
+        let uids: Vec<Uid> = h.rows.iter().map(|m| m.uid).collect();
+        assert_eq!(uids, vec![1, 2, 3, 4, 5, 6, 7]);
+        h.apply(Vec::new(), &[6, 1, 3, 7, 2]);
+        let uids: Vec<Uid> = h.rows.iter().map(|m| m.uid).collect();
+        assert_eq!(uids, vec![4, 5]);
+        assert_eq!(h.bytes, h.rows.iter().map(approx_bytes).sum::<usize>());
     }
 }
