@@ -820,6 +820,7 @@ mod tests {
         assert_eq!(prod.auth.failures_per_ip_max, 10);
         assert_eq!(prod.auth.failure_window_s, 300);
         assert_eq!((prod.mesh.dead_after_ms, prod.mesh.drain_deadline_ms), (1000, 500));
+        assert_eq!((prod.imap.search_cache_mb, prod.imap.hot_cache_mb), (256, 128));
         // dev.toml spells out the defaults.
         let dev: Config = toml::from_str(include_str!("../../ops/config/dev.toml")).unwrap();
         let d = MeshSection::default();
