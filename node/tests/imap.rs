@@ -110,26 +110,12 @@ fn search_answers_stay_right_through_the_envelope_cache() {
     for cache_mb in ["32", "0"] {
         let dir = tempfile::tempdir().unwrap();
         let user = "cache@example.org";
-        setup_account(dir.path(), user, PASSWORD);
-        let cfg = common::write_config(dir.path(), &format!("[imap]\nsearch_cache_mb = {cache_mb}\n"));
-        let n = Node::start(
-            dir.path(),
-            &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],
-            &[],
-        );
+        let n = node_with_imap(dir.path(), user, &format!("search_cache_mb = {cache_mb}"));
         let out = python("search_cache.py", &[n.addr("imap"), user, PASSWORD]);
         assert!(out.contains("search cache ok"), "{out}");
         let metrics = common::http_get(n.addr("http"), "/metrics");
-        let counter = |name: &str| {
-            metrics
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.rsplit(' ').next())
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        let hits = counter("meshmail_imap_envelope_cache_hits_total");
-        let fetch_fills = counter("meshmail_imap_envelope_cache_fetch_fills_total");
+        let hits = sample(&metrics, "meshmail_imap_envelope_cache_hits_total", "");
+        let fetch_fills = sample(&metrics, "meshmail_imap_envelope_cache_fetch_fills_total", "");
         if cache_mb == "0" {
             assert_eq!(hits + fetch_fills, 0.0, "the cache is off");
         } else {
@@ -148,13 +134,7 @@ fn search_answers_stay_right_through_the_envelope_cache() {
 fn idle_sessions_park_and_wake_unseen_by_the_client() {
     let dir = tempfile::tempdir().unwrap();
     let user = "park@example.org";
-    setup_account(dir.path(), user, PASSWORD);
-    let cfg = common::write_config(dir.path(), "[imap]\npark_idle_after_secs = 1\n");
-    let n = Node::start(
-        dir.path(),
-        &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],
-        &[],
-    );
+    let n = node_with_imap(dir.path(), user, "park_idle_after_secs = 1");
     let out = python(
         "idle_park.py",
         &[
@@ -179,25 +159,16 @@ fn fetch_answers_stay_right_through_the_hot_row_cache() {
     for cache_mb in ["32", "0"] {
         let dir = tempfile::tempdir().unwrap();
         let user = "hot@example.org";
-        setup_account(dir.path(), user, PASSWORD);
-        let cfg = common::write_config(dir.path(), &format!("[imap]\nhot_cache_mb = {cache_mb}\n"));
-        let n = Node::start(
-            dir.path(),
-            &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],
-            &[],
-        );
+        let n = node_with_imap(dir.path(), user, &format!("hot_cache_mb = {cache_mb}"));
         let out = python("hot_cache.py", &[n.addr("imap"), user, PASSWORD]);
         assert!(out.contains("hot cache ok"), "{out}");
         let metrics = common::http_get(n.addr("http"), "/metrics");
         let refreshes = |kind: &str| {
-            metrics
-                .lines()
-                .find(|l| {
-                    l.starts_with("meshmail_imap_hot_cache_refreshes_total") && l.contains(&format!("kind=\"{kind}\""))
-                })
-                .and_then(|l| l.rsplit(' ').next())
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
+            sample(
+                &metrics,
+                "meshmail_imap_hot_cache_refreshes_total",
+                &format!("kind=\"{kind}\""),
+            )
         };
         if cache_mb == "0" {
             assert_eq!(refreshes("reload") + refreshes("changes"), 0.0, "the cache is off");
@@ -210,4 +181,26 @@ fn fetch_answers_stay_right_through_the_hot_row_cache() {
             assert!(refreshes("none") >= 1.0, "no FETCH answered as held");
         }
     }
+}
+
+/// A node whose `[imap]` table holds `imap_toml`, with `user` set up.
+fn node_with_imap(dir: &std::path::Path, user: &str, imap_toml: &str) -> Node {
+    setup_account(dir, user, PASSWORD);
+    let cfg = common::write_config(dir, &format!("[imap]\n{imap_toml}\n"));
+    Node::start(
+        dir,
+        &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],
+        &[],
+    )
+}
+
+/// The value of the first sample in Prometheus `metrics` whose line
+/// starts with `name` and contains `labels` (0 when there is none).
+fn sample(metrics: &str, name: &str, labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
 }
