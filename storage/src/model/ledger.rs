@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{decode, get_record, now_ms, put_record};
+use super::{ledger_codec, now_ms};
 use crate::error::Result;
 use crate::ids::{AccountId, MailboxId, Uid};
 use crate::keyspace;
@@ -56,11 +56,14 @@ pub fn record(txn: &Txn, acceptance_id: &[u8; 16], state: &LedgerState) -> Resul
         recorded_ms: now_ms(),
         state: state.clone(),
     };
-    put_record(txn, &keyspace::ledger(acceptance_id), &entry)
+    txn.set(&keyspace::ledger(acceptance_id), &ledger_codec::encode(&entry))
 }
 
 pub async fn get(txn: &Txn, acceptance_id: &[u8; 16]) -> Result<Option<LedgerEntry>> {
-    get_record(txn, &keyspace::ledger(acceptance_id), "ledger entry").await
+    match txn.get(&keyspace::ledger(acceptance_id)).await? {
+        Some(raw) => Ok(Some(ledger_codec::decode(&raw)?)),
+        None => Ok(None),
+    }
 }
 
 /// Walks the whole ledger in bounded chunks, one short snapshot transaction
@@ -87,7 +90,7 @@ where
         begin = key_after(last);
         let full = rows.len() == chunk;
         for (_, v) in rows {
-            visit(decode("ledger entry", &v)?)?;
+            visit(ledger_codec::decode(&v)?)?;
             seen += 1;
         }
         if !full {

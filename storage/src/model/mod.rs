@@ -14,6 +14,7 @@ pub mod dkim;
 pub mod domains;
 pub mod jmap;
 pub mod ledger;
+pub mod ledger_codec;
 pub mod mailboxes;
 pub mod message_codec;
 pub mod message_reads;

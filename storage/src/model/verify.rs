@@ -6,7 +6,7 @@
 //! transaction and can run on a live system.
 
 use super::ledger::{LedgerEntry, LedgerState};
-use super::{decode, id_to_string, messages, quarantine};
+use super::{id_to_string, messages, quarantine};
 use crate::error::{Result, StorageError};
 use crate::keyspace;
 use crate::kv::{Database, RANGE_CHUNK_MAX, RangeOptions, key_after};
@@ -59,7 +59,7 @@ pub async fn verify_ledger(db: &Database, chunk: usize, mut progress: impl FnMut
                     let mut entries = Vec::with_capacity(rows.len());
                     let mut problems = Vec::new();
                     for (_, v) in &rows {
-                        let entry: LedgerEntry = decode("ledger entry", v)?;
+                        let entry: LedgerEntry = super::ledger_codec::decode(v)?;
                         if let Some(detail) = check(&txn, &entry).await? {
                             problems.push(Problem {
                                 acceptance_id: entry.acceptance_id,
