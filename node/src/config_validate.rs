@@ -54,8 +54,8 @@ impl Config {
             ),
         );
         p.check(
-            self.batchers >= 1,
-            format!("batchers = {}: at least one commit batcher", self.batchers),
+            self.batchers() >= 1,
+            format!("batchers = {}: at least one commit batcher", self.batchers()),
         );
         p.check(
             NodeId::new(self.node_name.clone()).is_ok(),
