@@ -149,6 +149,7 @@ async fn trim_change_logs(ctx: &Arc<NodeCtx>, cfg: &CompactorConfig) -> Result<S
     for (account, mb) in &page.mailboxes {
         if trim_one(ctx, cfg, *account, mb).await? {
             report.changes_trimmed_mailboxes += 1;
+            metrics::counter!("meshmail_compactor_change_logs_trimmed_total").increment(1);
         }
     }
     let next = &page.next;

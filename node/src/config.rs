@@ -48,6 +48,8 @@ pub struct Config {
     pub outbound: OutboundSection,
     #[serde(default)]
     pub auth: crate::config_auth::AuthSection,
+    #[serde(default)]
+    pub compactor: crate::config_compactor::CompactorSection,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,
@@ -802,9 +804,25 @@ impl Config {
     }
 
     pub fn kv(&self) -> KvConfig {
-        self.store
-            .clone()
-            .unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir))
+        match self.store.clone() {
+            None => KvConfig::sqlite_in(&self.data_dir),
+            Some(KvConfig::Sqlite {
+                path,
+                fsync,
+                page_size_bytes,
+                checkpoint,
+            }) => KvConfig::Sqlite {
+                path: if path.as_os_str().is_empty() {
+                    self.data_dir.join("meshmail.sqlite")
+                } else {
+                    path
+                },
+                fsync,
+                page_size_bytes,
+                checkpoint,
+            },
+            Some(other) => other,
+        }
     }
 
     pub fn blob_config(&self) -> BlobConfig {
@@ -854,8 +872,41 @@ mod tests {
         };
         assert_eq!(keys(&dev.mesh), keys(&d));
         assert_eq!(dev.batchers(), 1, "SQLite has one writer");
+        let c = crate::config_compactor::CompactorSection::default();
+        assert_eq!(
+            (dev.compactor.interval_s, dev.compactor.change_log_window),
+            (c.interval_s, c.change_log_window)
+        );
+        assert_eq!(c.settings().change_log_window, 10_000);
         let set: Config = toml::from_str("batchers = 3").unwrap();
         assert_eq!(set.batchers(), 3);
+    }
+
+    /// A `[store]` of kind sqlite without a path is the data directory's
+    /// file, with the settings given (how `bench smtp --node-config`
+    /// changes one setting of a node whose data directory it chose).
+    #[test]
+    fn a_sqlite_store_without_a_path_is_the_data_dirs_file() {
+        use meshmail_storage::kv::sqlite::checkpoint::CheckpointMode;
+        let mut cfg: Config = toml::from_str("[store]\nkind = \"sqlite\"\ncheckpoint = \"in_commit\"\n").unwrap();
+        cfg.data_dir = PathBuf::from("/srv/mm");
+        let KvConfig::Sqlite {
+            path,
+            checkpoint,
+            fsync,
+            ..
+        } = cfg.kv()
+        else {
+            panic!("not sqlite: {:?}", cfg.kv());
+        };
+        assert_eq!(path, PathBuf::from("/srv/mm/meshmail.sqlite"));
+        assert_eq!(checkpoint, CheckpointMode::InCommit);
+        assert!(fsync, "fsync stays on by default");
+        let dflt: Config = toml::from_str("").unwrap();
+        let KvConfig::Sqlite { checkpoint, .. } = dflt.kv() else {
+            panic!()
+        };
+        assert_eq!(checkpoint, CheckpointMode::Background);
     }
 
     #[test]

@@ -54,6 +54,14 @@ impl Config {
             ),
         );
         p.check(
+            (1..=86_400).contains(&self.compactor.interval_s),
+            format!("[compactor] interval_s = {}: 1..=86400", self.compactor.interval_s),
+        );
+        p.check(
+            self.compactor.change_log_window >= 1,
+            "[compactor] change_log_window = 0: keep at least one change".to_string(),
+        );
+        p.check(
             self.batchers() >= 1,
             format!("batchers = {}: at least one commit batcher", self.batchers()),
         );

@@ -12,6 +12,7 @@ mod cli;
 mod cluster;
 mod config;
 mod config_auth;
+mod config_compactor;
 mod config_validate;
 mod http;
 mod http_cap;

@@ -114,7 +114,14 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         name: cfg.node_name.clone(),
         generation,
     };
-    let ctx = NodeCtx::new(db.clone(), blobs, identity, cfg.shard_count, cfg.batchers());
+    let ctx = NodeCtx::with_compactor(
+        db.clone(),
+        blobs,
+        identity,
+        cfg.shard_count,
+        cfg.batchers(),
+        cfg.compactor.settings(),
+    );
     let mut vitals = Vitals::default();
     let (supervisor, sup_handle) = actor_node::start(ctx.clone())
         .await

@@ -183,10 +183,34 @@ fn fetch_answers_stay_right_through_the_hot_row_cache() {
     }
 }
 
+/// The hot-row cache reloads a mailbox whose change log the compactor
+/// trimmed past what it holds (`py/hot_cache_trim.py`): flags another
+/// session set before the trim show in the next FETCH.
+#[test]
+fn fetch_stays_right_after_the_compactor_trims_the_change_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = "trim@example.org";
+    let n = node_with_config(
+        dir.path(),
+        user,
+        "[imap]\nhot_cache_mb = 32\n[compactor]\ninterval_s = 1\nchange_log_window = 5\n",
+    );
+    let out = python("hot_cache_trim.py", &[n.addr("imap"), n.addr("http"), user, PASSWORD]);
+    assert!(out.contains("trimmed log ok"), "{out}");
+    let metrics = common::http_get(n.addr("http"), "/metrics");
+    let reloads = sample(&metrics, "meshmail_imap_hot_cache_refreshes_total", "kind=\"reload\"");
+    assert!(reloads >= 2.0, "no reload after the trim:\n{metrics}");
+}
+
 /// A node whose `[imap]` table holds `imap_toml`, with `user` set up.
 fn node_with_imap(dir: &std::path::Path, user: &str, imap_toml: &str) -> Node {
+    node_with_config(dir, user, &format!("[imap]\n{imap_toml}\n"))
+}
+
+/// A node started with the config file `toml`, with `user` set up.
+fn node_with_config(dir: &std::path::Path, user: &str, toml: &str) -> Node {
     setup_account(dir, user, PASSWORD);
-    let cfg = common::write_config(dir, &format!("[imap]\n{imap_toml}\n"));
+    let cfg = common::write_config(dir, toml);
     Node::start(
         dir,
         &["--allow-plaintext-auth-on-loopback", "--config", cfg.to_str().unwrap()],

@@ -127,6 +127,7 @@ fn one_run(exe: &std::path::Path, args: &KvArgs, procs: u32, writes: u32) -> any
         path: path.clone(),
         fsync: true,
         page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
+        checkpoint: Default::default(),
     })?;
     let children = (0..procs)
         .map(|_| {
@@ -218,6 +219,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             path: args.path.clone(),
             fsync: true,
             page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
+            checkpoint: Default::default(),
         })?;
         let pid = std::process::id();
         let value = vec![0x5au8; args.value_bytes];

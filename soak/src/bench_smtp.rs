@@ -77,6 +77,16 @@ pub struct SmtpArgs {
     /// A TOML config file for the nodes (`--config`), e.g. `batchers`.
     #[arg(long)]
     pub node_config: Option<PathBuf>,
+    /// The config file of the base-* runs instead (with no
+    /// `--baseline-meshmail`, they run this build: an A/B of one setting,
+    /// e.g. `[store] checkpoint = "in_commit"`; give
+    /// `--baseline-sqlite-page-size 8192` to keep the page size equal).
+    #[arg(long)]
+    pub baseline_node_config: Option<PathBuf>,
+    /// Keep each run's node metrics (`/metrics` after the load) here as
+    /// `<mode>-<n>.prom`, for the stage timings the summary leaves out.
+    #[arg(long)]
+    pub metrics_dir: Option<PathBuf>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -132,7 +142,11 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
     let mut all = Vec::new();
     for run in 0..args.runs {
         for mode in MODES {
-            let base = args.baseline_meshmail.as_deref();
+            let base = match (&args.baseline_meshmail, &args.baseline_node_config) {
+                (Some(b), _) => Some(b.as_path()),
+                (None, Some(_)) => Some(bin.as_path()),
+                (None, None) => None,
+            };
             let figures = match (mode, base) {
                 ("durable", _) => meshmail_run(&bin, &args, mode, args.mailboxes, args.prefill, &[])?,
                 ("spread", _) if args.spread_mailboxes > 0 => {
@@ -267,8 +281,12 @@ fn meshmail_run(
     if baseline {
         unfence_for_older_build(dir.path())?;
     }
-    let config: Vec<String> = args
-        .node_config
+    let config_file = if baseline && args.baseline_node_config.is_some() {
+        &args.baseline_node_config
+    } else {
+        &args.node_config
+    };
+    let config: Vec<String> = config_file
         .iter()
         .flat_map(|p| ["--config".to_string(), p.display().to_string()])
         .collect();
@@ -294,6 +312,13 @@ fn meshmail_run(
     let (cpu1, io1) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
     let metrics = node.metrics()?;
     drop(node);
+    if let Some(keep) = &args.metrics_dir {
+        std::fs::create_dir_all(keep)?;
+        let n = (1..)
+            .find(|n| !keep.join(format!("{mode}-{n}.prom")).exists())
+            .expect("a free name");
+        std::fs::write(keep.join(format!("{mode}-{n}.prom")), &metrics)?;
+    }
     // Only the delivery batches' commits (the histogram is labelled by op).
     let only = |text: &str, label: &str| {
         text.lines()
@@ -392,6 +417,7 @@ pub(crate) fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes:
             path: data_dir.join("meshmail.sqlite"),
             fsync: true,
             page_size_bytes,
+            checkpoint: Default::default(),
         })?;
         db.run("bench_domain", |txn| async move {
             domains::add(&txn, DOMAIN).await.map(drop)

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::kv::Database;
+use crate::kv::sqlite::checkpoint::CheckpointMode;
 use crate::kv::sqlite::{Durability, SqliteBackend, SqliteOptions};
 
 /// Which KV backend holds the metadata.
@@ -16,6 +17,9 @@ use crate::kv::sqlite::{Durability, SqliteBackend, SqliteOptions};
 pub enum KvConfig {
     /// The embedded default: one SQLite file shared by every local node.
     Sqlite {
+        /// Empty (left out of a node's `[store]`): the node's
+        /// `<data-dir>/meshmail.sqlite`.
+        #[serde(default)]
         path: PathBuf,
         /// false = synchronous=NORMAL (survives a crash, not a power cut).
         #[serde(default = "yes")]
@@ -23,6 +27,11 @@ pub enum KvConfig {
         /// Page size of a new file (an existing one keeps its own).
         #[serde(default = "page_size_default")]
         page_size_bytes: u32,
+        /// `background` (default): WAL checkpoints run on a thread of
+        /// their own; `in_commit`: inside the commit that crosses the
+        /// threshold, as SQLite does by itself (for A/B benchmarks).
+        #[serde(default)]
+        checkpoint: CheckpointMode,
     },
     /// FoundationDB (needs the `fdb` build feature and libfdb_c).
     Fdb {
@@ -46,6 +55,7 @@ impl KvConfig {
             path: data_dir.join("meshmail.sqlite"),
             fsync: true,
             page_size_bytes: page_size_default(),
+            checkpoint: CheckpointMode::default(),
         }
     }
 }
@@ -57,10 +67,12 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             path,
             fsync,
             page_size_bytes,
+            checkpoint,
         } => {
             let mut opts = SqliteOptions::new(path);
             opts.durability = if *fsync { Durability::Full } else { Durability::Normal };
             opts.page_size_bytes = *page_size_bytes;
+            opts.checkpoint = *checkpoint;
             Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
         }
         #[cfg(feature = "fdb")]

@@ -11,6 +11,7 @@
 //! all in one SQLite transaction. The log keeps about 10 s of history: twice
 //! the 5 s transaction lifetime, so no live transaction's window is pruned.
 
+pub mod checkpoint;
 mod fair_lock;
 mod schema;
 
@@ -47,6 +48,8 @@ pub struct SqliteOptions {
     /// Page size of a new file (an existing file keeps its own: WAL mode
     /// cannot change it). See [`PAGE_SIZE_BYTES_DEFAULT`].
     pub page_size_bytes: u32,
+    /// Where WAL checkpoints run (see [`checkpoint`]).
+    pub checkpoint: checkpoint::CheckpointMode,
 }
 
 /// The page size new files get. A `kv` row holds key + value in its
@@ -65,6 +68,7 @@ impl SqliteOptions {
             durability: Durability::Full,
             readers_idle_max: 16,
             page_size_bytes: PAGE_SIZE_BYTES_DEFAULT,
+            checkpoint: checkpoint::CheckpointMode::default(),
         }
     }
 }
@@ -97,6 +101,8 @@ struct Shared {
     fair: FairLock,
     readers: Mutex<Vec<Connection>>,
     faults: Faults,
+    /// The background checkpoint thread, if any (ends with the backend).
+    _checkpointer: Option<checkpoint::Checkpointer>,
 }
 
 /// The SQLite backend. Cheap to clone.
@@ -120,7 +126,7 @@ impl SqliteBackend {
             )));
         }
         let fair = FairLock::open(&options.path)?;
-        let conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes))?;
+        let mut conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes))?;
         conn.execute_batch(&format!("PRAGMA cache_size=-{WRITER_CACHE_KIB}"))
             .map_err(sql_err)?;
         {
@@ -128,6 +134,7 @@ impl SqliteBackend {
             let _guard = fair.acquire()?;
             schema::create(&conn).map_err(sql_err)?;
         }
+        let checkpointer = checkpoint::install(&mut conn, &options.path, options.durability, options.checkpoint)?;
         Ok(SqliteBackend {
             shared: Arc::new(Shared {
                 writer: Mutex::new(Writer {
@@ -139,6 +146,7 @@ impl SqliteBackend {
                 writer_turn: tokio::sync::Semaphore::new(1),
                 readers: Mutex::new(Vec::new()),
                 faults: Faults::default(),
+                _checkpointer: checkpointer,
                 options,
             }),
         })

@@ -256,7 +256,10 @@ mod tests {
         for cut in 4..blob.len() {
             let mut partial = Vec::new();
             let whole = decode_ranges(&blob[..cut], &mut partial).is_some();
-            assert!(!whole || partial.len() < ranges.len(), "a blob cut at {cut} decoded whole");
+            assert!(
+                !whole || partial.len() < ranges.len(),
+                "a blob cut at {cut} decoded whole"
+            );
         }
         // One key written per range, as commits log them: ~4× smaller.
         let points: Vec<(Vec<u8>, Vec<u8>)> = (0..100u32)
