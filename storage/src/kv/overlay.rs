@@ -23,6 +23,14 @@ pub enum Mutation {
 }
 
 impl Mutation {
+    /// Bytes of keys and values it carries.
+    pub fn size_bytes(&self) -> usize {
+        match self {
+            Mutation::Set(k, v) | Mutation::Add(k, v) | Mutation::ClearRange(k, v) => k.len() + v.len(),
+            Mutation::Clear(k) => k.len(),
+        }
+    }
+
     /// The key range this mutation writes (its write-conflict range).
     pub fn conflict_range(&self) -> (Vec<u8>, Vec<u8>) {
         match self {

@@ -13,17 +13,19 @@
 
 pub mod checkpoint;
 mod fair_lock;
+mod group_commit;
 mod schema;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::overlay::{Mutation, WriteBuffer, apply_add};
+use super::overlay::WriteBuffer;
 use super::range::key_after;
 use super::{Backend, BackendTransaction, KeyValue};
 use crate::error::{Result, StorageError};
@@ -97,6 +99,9 @@ struct Shared {
     /// thread per queued commit (a node ran ~490 of them under load, each
     /// with its stack and allocator cache). FIFO, so no commit starves.
     writer_turn: tokio::sync::Semaphore,
+    /// Transactions waiting to be applied; the holder of `writer_turn`
+    /// applies all of them in one SQLite transaction ([`group_commit`]).
+    pending: Mutex<VecDeque<group_commit::CommitRequest>>,
     writer: Mutex<Writer>,
     fair: FairLock,
     readers: Mutex<Vec<Connection>>,
@@ -144,6 +149,7 @@ impl SqliteBackend {
                 }),
                 fair,
                 writer_turn: tokio::sync::Semaphore::new(1),
+                pending: Mutex::new(VecDeque::new()),
                 readers: Mutex::new(Vec::new()),
                 faults: Faults::default(),
                 _checkpointer: checkpointer,
@@ -329,143 +335,6 @@ impl Shared {
             pool.push(conn);
         }
     }
-
-    /// Applies one transaction; `wait_started` is when it began to wait
-    /// for its turn (the writer lock wait includes the queue before it).
-    fn commit(
-        &self,
-        wait_started: Instant,
-        read_version: Option<i64>,
-        reads: &[(Vec<u8>, Vec<u8>)],
-        mutations: &[Mutation],
-    ) -> Result<()> {
-        if self.faults.store_down.load(Ordering::Relaxed) {
-            return Err(StorageError::Unavailable("store is down (injected fault)".into()));
-        }
-        let mut writer = self.writer.lock().expect("writer poisoned");
-        // Commits queued here behind one that just waited out the busy
-        // timeout would each wait the same 5 s for the same lock, so that a
-        // lock held elsewhere made the n-th waiter's attempt last n × 5 s,
-        // past any retry budget. They fail at once instead; their retry
-        // loop decides whether to try again.
-        if writer.last_busy.is_some_and(|t| t > wait_started) {
-            metrics::counter!("meshmail_kv_sqlite_busy_fast_failures_total").increment(1);
-            return Err(StorageError::Unavailable(
-                "the store file is write-locked by another process".into(),
-            ));
-        }
-        let guard = self.fair.acquire()?;
-        metrics::histogram!("meshmail_kv_writer_lock_wait_seconds").record(wait_started.elapsed().as_secs_f64());
-        let apply_started = Instant::now();
-        let prune = writer.commits_since_prune >= 256;
-        let result = apply(&mut writer.conn, read_version, reads, mutations, prune);
-        drop(guard);
-        metrics::histogram!("meshmail_kv_sqlite_apply_seconds").record(apply_started.elapsed().as_secs_f64());
-        match &result {
-            Ok(()) if prune => writer.commits_since_prune = 0,
-            Ok(()) => writer.commits_since_prune += 1,
-            Err(StorageError::Unavailable(_)) => writer.last_busy = Some(Instant::now()),
-            Err(_) => {}
-        }
-        result?;
-        let injected = self
-            .faults
-            .commit_unknown_after_apply
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if injected.is_ok() {
-            return Err(StorageError::CommitUnknown);
-        }
-        Ok(())
-    }
-}
-
-/// Checks conflicts and applies one transaction's mutations, under the lock.
-fn apply(
-    conn: &mut Connection,
-    read_version: Option<i64>,
-    reads: &[(Vec<u8>, Vec<u8>)],
-    mutations: &[Mutation],
-    prune: bool,
-) -> Result<()> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(sql_err)?;
-    let current = schema::read_version(&tx).map_err(sql_err)?;
-    if let Some(rv) = read_version
-        && current > rv
-        && !reads.is_empty()
-    {
-        let pruned_through = schema::read_meta(&tx, "pruned_through").map_err(sql_err)?;
-        if pruned_through > rv {
-            return Err(StorageError::TransactionTooOld {
-                limit_ms: super::TXN_LIFETIME_MAX.as_millis() as u64,
-            });
-        }
-        let writes = schema::write_ranges_since(&tx, rv).map_err(sql_err)?;
-        if overlaps_any(reads, writes) {
-            return Err(StorageError::Conflict);
-        }
-    }
-    let version = current + 1;
-    // The store's own time, not the node's (possibly skewed) clock: see crate::clock.
-    let now_ms = crate::clock::system_now_ms() as i64;
-    {
-        let mut set = tx
-            .prepare_cached("INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)")
-            .map_err(sql_err)?;
-        let mut del = tx.prepare_cached("DELETE FROM kv WHERE k = ?1").map_err(sql_err)?;
-        let mut del_range = tx
-            .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")
-            .map_err(sql_err)?;
-        let mut get = tx.prepare_cached(POINT_READ).map_err(sql_err)?;
-        for m in mutations {
-            match m {
-                Mutation::Set(k, v) => set.execute(params![k, v]).map(drop),
-                Mutation::Clear(k) => del.execute(params![k]).map(drop),
-                Mutation::ClearRange(b, e) => del_range.execute(params![b, e]).map(drop),
-                Mutation::Add(k, op) => {
-                    let old: Option<Vec<u8>> = get.query_row(params![k], |r| r.get(0)).optional().map_err(sql_err)?;
-                    set.execute(params![k, apply_add(old.as_deref(), op)]).map(drop)
-                }
-            }
-            .map_err(sql_err)?;
-        }
-    }
-    let ranges = coalesce(mutations.iter().map(Mutation::conflict_range).collect());
-    schema::log_commit(&tx, version, now_ms, &ranges).map_err(sql_err)?;
-    schema::write_meta(&tx, "version", version).map_err(sql_err)?;
-    if prune {
-        schema::prune_conflict_log(&tx, now_ms - 10_000).map_err(sql_err)?;
-    }
-    tx.commit().map_err(sql_err)
-}
-
-/// Sorts and merges overlapping or touching ranges.
-fn coalesce(mut ranges: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    ranges.sort();
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(ranges.len());
-    for (b, e) in ranges {
-        match out.last_mut() {
-            Some(last) if b <= last.1 => {
-                if e > last.1 {
-                    last.1 = e;
-                }
-            }
-            _ => out.push((b, e)),
-        }
-    }
-    out
-}
-
-/// True when any read range intersects any write range (half-open ranges).
-fn overlaps_any(reads: &[(Vec<u8>, Vec<u8>)], writes: Vec<(Vec<u8>, Vec<u8>)>) -> bool {
-    let writes = coalesce(writes);
-    reads.iter().any(|(rb, re)| {
-        // The last write range starting before the read ends is the only
-        // candidate: coalesced ranges are disjoint and sorted.
-        let idx = writes.partition_point(|(wb, _)| wb < re);
-        idx > 0 && writes[idx - 1].1 > *rb
-    })
 }
 
 /// The reads' SQL, named so the test of the statement cache looks up the
@@ -569,40 +438,24 @@ impl BackendTransaction for SqliteTxn {
         if self.read_only {
             return Ok(());
         }
-        let (shared, state) = (self.shared.clone(), self.state.clone());
-        let wait_started = Instant::now();
-        let nothing_to_write = state.lock().expect("txn state poisoned").buffer.is_empty();
-        let _turn = if nothing_to_write {
-            None
-        } else {
-            Some(
-                self.shared
-                    .writer_turn
-                    .acquire()
-                    .await
-                    .expect("writer queue is never closed"),
-            )
-        };
-        tokio::task::spawn_blocking(move || {
-            let mut st = state.lock().expect("txn state poisoned");
+        let (read_version, reads, mutations) = {
+            let mut st = self.state.lock().expect("txn state poisoned");
             let read_version = st.snapshot.as_ref().map(|s| s.version);
             if let Some(snap) = st.snapshot.take() {
-                shared.release_reader(snap.conn);
+                self.shared.release_reader(snap.conn);
             }
             if st.buffer.is_empty() {
                 return Ok(());
             }
-            let mutations = st.buffer.take_mutations();
-            let reads = std::mem::take(&mut st.reads);
-            shared.commit(wait_started, read_version, &reads, &mutations)
-        })
-        .await
-        .map_err(join_err)?
+            (read_version, std::mem::take(&mut st.reads), st.buffer.take_mutations())
+        };
+        self.shared.commit_queued(read_version, reads, mutations).await
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::group_commit::overlaps_any;
     use super::*;
 
     fn r(b: &[u8], e: &[u8]) -> (Vec<u8>, Vec<u8>) {
