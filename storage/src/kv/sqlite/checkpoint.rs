@@ -83,9 +83,19 @@ pub fn install(
                 .spawn(move || run(conn, wake))
                 .map_err(crate::error::StorageError::Io)?;
             let hook_signal = signal.clone();
+            let mut pages_before = 0;
             // Replaces SQLite's autocheckpoint (itself a WAL hook).
             writer
                 .wal_hook(Some(move |wal: &mut Wal, pages: i32| {
+                    // Pages this commit appended (the WAL restarts from
+                    // its start after a complete checkpoint).
+                    let appended = if pages >= pages_before {
+                        pages - pages_before
+                    } else {
+                        pages
+                    };
+                    pages_before = pages;
+                    metrics::histogram!("meshmail_kv_sqlite_commit_pages").record(f64::from(appended));
                     on_commit(wal, pages, &hook_signal);
                     Ok(())
                 }))

@@ -14,6 +14,7 @@
 pub mod checkpoint;
 mod fair_lock;
 mod group_commit;
+mod heap;
 mod schema;
 
 use std::collections::VecDeque;
@@ -345,7 +346,12 @@ const RANGE_READ_REVERSE: &str = "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 O
 
 fn read_one(conn: &Connection, key: &[u8]) -> Result<Option<Vec<u8>>> {
     let mut stmt = conn.prepare_cached(POINT_READ).map_err(sql_err)?;
-    stmt.query_row(params![key], |r| r.get(0)).optional().map_err(sql_err)
+    let cell = stmt
+        .query_row(params![key], |r| heap::Cell::from_sql(r.get_ref(0)?))
+        .optional()
+        .map_err(sql_err)?;
+    drop(stmt);
+    cell.map(|c| c.resolve(conn)).transpose().map_err(sql_err)
 }
 
 fn read_range(conn: &Connection, begin: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
@@ -356,11 +362,19 @@ fn read_range(conn: &Connection, begin: &[u8], end: &[u8], limit: usize, reverse
     let sql = if reverse { RANGE_READ_REVERSE } else { RANGE_READ };
     let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
     let rows = stmt
-        .query_map(params![begin, end], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_map(params![begin, end], |r| {
+            Ok((r.get(0)?, heap::Cell::from_sql(r.get_ref(1)?)?))
+        })
         .map_err(sql_err)?;
-    rows.take(limit)
-        .collect::<std::result::Result<Vec<KeyValue>, _>>()
-        .map_err(sql_err)
+    let cells = rows
+        .take(limit)
+        .collect::<std::result::Result<Vec<(Vec<u8>, heap::Cell)>, _>>()
+        .map_err(sql_err)?;
+    drop(stmt);
+    cells
+        .into_iter()
+        .map(|(k, c)| Ok((k, c.resolve(conn).map_err(sql_err)?)))
+        .collect()
 }
 
 #[async_trait]

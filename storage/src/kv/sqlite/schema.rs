@@ -23,6 +23,7 @@ pub fn create(conn: &Connection) -> rusqlite::Result<()> {
              version INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, ranges BLOB NOT NULL);
          INSERT OR IGNORE INTO meta(name, value) VALUES ('version', 0), ('pruned_through', 0);",
     )?;
+    super::heap::create(conn)?;
     let old: Option<String> = conn
         .query_row("SELECT type FROM sqlite_master WHERE name = 'conflict_log'", [], |r| {
             r.get(0)
