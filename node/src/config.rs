@@ -811,6 +811,7 @@ impl Config {
                 fsync,
                 page_size_bytes,
                 checkpoint,
+                writer_cache_kib,
             }) => KvConfig::Sqlite {
                 path: if path.as_os_str().is_empty() {
                     self.data_dir.join("meshmail.sqlite")
@@ -820,6 +821,7 @@ impl Config {
                 fsync,
                 page_size_bytes,
                 checkpoint,
+                writer_cache_kib,
             },
             Some(other) => other,
         }

@@ -128,6 +128,7 @@ fn one_run(exe: &std::path::Path, args: &KvArgs, procs: u32, writes: u32) -> any
         fsync: true,
         page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
         checkpoint: Default::default(),
+        writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
     })?;
     let children = (0..procs)
         .map(|_| {
@@ -220,6 +221,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             fsync: true,
             page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
             checkpoint: Default::default(),
+            writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
         })?;
         let pid = std::process::id();
         let value = vec![0x5au8; args.value_bytes];

@@ -32,6 +32,11 @@ pub enum KvConfig {
         /// threshold, as SQLite does by itself (for A/B benchmarks).
         #[serde(default)]
         checkpoint: CheckpointMode,
+        /// Page cache of the write connection, KiB (default 4096): the
+        /// B-tree pages every commit walks; misses are read from the OS's
+        /// page cache.
+        #[serde(default = "writer_cache_default")]
+        writer_cache_kib: u32,
     },
     /// FoundationDB (needs the `fdb` build feature and libfdb_c).
     Fdb {
@@ -42,6 +47,10 @@ pub enum KvConfig {
 
 fn yes() -> bool {
     true
+}
+
+fn writer_cache_default() -> u32 {
+    crate::kv::sqlite::WRITER_CACHE_KIB
 }
 
 fn page_size_default() -> u32 {
@@ -56,6 +65,7 @@ impl KvConfig {
             fsync: true,
             page_size_bytes: page_size_default(),
             checkpoint: CheckpointMode::default(),
+            writer_cache_kib: writer_cache_default(),
         }
     }
 }
@@ -68,11 +78,13 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             fsync,
             page_size_bytes,
             checkpoint,
+            writer_cache_kib,
         } => {
             let mut opts = SqliteOptions::new(path);
             opts.durability = if *fsync { Durability::Full } else { Durability::Normal };
             opts.page_size_bytes = *page_size_bytes;
             opts.checkpoint = *checkpoint;
+            opts.writer_cache_kib = *writer_cache_kib;
             Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
         }
         #[cfg(feature = "fdb")]

@@ -53,6 +53,8 @@ pub struct SqliteOptions {
     pub page_size_bytes: u32,
     /// Where WAL checkpoints run (see [`checkpoint`]).
     pub checkpoint: checkpoint::CheckpointMode,
+    /// Page cache of the write connection, KiB ([`WRITER_CACHE_KIB`]).
+    pub writer_cache_kib: u32,
 }
 
 /// The page size new files get. A `kv` row holds key + value in its
@@ -72,6 +74,7 @@ impl SqliteOptions {
             readers_idle_max: 16,
             page_size_bytes: PAGE_SIZE_BYTES_DEFAULT,
             checkpoint: checkpoint::CheckpointMode::default(),
+            writer_cache_kib: WRITER_CACHE_KIB,
         }
     }
 }
@@ -133,7 +136,7 @@ impl SqliteBackend {
         }
         let fair = FairLock::open(&options.path)?;
         let mut conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes))?;
-        conn.execute_batch(&format!("PRAGMA cache_size=-{WRITER_CACHE_KIB}"))
+        conn.execute_batch(&format!("PRAGMA cache_size=-{}", options.writer_cache_kib))
             .map_err(sql_err)?;
         {
             // Schema creation races with other processes opening the same file.
@@ -200,7 +203,7 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
 const READER_CACHE_KIB: u32 = 1024;
 /// Page cache of the one write connection, KiB: the B-tree's inner pages
 /// that every commit walks stay in it.
-const WRITER_CACHE_KIB: u32 = 4096;
+pub const WRITER_CACHE_KIB: u32 = 4096;
 
 /// Bytes of heap SQLite holds in this process (page caches, statements,
 /// schemas): the `meshmail_kv_sqlite_heap_bytes` gauge.
