@@ -804,27 +804,16 @@ impl Config {
     }
 
     pub fn kv(&self) -> KvConfig {
-        match self.store.clone() {
-            None => KvConfig::sqlite_in(&self.data_dir),
-            Some(KvConfig::Sqlite {
-                path,
-                fsync,
-                page_size_bytes,
-                checkpoint,
-                writer_cache_kib,
-            }) => KvConfig::Sqlite {
-                path: if path.as_os_str().is_empty() {
-                    self.data_dir.join("meshmail.sqlite")
-                } else {
-                    path
-                },
-                fsync,
-                page_size_bytes,
-                checkpoint,
-                writer_cache_kib,
-            },
-            Some(other) => other,
+        let mut kv = self
+            .store
+            .clone()
+            .unwrap_or_else(|| KvConfig::sqlite_in(&self.data_dir));
+        if let KvConfig::Sqlite { path, .. } = &mut kv
+            && path.as_os_str().is_empty()
+        {
+            *path = self.data_dir.join("meshmail.sqlite");
         }
+        kv
     }
 
     pub fn blob_config(&self) -> BlobConfig {

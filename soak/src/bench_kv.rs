@@ -129,6 +129,7 @@ fn one_run(exe: &std::path::Path, args: &KvArgs, procs: u32, writes: u32) -> any
         page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
         checkpoint: Default::default(),
         writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
+        checkpoint_after_pages: meshmail_storage::kv::sqlite::checkpoint::CHECKPOINT_AFTER_PAGES,
     })?;
     let children = (0..procs)
         .map(|_| {
@@ -222,6 +223,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
             checkpoint: Default::default(),
             writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
+            checkpoint_after_pages: meshmail_storage::kv::sqlite::checkpoint::CHECKPOINT_AFTER_PAGES,
         })?;
         let pid = std::process::id();
         let value = vec![0x5au8; args.value_bytes];

@@ -419,6 +419,7 @@ pub(crate) fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes:
             page_size_bytes,
             checkpoint: Default::default(),
             writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
+            checkpoint_after_pages: meshmail_storage::kv::sqlite::checkpoint::CHECKPOINT_AFTER_PAGES,
         })?;
         db.run("bench_domain", |txn| async move {
             domains::add(&txn, DOMAIN).await.map(drop)

@@ -37,6 +37,9 @@ pub enum KvConfig {
         /// page cache.
         #[serde(default = "writer_cache_default")]
         writer_cache_kib: u32,
+        /// WAL pages after which a checkpoint runs (default 4096).
+        #[serde(default = "checkpoint_after_default")]
+        checkpoint_after_pages: u32,
     },
     /// FoundationDB (needs the `fdb` build feature and libfdb_c).
     Fdb {
@@ -47,6 +50,10 @@ pub enum KvConfig {
 
 fn yes() -> bool {
     true
+}
+
+fn checkpoint_after_default() -> u32 {
+    crate::kv::sqlite::checkpoint::CHECKPOINT_AFTER_PAGES
 }
 
 fn writer_cache_default() -> u32 {
@@ -66,6 +73,7 @@ impl KvConfig {
             page_size_bytes: page_size_default(),
             checkpoint: CheckpointMode::default(),
             writer_cache_kib: writer_cache_default(),
+            checkpoint_after_pages: checkpoint_after_default(),
         }
     }
 }
@@ -79,12 +87,14 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             page_size_bytes,
             checkpoint,
             writer_cache_kib,
+            checkpoint_after_pages,
         } => {
             let mut opts = SqliteOptions::new(path);
             opts.durability = if *fsync { Durability::Full } else { Durability::Normal };
             opts.page_size_bytes = *page_size_bytes;
             opts.checkpoint = *checkpoint;
             opts.writer_cache_kib = *writer_cache_kib;
+            opts.checkpoint_after_pages = *checkpoint_after_pages;
             Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
         }
         #[cfg(feature = "fdb")]

@@ -17,7 +17,6 @@
 //! connection checkpoints itself, as SQLite would, so the WAL stays bounded
 //! whatever the thread does.
 
-use std::path::Path;
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::time::Instant;
 
@@ -26,7 +25,7 @@ use rusqlite::hooks::Wal;
 use rusqlite::wal::CheckpointMode as SqliteCheckpoint;
 use serde::{Deserialize, Serialize};
 
-use super::{Durability, open_connection_sized, sql_err};
+use super::{SqliteOptions, open_connection_sized, sql_err};
 use crate::error::Result;
 
 /// Where the WAL is folded into the main file.
@@ -45,7 +44,7 @@ pub enum CheckpointMode {
 /// tail, the counters) are copied to the main file once per checkpoint
 /// rather than once per 1,000 pages, at the cost of a longer WAL for
 /// readers to search (its index is a hash table: cheap).
-pub const CHECKPOINT_AFTER_PAGES: i32 = 4096;
+pub const CHECKPOINT_AFTER_PAGES: u32 = 4096;
 /// The committing connection checkpoints itself past this many times the
 /// threshold (the background thread fell behind or cannot run).
 pub const BACKSTOP_FACTOR: i32 = 4;
@@ -55,24 +54,20 @@ pub const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
 
 /// Sets up checkpoints on the write connection; returns the background
 /// thread's handle when there is one (it stops when the handle drops).
-pub fn install(
-    writer: &mut Connection,
-    path: &Path,
-    durability: Durability,
-    mode: CheckpointMode,
-) -> Result<Option<Checkpointer>> {
+pub fn install(writer: &mut Connection, options: &SqliteOptions) -> Result<Option<Checkpointer>> {
+    let after_pages = options.checkpoint_after_pages.min(i32::MAX as u32) as i32;
     writer
         .execute_batch(&format!("PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"))
         .map_err(sql_err)?;
-    match mode {
+    match options.checkpoint {
         CheckpointMode::InCommit => {
             writer
-                .execute_batch(&format!("PRAGMA wal_autocheckpoint={CHECKPOINT_AFTER_PAGES}"))
+                .execute_batch(&format!("PRAGMA wal_autocheckpoint={after_pages}"))
                 .map_err(sql_err)?;
             Ok(None)
         }
         CheckpointMode::Background => {
-            let conn = open_connection_sized(path, durability, None)?;
+            let conn = open_connection_sized(&options.path, options.durability, None)?;
             conn.execute_batch(&format!("PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"))
                 .map_err(sql_err)?;
             // One pending signal is enough: the thread checkpoints
@@ -96,7 +91,7 @@ pub fn install(
                     };
                     pages_before = pages;
                     metrics::histogram!("meshmail_kv_sqlite_commit_pages").record(f64::from(appended));
-                    on_commit(wal, pages, &hook_signal);
+                    on_commit(wal, pages, after_pages, &hook_signal);
                     Ok(())
                 }))
                 .map_err(sql_err)?;
@@ -112,9 +107,9 @@ pub struct Checkpointer {
 }
 
 /// Called by SQLite after each commit with the pages the WAL now holds.
-fn on_commit(wal: &mut Wal, pages: i32, signal: &SyncSender<()>) {
+fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, signal: &SyncSender<()>) {
     metrics::gauge!("meshmail_kv_sqlite_wal_pages").set(f64::from(pages));
-    if pages >= CHECKPOINT_AFTER_PAGES * BACKSTOP_FACTOR {
+    if pages >= after_pages.saturating_mul(BACKSTOP_FACTOR) {
         metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => "commit").increment(1);
         let started = Instant::now();
         // PASSIVE, as SQLite's own autocheckpoint: it never waits for
@@ -122,7 +117,7 @@ fn on_commit(wal: &mut Wal, pages: i32, signal: &SyncSender<()>) {
         let _ = wal.checkpoint_v2(SqliteCheckpoint::PASSIVE);
         metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "commit")
             .record(started.elapsed().as_secs_f64());
-    } else if pages >= CHECKPOINT_AFTER_PAGES {
+    } else if pages >= after_pages {
         // Full: a wake-up is already pending. Disconnected: the thread
         // is gone with the backend, and so is this connection soon.
         let _ = signal.try_send(());
@@ -158,7 +153,9 @@ fn run(conn: Connection, wake: Receiver<()>) {
 mod tests {
     use super::*;
     use crate::kv::Backend;
-    use crate::kv::sqlite::{SqliteBackend, SqliteOptions};
+    use std::path::Path;
+
+    use crate::kv::sqlite::{Durability, SqliteBackend, SqliteOptions};
 
     fn file_len(path: &Path) -> u64 {
         std::fs::metadata(path).map_or(0, |m| m.len())
@@ -179,7 +176,7 @@ mod tests {
         let main_before = file_len(&path);
         let value = vec![0x5au8; 6000];
         // ~1.2 pages per key; stop short of the backstop.
-        let keys = (CHECKPOINT_AFTER_PAGES as u32) * 3 / 2 / 100 * 100;
+        let keys = CHECKPOINT_AFTER_PAGES * 3 / 2 / 100 * 100;
         for chunk in 0..keys / 100 {
             let txn = backend.begin(false).await.unwrap();
             for i in 0..100 {
@@ -189,7 +186,7 @@ mod tests {
         }
         let wal = path.with_extension("sqlite-wal");
         assert!(
-            file_len(&wal) >= page * CHECKPOINT_AFTER_PAGES as u64,
+            file_len(&wal) >= page * u64::from(CHECKPOINT_AFTER_PAGES),
             "the WAL never reached the threshold"
         );
         let deadline = Instant::now() + std::time::Duration::from_secs(20);

@@ -55,6 +55,9 @@ pub struct SqliteOptions {
     pub checkpoint: checkpoint::CheckpointMode,
     /// Page cache of the write connection, KiB ([`WRITER_CACHE_KIB`]).
     pub writer_cache_kib: u32,
+    /// WAL pages after which a checkpoint runs
+    /// ([`checkpoint::CHECKPOINT_AFTER_PAGES`]).
+    pub checkpoint_after_pages: u32,
 }
 
 /// The page size new files get. A `kv` row holds key + value in its
@@ -75,6 +78,7 @@ impl SqliteOptions {
             page_size_bytes: PAGE_SIZE_BYTES_DEFAULT,
             checkpoint: checkpoint::CheckpointMode::default(),
             writer_cache_kib: WRITER_CACHE_KIB,
+            checkpoint_after_pages: checkpoint::CHECKPOINT_AFTER_PAGES,
         }
     }
 }
@@ -128,6 +132,12 @@ impl SqliteBackend {
         {
             std::fs::create_dir_all(dir)?;
         }
+        if !(64..=1_000_000).contains(&options.checkpoint_after_pages) {
+            return Err(StorageError::Backend(format!(
+                "checkpoint_after_pages {} is not in 64..=1000000",
+                options.checkpoint_after_pages
+            )));
+        }
         if !(512..=65536).contains(&options.page_size_bytes) || !options.page_size_bytes.is_power_of_two() {
             return Err(StorageError::Backend(format!(
                 "page_size_bytes {} is not a power of two in 512..=65536",
@@ -143,7 +153,7 @@ impl SqliteBackend {
             let _guard = fair.acquire()?;
             schema::create(&conn).map_err(sql_err)?;
         }
-        let checkpointer = checkpoint::install(&mut conn, &options.path, options.durability, options.checkpoint)?;
+        let checkpointer = checkpoint::install(&mut conn, &options)?;
         Ok(SqliteBackend {
             shared: Arc::new(Shared {
                 writer: Mutex::new(Writer {
