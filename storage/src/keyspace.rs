@@ -118,6 +118,26 @@ pub fn counter(account: AccountId, mailbox: MailboxId, kind: &str) -> Vec<u8> {
     pack(&("cnt", account, mailbox, kind))
 }
 
+/// A mailbox counter (i64 LE, atomic adds) right behind the mailbox's
+/// record: every delivery rewrites the record and adds to the counters, and
+/// under `("cnt", ...)` they took a B-tree page of their own. Counters
+/// written before this layout stay at [`counter`]; readers sum both.
+pub fn mailbox_counter(account: AccountId, mailbox: MailboxId, kind: &str) -> Vec<u8> {
+    pack(&("mbox", account, mailbox, kind))
+}
+
+/// Whether a key of the `("mbox", ...)` subspace is a mailbox record (not
+/// one of its [`mailbox_counter`]s).
+pub fn is_mailbox_record(key: &[u8]) -> bool {
+    foundationdb_tuple::unpack::<(String, AccountId, MailboxId)>(key).is_ok()
+}
+
+/// The account, mailbox and kind of a [`mailbox_counter`] key.
+pub fn parse_mailbox_counter(key: &[u8]) -> Option<(AccountId, MailboxId, String)> {
+    let (_, account, mailbox, kind): (String, AccountId, MailboxId, String) = foundationdb_tuple::unpack(key).ok()?;
+    Some((account, mailbox, kind))
+}
+
 /// Every per-mailbox counter of an account (quota usage sums them).
 pub fn account_counters(account: AccountId) -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("cnt", account)))

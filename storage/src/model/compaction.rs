@@ -42,6 +42,10 @@ pub async fn mailbox_page(txn: &Txn, limit: usize) -> Result<MailboxPage> {
     let rows = txn.get_range(&from, &all_end, RangeOptions::limit(limit)).await?;
     let mut mailboxes = Vec::with_capacity(rows.len());
     for (key, value) in &rows {
+        // The walk also meets the counters behind each record.
+        if !keyspace::is_mailbox_record(key) {
+            continue;
+        }
         let mailbox: Mailbox = decode("mailbox", value)?;
         let Ok(account) = keyspace::mailbox_account(key) else {
             continue;

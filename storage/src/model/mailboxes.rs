@@ -172,18 +172,33 @@ pub async fn rewind_uid_next_for_fault_injection(txn: &Txn, account: AccountId, 
 /// Every mailbox of an account (bounded: an account has at most 10,000).
 pub async fn list(txn: &Txn, account: AccountId) -> Result<Vec<Mailbox>> {
     let (b, e) = keyspace::mailboxes(account);
-    let rows = txn.get_range(&b, &e, RangeOptions::limit(10_000)).await?;
-    rows.iter().map(|(_, v)| super::decode("mailbox", v)).collect()
+    let mut out = Vec::new();
+    let mut cursor = txn.range_cursor(&b, &e, 10_000, false);
+    while let Some(chunk) = cursor.next_chunk().await? {
+        for (k, v) in chunk {
+            if keyspace::is_mailbox_record(&k) {
+                out.push(super::decode("mailbox", &v)?);
+            }
+        }
+    }
+    Ok(out)
 }
 
 pub async fn counts(txn: &Txn, account: AccountId, mailbox: MailboxId) -> Result<Counts> {
     Ok(Counts {
-        messages: txn
-            .get_i64(&keyspace::counter(account, mailbox, COUNT_MESSAGES))
-            .await?,
-        unseen: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_UNSEEN)).await?,
-        bytes: txn.get_i64(&keyspace::counter(account, mailbox, COUNT_BYTES)).await?,
+        messages: count(txn, account, mailbox, COUNT_MESSAGES).await?,
+        unseen: count(txn, account, mailbox, COUNT_UNSEEN).await?,
+        bytes: count(txn, account, mailbox, COUNT_BYTES).await?,
     })
+}
+
+/// One counter: the one behind the mailbox record plus, for mailboxes
+/// counted before it existed, the one under `("cnt", ...)` (never moved:
+/// adds go to the new key, so the sum is right without a backfill).
+async fn count(txn: &Txn, account: AccountId, mailbox: MailboxId, kind: &str) -> Result<i64> {
+    let new = txn.get_i64(&keyspace::mailbox_counter(account, mailbox, kind)).await?;
+    let old = txn.get_i64(&keyspace::counter(account, mailbox, kind)).await?;
+    Ok(new + old)
 }
 
 /// Changes the counters with atomic adds (no read conflict).
@@ -194,7 +209,7 @@ pub fn add_counts(txn: &Txn, account: AccountId, mailbox: MailboxId, delta: Coun
         (COUNT_BYTES, delta.bytes),
     ] {
         if d != 0 {
-            txn.add_i64(&keyspace::counter(account, mailbox, kind), d)?;
+            txn.add_i64(&keyspace::mailbox_counter(account, mailbox, kind), d)?;
         }
     }
     Ok(())
@@ -280,6 +295,7 @@ pub async fn remove_empty(txn: &Txn, account: AccountId, mailbox: &Mailbox) -> R
     }
     for kind in [COUNT_MESSAGES, COUNT_UNSEEN, COUNT_BYTES] {
         txn.clear(&keyspace::counter(account, mailbox.id, kind))?;
+        txn.clear(&keyspace::mailbox_counter(account, mailbox.id, kind))?;
     }
     // Every summary went with its message; clearing the (empty) range
     // costs nothing and leaves no orphan should one have been missed.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::mailboxes::{COUNT_BYTES, COUNT_MESSAGES};
 use super::{get_record, put_record};
 use crate::error::Result;
-use crate::ids::{AccountId, MailboxId};
+use crate::ids::AccountId;
 use crate::keyspace;
 use crate::kv::{Txn, decode_i64};
 
@@ -70,23 +70,31 @@ pub fn set(txn: &Txn, account: AccountId, quota: &Quota) -> Result<()> {
 
 /// The account's usage: its mailboxes' counters summed.
 pub async fn usage(txn: &Txn, account: AccountId) -> Result<Usage> {
-    let (begin, end) = keyspace::account_counters(account);
-    let mut cursor = txn.range_cursor(&begin, &end, COUNTERS_PER_READ, false);
-    let mut usage = Usage::default();
-    while let Some(chunk) = cursor.next_chunk().await? {
-        for (k, v) in chunk {
-            let Ok((_, _, _, kind)) = foundationdb_tuple::unpack::<(String, AccountId, MailboxId, String)>(&k) else {
-                continue;
-            };
-            let n = decode_i64(Some(&v)).max(0) as u64;
-            match kind.as_str() {
-                COUNT_MESSAGES => usage.messages += n,
-                COUNT_BYTES => usage.bytes += n,
-                _ => {}
+    // The counters behind the mailbox records, and those of earlier
+    // builds under ("cnt", ...): both hold part of the count, and a part
+    // may be negative (expunges counted on the new key of messages counted
+    // on the old one), so the sums are signed until the end.
+    let (mut messages, mut bytes) = (0i64, 0i64);
+    for (begin, end) in [keyspace::mailboxes(account), keyspace::account_counters(account)] {
+        let mut cursor = txn.range_cursor(&begin, &end, COUNTERS_PER_READ, false);
+        while let Some(chunk) = cursor.next_chunk().await? {
+            for (k, v) in chunk {
+                let Some((_, _, kind)) = keyspace::parse_mailbox_counter(&k) else {
+                    continue;
+                };
+                let n = decode_i64(Some(&v));
+                match kind.as_str() {
+                    COUNT_MESSAGES => messages = messages.saturating_add(n),
+                    COUNT_BYTES => bytes = bytes.saturating_add(n),
+                    _ => {}
+                }
             }
         }
     }
-    Ok(usage)
+    Ok(Usage {
+        messages: messages.max(0) as u64,
+        bytes: bytes.max(0) as u64,
+    })
 }
 
 /// Whether adding `messages` messages of `bytes` octets in total would
