@@ -792,10 +792,12 @@ impl Config {
     /// SQLite has one writer: a second batcher only splits the stream into
     /// two half-size batches that queue for it in turn, and each batch stops
     /// growing while it waits. One batcher's next batch takes everything
-    /// that arrived during its commit: `bench smtp` (16 sessions, release)
-    /// went from ~2,500 to ~3,450 msg/s, CPU 0.41 → 0.29 ms a message, mean
-    /// batch 4.6 → 7.9 (soak/reports/ingest-2026-12-04.md). FoundationDB
-    /// commits in parallel, so its batchers overlap their commit latency.
+    /// that arrived during its commit (mean batch 4.6 → 7.9 when the default
+    /// went from two to one). Group commit does not change that: two
+    /// batchers measured 1,602 against 1,802 msg/s, their reads (0.5 ms)
+    /// too short beside a commit (2.5 ms) to overlap it
+    /// (soak/reports/ingest-2026-12-04.md). FoundationDB commits in
+    /// parallel, so its batchers overlap their commit latency.
     pub fn batchers(&self) -> usize {
         self.batchers.unwrap_or(match self.kv() {
             KvConfig::Sqlite { .. } => 1,
