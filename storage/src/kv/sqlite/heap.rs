@@ -103,11 +103,18 @@ pub fn set(tx: &Connection, key: &[u8], value: &[u8]) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Clears `key`: one delete when its value is inline (the common case; a
+/// `RETURNING` of the old value instead made every delete materialize its
+/// result), else the heap row goes too.
 pub fn clear(tx: &Connection, key: &[u8]) -> rusqlite::Result<()> {
-    let mut del = tx.prepare_cached("DELETE FROM kv WHERE k = ?1 RETURNING v")?;
-    let old: Option<rusqlite::types::Value> = del.query_row(params![key], |r| r.get(0)).optional()?;
-    if let Some(rusqlite::types::Value::Integer(id)) = old {
+    let mut del_inline = tx.prepare_cached("DELETE FROM kv WHERE k = ?1 AND typeof(v) != 'integer'")?;
+    if del_inline.execute(params![key])? == 1 {
+        return Ok(());
+    }
+    if let Some(id) = heap_id(tx, key)? {
         free(tx, id)?;
+        let mut del = tx.prepare_cached("DELETE FROM kv WHERE k = ?1")?;
+        del.execute(params![key])?;
     }
     Ok(())
 }
