@@ -123,14 +123,7 @@ fn one_run(exe: &std::path::Path, args: &KvArgs, procs: u32, writes: u32) -> any
     };
     let path = dir.path().join("bench.sqlite");
     // Create the schema once so workers do not all race to do it.
-    open_kv(&KvConfig::Sqlite {
-        path: path.clone(),
-        fsync: true,
-        page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
-        checkpoint: Default::default(),
-        writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
-        checkpoint_after_pages: meshmail_storage::kv::sqlite::checkpoint::CHECKPOINT_AFTER_PAGES,
-    })?;
+    open_kv(&KvConfig::sqlite_file(path.clone()))?;
     let children = (0..procs)
         .map(|_| {
             Command::new(exe)
@@ -217,14 +210,7 @@ fn markdown(rows: &[Row], args: &KvArgs) -> String {
 pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
-        let db = open_kv(&KvConfig::Sqlite {
-            path: args.path.clone(),
-            fsync: true,
-            page_size_bytes: meshmail_storage::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT,
-            checkpoint: Default::default(),
-            writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
-            checkpoint_after_pages: meshmail_storage::kv::sqlite::checkpoint::CHECKPOINT_AFTER_PAGES,
-        })?;
+        let db = open_kv(&KvConfig::sqlite_file(args.path.clone()))?;
         let pid = std::process::id();
         let value = vec![0x5au8; args.value_bytes];
         let started = Instant::now();

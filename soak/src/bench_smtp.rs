@@ -413,14 +413,11 @@ fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
 pub(crate) fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes: u32) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
-        let db = open_kv(&KvConfig::Sqlite {
-            path: data_dir.join("meshmail.sqlite"),
-            fsync: true,
-            page_size_bytes,
-            checkpoint: Default::default(),
-            writer_cache_kib: meshmail_storage::kv::sqlite::WRITER_CACHE_KIB,
-            checkpoint_after_pages: meshmail_storage::kv::sqlite::checkpoint::CHECKPOINT_AFTER_PAGES,
-        })?;
+        let mut kv = KvConfig::sqlite_in(data_dir);
+        if let KvConfig::Sqlite { page_size_bytes: p, .. } = &mut kv {
+            *p = page_size_bytes;
+        }
+        let db = open_kv(&kv)?;
         db.run("bench_domain", |txn| async move {
             domains::add(&txn, DOMAIN).await.map(drop)
         })

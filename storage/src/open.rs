@@ -67,8 +67,13 @@ fn page_size_default() -> u32 {
 impl KvConfig {
     /// The embedded default under a data directory.
     pub fn sqlite_in(data_dir: &Path) -> Self {
+        Self::sqlite_file(data_dir.join("meshmail.sqlite"))
+    }
+
+    /// SQLite in one file, every setting at its default.
+    pub fn sqlite_file(path: PathBuf) -> Self {
         KvConfig::Sqlite {
-            path: data_dir.join("meshmail.sqlite"),
+            path,
             fsync: true,
             page_size_bytes: page_size_default(),
             checkpoint: CheckpointMode::default(),

@@ -422,8 +422,8 @@ mod tests {
         assert_eq!(version_after, version_before + 2, "one version per applied member");
     }
 
-    /// Many concurrent writers: every commit is applied once, in fewer
-    /// SQLite transactions than commits.
+    /// Many concurrent writers: every commit is applied exactly once (the
+    /// counter they all add to reads 200, every key is there).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_commits_all_apply() {
         let dir = tempfile::tempdir().unwrap();
