@@ -87,6 +87,13 @@ pub struct SmtpArgs {
     /// `<mode>-<n>.prom`, for the stage timings the summary leaves out.
     #[arg(long)]
     pub metrics_dir: Option<PathBuf>,
+    /// Instead of the modes above: one node and one store, measured in
+    /// `--runs` windows of `--messages` at each of these store sizes
+    /// (messages stored before the window, ascending, e.g.
+    /// `0,100000,1000000`), filled over SMTP in between; prints each
+    /// point's median and its ratio to the first (see `bench_flat`).
+    #[arg(long, value_delimiter = ',')]
+    pub flat_at: Vec<u64>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -106,6 +113,10 @@ pub struct RunFigures {
     /// (SQLite backend): near 1, the writer is what limits the rate. 0 for
     /// a build without `meshmail_kv_sqlite_apply_seconds` (not "idle").
     pub writer_busy: f64,
+    /// SQLite pages the node's commits wrote to the WAL per message
+    /// (`meshmail_kv_sqlite_commit_pages`; every commit of the window,
+    /// deliveries and the rest; 0 for a build without the histogram).
+    pub pages_per_msg: f64,
     pub cpu_ms_per_msg: f64,
     /// Bytes on disk per stored message (all messages stored, prefill too).
     pub disk_bytes_per_msg: f64,
@@ -115,7 +126,7 @@ pub struct RunFigures {
     pub batch_buckets: Vec<(String, f64)>,
 }
 
-const DOMAIN: &str = "bench.example";
+pub(crate) const DOMAIN: &str = "bench.example";
 const MODES: [&str; 7] = [
     "base-durable",
     "durable",
@@ -132,6 +143,9 @@ pub(crate) fn recipients(n: usize) -> Vec<String> {
 
 pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
     let bin = meshmail_binary(args.meshmail.as_deref())?;
+    if !args.flat_at.is_empty() {
+        return crate::bench_flat::run(&bin, &args);
+    }
     let dovecot = match args.peer.as_str() {
         "off" => None,
         _ => crate::dovecot_peer::binary(),
@@ -304,14 +318,32 @@ fn meshmail_run(
     if prefill > 0 {
         smtp_load::run(&spec)?;
     }
+    spec.first = prefill;
+    let mut figures = measure_window(&node, &mut spec, args, mode)?;
+    drop(node);
+    if mode != "sink" {
+        let stored = figures.messages + prefill;
+        store_disk(&mut figures, dir.path(), stored)?;
+    }
+    Ok(figures)
+}
+
+/// Sends `args.messages` more over `spec` (from `spec.first`, which it
+/// moves on) and returns what the node did meanwhile; the disk figures are
+/// left for [`store_disk`] once the node is gone.
+pub(crate) fn measure_window(
+    node: &NodeProc,
+    spec: &mut LoadSpec,
+    args: &SmtpArgs,
+    mode: &'static str,
+) -> anyhow::Result<RunFigures> {
     let before_metrics = node.metrics()?;
     let (cpu0, io0) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
     spec.messages = args.messages;
-    spec.first = prefill;
-    let load = smtp_load::run(&spec)?;
+    let load = smtp_load::run(spec)?;
+    spec.first += load.sent;
     let (cpu1, io1) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
     let metrics = node.metrics()?;
-    drop(node);
     if let Some(keep) = &args.metrics_dir {
         std::fs::create_dir_all(keep)?;
         let n = (1..)
@@ -334,13 +366,8 @@ fn meshmail_run(
     let (bsum, bcount, buckets) = delta("meshmail_batch_deliveries", "");
     let (csum, ccount, _) = delta("meshmail_kv_commit_seconds", "op=\"deliver_batch\"");
     let (apply_s, _, _) = delta("meshmail_kv_sqlite_apply_seconds", "");
+    let (pages, _, _) = delta("meshmail_kv_sqlite_commit_pages", "");
     let sent = load.sent.max(1) as f64;
-    let stored = (load.sent + prefill).max(1) as f64;
-    let (sqlite, blobs) = if mode == "sink" {
-        (0, 0)
-    } else {
-        store_usage::checkpointed_usage(dir.path())?
-    };
     Ok(RunFigures {
         mode,
         messages: load.sent,
@@ -352,13 +379,23 @@ fn meshmail_run(
         mean_batch: if bcount > 0.0 { bsum / bcount } else { 0.0 },
         mean_commit_ms: if ccount > 0.0 { csum / ccount * 1000.0 } else { 0.0 },
         writer_busy: apply_s / load.elapsed_s.max(1e-9),
+        pages_per_msg: pages / sent,
         cpu_ms_per_msg: (cpu1 - cpu0) * 1000.0 / sent,
-        disk_bytes_per_msg: (sqlite + blobs) as f64 / stored,
-        sqlite_bytes_per_msg: sqlite as f64 / stored,
-        blob_bytes_per_msg: blobs as f64 / stored,
         write_amplification: io1.saturating_sub(io0) as f64 / (sent * args.size as f64),
         batch_buckets: buckets,
+        ..RunFigures::default()
     })
+}
+
+/// Fills in the disk figures of a run whose node has stopped: the store
+/// after a WAL checkpoint, per message it holds.
+pub(crate) fn store_disk(figures: &mut RunFigures, data_dir: &Path, stored: u64) -> anyhow::Result<()> {
+    let (sqlite, blobs) = store_usage::checkpointed_usage(data_dir)?;
+    let stored = stored.max(1) as f64;
+    figures.disk_bytes_per_msg = (sqlite + blobs) as f64 / stored;
+    figures.sqlite_bytes_per_msg = sqlite as f64 / stored;
+    figures.blob_bytes_per_msg = blobs as f64 / stored;
+    Ok(())
 }
 
 /// The same load against Dovecot's LMTP, to the recipients of `durable`
@@ -401,7 +438,7 @@ const ACCOUNTS_PER_TXN: usize = 50;
 /// file it opened (the `conflict_log` view of `kv::sqlite::schema`); the
 /// base-* runs are an older build, given the file before any node of this
 /// build ran on it: the fence goes, the older build makes its own table.
-fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
     let conn = rusqlite::Connection::open(data_dir.join("meshmail.sqlite"))?;
     conn.execute_batch("DROP VIEW IF EXISTS conflict_log")?;
     Ok(())

@@ -12,6 +12,7 @@
 pub mod attached;
 pub mod bench_burst;
 pub mod bench_coldstart;
+pub mod bench_flat;
 pub mod bench_imap;
 pub mod bench_jmap;
 pub mod bench_kv;

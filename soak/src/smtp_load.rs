@@ -15,6 +15,7 @@ use hdrhistogram::Histogram;
 /// How long one reply may take before the run fails.
 const REPLY_TIMEOUT_S: u64 = 30;
 
+#[derive(Clone)]
 pub struct LoadSpec {
     pub addr: String,
     /// `EHLO` (SMTP) or `LHLO` (LMTP).

@@ -10,7 +10,8 @@
 //! then calls [`BlobStore::sweep_step`], which deletes bodies nobody
 //! references. Keys (see `keyspace.rs`): `bref` (reference count),
 //! `bgen` (generation, bumped before every delete), `bdel` (present while a
-//! delete is in progress), `binl` (inline bytes).
+//! delete is in progress), `("bref", hash, "inline")` (inline bytes, beside
+//! the count; `binl` in stores written before).
 //!
 //! * **prepare, step A**: wait while `bdel` exists, read `bgen` → g.
 //!   **step B**: PUT the object (`PutMode::Create`; "already exists" is fine:
@@ -288,9 +289,9 @@ impl BlobStore {
         check_hash(&body.hash)?;
         let started = Instant::now();
         let bytes = if body.inline {
-            let key = &keyspace::blob_inline(&body.hash);
+            let hash = &body.hash;
             let value = db
-                .read("blob_get_inline", |txn| async move { txn.get(key).await })
+                .read("blob_get_inline", |txn| async move { inline_bytes(&txn, hash).await })
                 .await?;
             Bytes::from(value.ok_or_else(|| StorageError::NotFound(format!("inline body {}", body.hash)))?)
         } else {
@@ -328,9 +329,8 @@ pub async fn reference(txn: &Txn, prepared: &PreparedBody) -> Result<()> {
         // Content-addressed: present means same bytes. Reading first keeps a
         // batch of deliveries of one body from writing it once per recipient
         // against the 10 MB transaction limit.
-        let key = keyspace::blob_inline(hash);
-        if txn.get(&key).await?.is_none() {
-            txn.set(&key, bytes)?;
+        if inline_bytes(txn, hash).await?.is_none() {
+            txn.set(&keyspace::blob_inline(hash), bytes)?;
         }
     }
     txn.add_i64(&keyspace::blob_refs(hash), 1)
@@ -342,7 +342,7 @@ pub async fn reference(txn: &Txn, prepared: &PreparedBody) -> Result<()> {
 /// held reference keeps the sweep away, so no `prepare` is needed.
 pub async fn prepared_from_stored(txn: &Txn, hash: &str, size: u64) -> Result<PreparedBody> {
     let generation = txn.get_i64(&keyspace::blob_generation(hash)).await?;
-    let inline = txn.get(&keyspace::blob_inline(hash)).await?;
+    let inline = inline_bytes(txn, hash).await?;
     Ok(PreparedBody {
         body: BodyRef {
             hash: hash.to_string(),
@@ -352,6 +352,16 @@ pub async fn prepared_from_stored(txn: &Txn, hash: &str, size: u64) -> Result<Pr
         generation,
         inline_bytes: inline.map(Into::into),
     })
+}
+
+/// The bytes of an inline body: beside its reference count, or where stores
+/// written before that keep them (`("binl", hash)`: never moved, swept in
+/// place once unreferenced).
+async fn inline_bytes(txn: &Txn, hash: &str) -> Result<Option<Vec<u8>>> {
+    match txn.get(&keyspace::blob_inline(hash)).await? {
+        Some(bytes) => Ok(Some(bytes)),
+        None => txn.get(&keyspace::blob_inline_v1(hash)).await,
+    }
 }
 
 /// Inside the caller's transaction: drops one reference (an expunge). The

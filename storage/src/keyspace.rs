@@ -305,8 +305,19 @@ pub fn blob_generation(hash: &str) -> Vec<u8> {
 pub fn blob_deleting(hash: &str) -> Vec<u8> {
     pack(&("bdel", hash))
 }
-/// Small bodies stored inline in the KV store, by content hash.
+/// Small bodies stored inline in the KV store, by content hash, right
+/// behind the body's reference count: a delivery writes both, and keyed by a
+/// hash they land on a random B-tree page each; side by side they share one
+/// (one page per delivery fewer, the difference growing with the store).
 pub fn blob_inline(hash: &str) -> Vec<u8> {
+    pack(&("bref", hash, BLOB_INLINE_TAG))
+}
+/// The element that tells an inline body from its reference count under
+/// `("bref", hash)`.
+pub const BLOB_INLINE_TAG: &str = "inline";
+/// Where stores written before 2026-12-05 keep inline bodies: read (and
+/// swept) as a fallback, never written.
+pub fn blob_inline_v1(hash: &str) -> Vec<u8> {
     pack(&("binl", hash))
 }
 

@@ -28,7 +28,9 @@ pub mod open;
 #[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub mod test_keys {
-    pub use crate::keyspace::{blob_deleting, blob_inline, blob_refs, counter, message, message_summary, unseen};
+    pub use crate::keyspace::{
+        blob_deleting, blob_inline, blob_inline_v1, blob_refs, counter, message, message_summary, unseen,
+    };
 }
 
 pub use error::{Result, StorageError, TxError};

@@ -40,6 +40,10 @@ pub enum KvConfig {
         /// WAL pages after which a checkpoint runs (default 4096).
         #[serde(default = "checkpoint_after_default")]
         checkpoint_after_pages: u32,
+        /// Write each commit's WAL frames in one run instead of SQLite's two
+        /// writes per frame (default true; false for A/B benchmarks).
+        #[serde(default = "yes")]
+        coalesce_wal_writes: bool,
     },
     /// FoundationDB (needs the `fdb` build feature and libfdb_c).
     Fdb {
@@ -79,6 +83,7 @@ impl KvConfig {
             checkpoint: CheckpointMode::default(),
             writer_cache_kib: writer_cache_default(),
             checkpoint_after_pages: checkpoint_after_default(),
+            coalesce_wal_writes: true,
         }
     }
 }
@@ -93,6 +98,7 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             checkpoint,
             writer_cache_kib,
             checkpoint_after_pages,
+            coalesce_wal_writes,
         } => {
             let mut opts = SqliteOptions::new(path);
             opts.durability = if *fsync { Durability::Full } else { Durability::Normal };
@@ -100,6 +106,7 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             opts.checkpoint = *checkpoint;
             opts.writer_cache_kib = *writer_cache_kib;
             opts.checkpoint_after_pages = *checkpoint_after_pages;
+            opts.coalesce_wal_writes = *coalesce_wal_writes;
             Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
         }
         #[cfg(feature = "fdb")]

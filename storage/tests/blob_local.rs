@@ -443,3 +443,56 @@ async fn an_inline_reference_racing_the_inline_sweep_stores_the_bytes_again() {
     assert_eq!(refs(&e.db, &again.body.hash).await, 1);
     assert_eq!(e.blobs.get(&e.db, &again.body).await.unwrap(), bytes);
 }
+
+/// Stores written before inline bodies moved beside their counts keep them at
+/// `("binl", hash)`: such a body is read, shared by a new delivery of the
+/// same content (not written again), swept once unreferenced, and a new
+/// body sits behind its count, one key after it.
+#[tokio::test]
+async fn inline_bodies_of_the_older_layout_are_read_shared_and_swept() {
+    let e = env().await;
+    let old = e.blobs.prepare(&e.db, body(40, 500)).await.unwrap();
+    let (hash, bytes) = (&old.body.hash, old.inline_bytes.clone().unwrap());
+    let (v1_key, refs_key) = (&test_keys::blob_inline_v1(hash), &test_keys::blob_refs(hash));
+    // What an earlier build's `reference` wrote.
+    e.db.run("test_v1_body", |txn| {
+        let bytes = bytes.clone();
+        async move {
+            txn.set(v1_key, &bytes)?;
+            txn.add_i64(refs_key, 1)
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(e.blobs.get(&e.db, &old.body).await.unwrap(), bytes);
+
+    let again = e.blobs.prepare(&e.db, bytes.clone()).await.unwrap();
+    reference(&e.db, &again).await.unwrap();
+    assert_eq!(refs(&e.db, hash).await, 2);
+    assert_eq!(
+        get_key(&e.db, &test_keys::blob_inline(hash)).await,
+        None,
+        "written twice"
+    );
+
+    let new = e.blobs.prepare(&e.db, body(41, 500)).await.unwrap();
+    reference(&e.db, &new).await.unwrap();
+    let new_key = test_keys::blob_inline(&new.body.hash);
+    assert!(
+        new_key.starts_with(&test_keys::blob_refs(&new.body.hash)),
+        "not beside its count"
+    );
+    assert_eq!(e.blobs.get(&e.db, &new.body).await.unwrap().len(), 500);
+
+    let report = sweep_pass(&e, Duration::ZERO, 100).await;
+    assert_eq!(report.deleted, 0);
+    release(&e.db, &old.body).await;
+    release(&e.db, &again.body).await;
+    release(&e.db, &new.body).await;
+    let report = sweep_pass(&e, Duration::ZERO, 100).await;
+    assert_eq!(report.deleted, 2);
+    assert_eq!(report.bytes_freed, 1_000);
+    for key in [v1_key, refs_key, &new_key, &test_keys::blob_refs(&new.body.hash)] {
+        assert_eq!(get_key(&e.db, key).await, None);
+    }
+}

@@ -241,9 +241,14 @@ impl BlobStore {
     }
 
     /// Clears up to a chunk of unreferenced inline bodies after `after` (an
-    /// empty `after`: from the start) and saves the position, in one
-    /// transaction: a concurrent `reference` of the same content conflicts
-    /// with it on `bref` or `binl` and one of the two retries.
+    /// empty `after`: from the start) and saves the position, each chunk in
+    /// one transaction: a concurrent `reference` of the same content
+    /// conflicts with it on the count or the body and one of the two retries.
+    ///
+    /// One walk covers both places inline bodies live: `("binl", hash)` of
+    /// older stores first, then `("bref", …)`, where each body sits behind its
+    /// count. `"binl"` sorts before `"bref"`, so one cursor orders both: a
+    /// position at or past the end of `binl` resumes in `bref`.
     async fn sweep_inline(
         &self,
         db: &Database,
@@ -252,19 +257,52 @@ impl BlobStore {
         report: &mut SweepReport,
     ) -> Result<Walk> {
         let limit = max_items.min(SWEEP_INLINE_PER_STEP_MAX);
-        let (range_begin, end) = &prefix_range(&subspace_prefix("binl"));
+        let scanned_before = report.scanned;
+        let mut next = self.sweep_inline_chunk(db, after, limit, report).await?;
+        // The older place ran out within this step: go on behind it with
+        // what is left of the step (an empty store finishes in one step).
+        let used = (report.scanned - scanned_before) as usize;
+        if let Walk::At(position) = &next
+            && position.as_slice() == prefix_range(&subspace_prefix("binl")).1.as_slice()
+            && used < limit
+        {
+            let position = position.clone();
+            next = self.sweep_inline_chunk(db, &position, limit - used, report).await?;
+        }
+        Ok(next)
+    }
+
+    /// One transaction of [`Self::sweep_inline`]: up to `limit` keys of
+    /// the place `after` is in.
+    async fn sweep_inline_chunk(
+        &self,
+        db: &Database,
+        after: &[u8],
+        limit: usize,
+        report: &mut SweepReport,
+    ) -> Result<Walk> {
+        let (v1_begin, v1_end) = prefix_range(&subspace_prefix("binl"));
+        let (refs_begin, refs_end) = prefix_range(&subspace_prefix("bref"));
+        let in_refs = !after.is_empty() && after >= v1_end.as_slice();
+        let (range_begin, end) = &if in_refs {
+            (refs_begin, refs_end)
+        } else {
+            (v1_begin, v1_end.clone())
+        };
         let begin = &if after.is_empty() {
             range_begin.clone()
         } else {
-            key_after(after)
+            key_after(after).max(range_begin.clone())
         };
         let cursor = &keyspace::cursor(CURSOR_INLINE);
+        let v1_end = &v1_end;
         let (scanned, deleted, freed, next) = db
             .run("blob_sweep_inline", |txn| async move {
                 let rows = txn.get_range(begin, end, RangeOptions::limit(limit).snapshot()).await?;
                 let (mut deleted, mut freed) = (0u64, 0u64);
                 for (key, value) in &rows {
-                    let Some(hash) = hash_of_key(key) else {
+                    // Counts of bodies kept as objects share the `bref` range.
+                    let Some(hash) = inline_hash_of_key(key) else {
                         continue;
                     };
                     let refs = keyspace::blob_refs(&hash);
@@ -277,6 +315,8 @@ impl BlobStore {
                 }
                 let next = match rows.last() {
                     Some((last, _)) if rows.len() == limit => Walk::At(last.clone()),
+                    // The older place is done: the walk goes on behind it.
+                    _ if !in_refs => Walk::At(v1_end.clone()),
                     _ => Walk::Done,
                 };
                 txn.set(cursor, &next.encode())?;
@@ -321,9 +361,26 @@ fn hash_of_path(path: &str) -> Option<String> {
     (is_hash(hash) && blob_path(hash) == path).then(|| hash.to_string())
 }
 
-/// The hash in a `("binl"|"bdel", hash)` key.
+/// The hash in a `("bdel", hash)` key.
 fn hash_of_key(key: &[u8]) -> Option<String> {
     let (_, hash): (String, String) = foundationdb_tuple::unpack(key).ok()?;
+    is_hash(&hash).then_some(hash)
+}
+
+/// The hash of an inline body's key: `("bref", hash, "inline")`, or
+/// `("binl", hash)` in stores written before; None for anything else (a
+/// reference count).
+fn inline_hash_of_key(key: &[u8]) -> Option<String> {
+    let hash = match foundationdb_tuple::unpack::<(String, String, String)>(key) {
+        Ok((_, hash, tag)) if tag == keyspace::BLOB_INLINE_TAG => hash,
+        Ok(_) => return None,
+        Err(_) => {
+            foundationdb_tuple::unpack::<(String, String)>(key)
+                .ok()
+                .filter(|(space, _)| space == "binl")?
+                .1
+        }
+    };
     is_hash(&hash).then_some(hash)
 }
 
@@ -332,7 +389,8 @@ fn hash_of_key(key: &[u8]) -> Option<String> {
 fn subspace_prefix(name: &str) -> Vec<u8> {
     let prefix = foundationdb_tuple::pack(&(name,));
     let sample = match name {
-        "binl" => keyspace::blob_inline("0"),
+        "binl" => keyspace::blob_inline_v1("0"),
+        "bref" => keyspace::blob_inline("0"),
         _ => keyspace::blob_deleting("0"),
     };
     assert!(sample.starts_with(&prefix), "keyspace layout changed for {name}");

@@ -67,7 +67,7 @@ pub fn install(writer: &mut Connection, options: &SqliteOptions) -> Result<Optio
             Ok(None)
         }
         CheckpointMode::Background => {
-            let conn = open_connection_sized(&options.path, options.durability, None)?;
+            let conn = open_connection_sized(&options.path, options.durability, None, None)?;
             conn.execute_batch(&format!("PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"))
                 .map_err(sql_err)?;
             // One pending signal is enough: the thread checkpoints

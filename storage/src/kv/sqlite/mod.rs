@@ -16,6 +16,7 @@ mod fair_lock;
 mod group_commit;
 mod heap;
 mod schema;
+pub mod wal_vfs;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,11 @@ pub struct SqliteOptions {
     /// WAL pages after which a checkpoint runs
     /// ([`checkpoint::CHECKPOINT_AFTER_PAGES`]).
     pub checkpoint_after_pages: u32,
+    /// The write connection writes each commit's WAL frames in one run
+    /// ([`wal_vfs`]); false: SQLite's two writes per frame (A/B runs).
+    /// Only with [`Durability::Full`]: without a sync at each commit nothing
+    /// would write the run before SQLite shows the frames to readers.
+    pub coalesce_wal_writes: bool,
 }
 
 /// The page size new files get. A `kv` row holds key + value in its
@@ -79,6 +85,7 @@ impl SqliteOptions {
             checkpoint: checkpoint::CheckpointMode::default(),
             writer_cache_kib: WRITER_CACHE_KIB,
             checkpoint_after_pages: checkpoint::CHECKPOINT_AFTER_PAGES,
+            coalesce_wal_writes: true,
         }
     }
 }
@@ -145,7 +152,16 @@ impl SqliteBackend {
             )));
         }
         let fair = FairLock::open(&options.path)?;
-        let mut conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes))?;
+        // Only with a sync at every commit: that sync is what writes the
+        // run before SQLite publishes the frames to readers (see wal_vfs).
+        let vfs = if options.coalesce_wal_writes && options.durability == Durability::Full {
+            wal_vfs::register()
+                .map_err(|rc| StorageError::Backend(format!("registering the WAL-run VFS: SQLite error {rc}")))?;
+            Some(wal_vfs::VFS_NAME)
+        } else {
+            None
+        };
+        let mut conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes), vfs)?;
         conn.execute_batch(&format!("PRAGMA cache_size=-{}", options.writer_cache_kib))
             .map_err(sql_err)?;
         {
@@ -199,7 +215,7 @@ impl SqliteBackend {
 }
 
 fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
-    let conn = open_connection_sized(path, durability, None)?;
+    let conn = open_connection_sized(path, durability, None, None)?;
     conn.execute_batch(&format!("PRAGMA cache_size=-{READER_CACHE_KIB}"))
         .map_err(sql_err)?;
     Ok(conn)
@@ -223,9 +239,19 @@ pub fn heap_bytes() -> i64 {
 }
 
 /// Opens a connection; `page_size_bytes` applies only to a file that has
-/// no pages yet (it must be set before WAL mode and the first table).
-fn open_connection_sized(path: &Path, durability: Durability, page_size_bytes: Option<u32>) -> Result<Connection> {
-    let conn = Connection::open(path).map_err(sql_err)?;
+/// no pages yet (it must be set before WAL mode and the first table);
+/// `vfs`: a registered VFS by name (the writer's [`wal_vfs`]), or SQLite's default.
+fn open_connection_sized(
+    path: &Path,
+    durability: Durability,
+    page_size_bytes: Option<u32>,
+    vfs: Option<&std::ffi::CStr>,
+) -> Result<Connection> {
+    let conn = match vfs {
+        Some(name) => Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), name),
+        None => Connection::open(path),
+    }
+    .map_err(sql_err)?;
     if let Some(size) = page_size_bytes {
         conn.execute_batch(&format!("PRAGMA page_size={size}"))
             .map_err(sql_err)?;

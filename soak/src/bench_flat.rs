@@ -1,0 +1,146 @@
+//! `meshmail-soak bench smtp --flat-at 0,100000,1000000`: is ingest flat as
+//! the store grows? One node and one store for the whole invocation, so
+//! every point is measured by the same process on the same file, minutes
+//! apart rather than in separate invocations: at each store size, `--runs`
+//! windows of `--messages` (the durable load: `--mailboxes` recipients,
+//! `--connections` sessions), then the store is filled over SMTP, unmeasured,
+//! up to the next size. The report gives each point's median window and its
+//! ratio to the first point's; the issue's bar is "within 15 %" from an
+//! empty store to 1,000,000 messages.
+//!
+//! A window moves the store on by `--messages`, so the first point's windows
+//! are at 0, `messages`, 2 × `messages`... stored: "empty" is the first few
+//! thousand messages, as a user starting a store would see it.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::bench_smtp::{RunFigures, SmtpArgs, measure_window, recipients, setup_accounts, store_disk};
+use crate::node_proc::NodeProc;
+use crate::smtp_load::{self, LoadSpec};
+
+/// One measured window.
+#[derive(Debug, Serialize)]
+pub struct FlatWindow {
+    /// The point this window belongs to (its `--flat-at` size).
+    pub point: u64,
+    /// Messages in the store when the window began.
+    pub stored_before: u64,
+    pub figures: RunFigures,
+}
+
+pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.flat_at.windows(2).all(|w| w[0] < w[1]),
+        "--flat-at sizes must ascend: {:?}",
+        args.flat_at
+    );
+    let dir = tempfile::tempdir()?;
+    let rcpts = recipients(args.mailboxes);
+    setup_accounts(dir.path(), &rcpts, args.sqlite_page_size)?;
+    let config: Vec<String> = args
+        .node_config
+        .iter()
+        .flat_map(|p| ["--config".to_string(), p.display().to_string()])
+        .collect();
+    let node = NodeProc::start_with_global(bin, dir.path(), &config, &[])?;
+    let mut spec = LoadSpec {
+        addr: node.addr("smtp")?,
+        hello: "EHLO",
+        recipients: rcpts,
+        messages: 0,
+        connections: args.connections,
+        size: args.size,
+        // A fill of a million messages takes minutes; each window keeps
+        // its own cap.
+        max_secs: args.max_secs,
+        first: 0,
+    };
+    let mut windows = Vec::new();
+    for &point in &args.flat_at {
+        if spec.first < point {
+            let fill = point - spec.first;
+            eprintln!("filling the store: {fill} messages (unmeasured) to {point}");
+            let filled = smtp_load::run(&LoadSpec {
+                messages: fill,
+                max_secs: args.max_secs.max(fill / 200 + 60),
+                ..spec.clone()
+            })?;
+            spec.first += filled.sent;
+            anyhow::ensure!(filled.sent == fill, "the fill stored {} of {fill}", filled.sent);
+        }
+        for run in 0..args.runs {
+            let stored_before = spec.first;
+            let figures = measure_window(&node, &mut spec, args, "durable")?;
+            eprintln!(
+                "at {stored_before} stored, window {}/{}: {:.0} msg/s, p99 {:.2} ms, {:.1} pages/msg, CPU {:.3} ms/msg",
+                run + 1,
+                args.runs,
+                figures.msg_per_s,
+                figures.accept_p99_ms,
+                figures.pages_per_msg,
+                figures.cpu_ms_per_msg,
+            );
+            windows.push(FlatWindow {
+                point,
+                stored_before,
+                figures,
+            });
+        }
+    }
+    drop(node);
+    if let Some(last) = windows.last_mut() {
+        store_disk(&mut last.figures, dir.path(), spec.first)?;
+    }
+    print_report(args, &windows);
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_vec_pretty(&windows)?)?;
+    }
+    Ok(())
+}
+
+fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
+    println!(
+        "bench smtp --flat-at: {} messages of {} B per window over {} connections to {} mailboxes, \
+         median of {} windows per point, one node\n",
+        args.messages, args.size, args.connections, args.mailboxes, args.runs
+    );
+    println!(
+        "| stored before | msg/s | x first point | accept p50 / p99 ms | mean batch | mean commit ms \
+         | WAL pages/msg | node CPU ms/msg | write amp |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut first = None;
+    for &point in &args.flat_at {
+        let of_point: Vec<&RunFigures> = windows
+            .iter()
+            .filter(|w| w.point == point)
+            .map(|w| &w.figures)
+            .collect();
+        let median = |f: fn(&RunFigures) -> f64| {
+            let mut v: Vec<f64> = of_point.iter().map(|r| f(r)).collect();
+            v.sort_by(|a, b| a.total_cmp(b));
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        let rate = median(|r| r.msg_per_s);
+        let base = *first.get_or_insert(rate);
+        println!(
+            "| {point} | {rate:.0} | x{:.2} | {:.2} / {:.2} | {:.1} | {:.2} | {:.1} | {:.3} | {:.1} |",
+            rate / base.max(1e-9),
+            median(|r| r.accept_p50_ms),
+            median(|r| r.accept_p99_ms),
+            median(|r| r.mean_batch),
+            median(|r| r.mean_commit_ms),
+            median(|r| r.pages_per_msg),
+            median(|r| r.cpu_ms_per_msg),
+            median(|r| r.write_amplification),
+        );
+    }
+    if let Some(last) = windows.last() {
+        println!(
+            "\ndisk at the end: {:.0} B per stored message (SQLite {:.0} + blobs {:.0}, after a checkpoint)",
+            last.figures.disk_bytes_per_msg, last.figures.sqlite_bytes_per_msg, last.figures.blob_bytes_per_msg
+        );
+    }
+}
