@@ -216,16 +216,16 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     );
     println!(
         "| mode | msg/s | first → last quarter msg/s | accept p50 ms | accept p99 ms | mean batch | mean commit ms \
-         | writer busy | node CPU ms/msg | disk B/msg (SQLite + blobs) | write amp |"
+         | writer busy | WAL pages/msg | node CPU ms/msg | disk B/msg (SQLite + blobs) | write amp |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for mode in MODES {
         let Some(rate) = median(mode, |r| r.msg_per_s) else {
             continue;
         };
         let m = |f: fn(&RunFigures) -> f64| median(mode, f).unwrap_or(0.0);
         println!(
-            "| {mode} | {rate:.0} | {:.0} → {:.0} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:.3} | {:.0} ({:.0} + {:.0}) | {:.1} |",
+            "| {mode} | {rate:.0} | {:.0} → {:.0} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.3} | {:.0} ({:.0} + {:.0}) | {:.1} |",
             m(|r| r.first_quarter_msg_per_s),
             m(|r| r.last_quarter_msg_per_s),
             m(|r| r.accept_p50_ms),
@@ -233,6 +233,7 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
             m(|r| r.mean_batch),
             m(|r| r.mean_commit_ms),
             m(|r| r.writer_busy),
+            m(|r| r.pages_per_msg),
             m(|r| r.cpu_ms_per_msg),
             m(|r| r.disk_bytes_per_msg),
             m(|r| r.sqlite_bytes_per_msg),
