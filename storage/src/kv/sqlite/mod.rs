@@ -164,6 +164,17 @@ impl SqliteBackend {
         let mut conn = open_connection_sized(&options.path, options.durability, Some(options.page_size_bytes), vfs)?;
         conn.execute_batch(&format!("PRAGMA cache_size=-{}", options.writer_cache_kib))
             .map_err(sql_err)?;
+        if vfs.is_some() {
+            // No frames before the commit's: a transaction that spilled
+            // dirty pages to the WAL and then rolled back would leave a run
+            // behind that no sync writes out, and writing it later could
+            // land on frames another process committed since. Without
+            // spills, every WAL write is followed by the commit's sync (or
+            // by an error that dropped the run). The cache may exceed
+            // cache_size for one transaction's dirty pages instead (at most
+            // FDB's 10 MB of writes per transaction, 16 MB per group).
+            conn.execute_batch(wal_vfs::WRITER_PRAGMAS).map_err(sql_err)?;
+        }
         {
             // Schema creation races with other processes opening the same file.
             let _guard = fair.acquire()?;

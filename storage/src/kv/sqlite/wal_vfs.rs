@@ -24,6 +24,14 @@
 //! An error writing the run is returned by the call that wrote it (at the
 //! latest the commit's sync), so the commit fails instead of lying.
 //!
+//! A run must never outlive its transaction: if SQLite wrote frames and
+//! then rolled back (a transaction that spilled dirty pages to the WAL
+//! before its commit), a run kept and written later could land on frames
+//! that another process committed in between. The writer therefore runs
+//! with `PRAGMA cache_spill=OFF`: SQLite writes WAL frames only inside a
+//! commit, and every commit ends with a sync (which writes the run) or with
+//! an error from this VFS (whose flush drops the run whatever happens).
+//!
 //! That rests on `synchronous=FULL`, under which SQLite syncs the WAL at
 //! every commit before it appends the frames to the shared-memory index.
 //! Under NORMAL it does not sync, readers would look for frames still in the
@@ -40,6 +48,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::ffi;
 
+/// What a connection opened through this VFS must run first (see above:
+/// no frames outside a commit).
+pub const WRITER_PRAGMAS: &str = "PRAGMA cache_spill=OFF";
 /// The name the writer's connection opens the file with.
 pub const VFS_NAME: &CStr = c"meshmail-wal-runs";
 /// A pending run is written once it reaches this size (bounds the buffer).
