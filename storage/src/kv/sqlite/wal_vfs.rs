@@ -15,7 +15,7 @@
 //! the main file, the journal and temporary files are the default VFS's own
 //! objects, untouched. For a WAL, writes that continue the pending run are
 //! appended to a buffer; anything else (a read, a sync, a size query, a
-//! truncate, a write elsewhere, a file control, close, the buffer passing
+//! truncate, a write elsewhere, close, the buffer passing
 //! [`RUN_BYTES_MAX`]) first writes the run out. So every byte reaches the
 //! file, in order and at the offset SQLite chose, before the `fsync` that
 //! makes a commit durable, and before SQLite publishes the frames to readers
@@ -295,7 +295,7 @@ unsafe extern "C" fn x_write(file: *mut ffi::sqlite3_file, data: *const c_void, 
 
 /// Defines a method that writes the pending run out, then forwards the
 /// call to the default VFS's file (returning `$missing` if it has no such
-/// method). Reads, syncs, size queries, truncation, file controls and
+/// method). Reads, syncs, size queries, truncation and
 /// memory maps all see the file as SQLite wrote it.
 macro_rules! flush_then_forward {
     ($name:ident, $method:ident, $missing:expr, ($($arg:ident: $ty:ty),*)) => {
@@ -337,8 +337,12 @@ flush_then_forward!(x_read, xRead, ffi::SQLITE_IOERR_READ, (data: *mut c_void, a
 flush_then_forward!(x_truncate, xTruncate, ffi::SQLITE_IOERR_TRUNCATE, (size: i64));
 flush_then_forward!(x_sync, xSync, ffi::SQLITE_IOERR_FSYNC, (flags: c_int));
 flush_then_forward!(x_file_size, xFileSize, ffi::SQLITE_IOERR_FSTAT, (size: *mut i64));
-flush_then_forward!(x_file_control, xFileControl, ffi::SQLITE_NOTFOUND, (op: c_int, arg: *mut c_void));
 flush_then_forward!(x_fetch, xFetch, ffi::SQLITE_OK, (offset: i64, amount: c_int, out: *mut *mut c_void));
+// File controls pass as they are, run or no run: SQLite ignores the result
+// of hints (`sqlite3OsFileControlHint`), so a failed write of the run there
+// would vanish; none of them reads what the WAL holds (a size hint may
+// write zeros past the end, which the run, written later, overwrites).
+forward!(x_file_control, xFileControl, ffi::SQLITE_NOTFOUND, (op: c_int, arg: *mut c_void) -> c_int);
 forward!(x_unfetch, xUnfetch, ffi::SQLITE_OK, (offset: i64, p: *mut c_void) -> c_int);
 forward!(x_lock, xLock, ffi::SQLITE_OK, (level: c_int) -> c_int);
 forward!(x_unlock, xUnlock, ffi::SQLITE_OK, (level: c_int) -> c_int);
