@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::bench_smtp::{RunFigures, SmtpArgs, measure_window, recipients, setup_accounts, store_disk};
+use crate::bench_smtp::{RunFigures, SmtpArgs, config_args, measure_window, recipients, setup_accounts, store_disk};
 use crate::node_proc::NodeProc;
 use crate::smtp_load::{self, LoadSpec};
 
@@ -39,12 +39,7 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let rcpts = recipients(args.mailboxes);
     setup_accounts(dir.path(), &rcpts, args.sqlite_page_size)?;
-    let config: Vec<String> = args
-        .node_config
-        .iter()
-        .flat_map(|p| ["--config".to_string(), p.display().to_string()])
-        .collect();
-    let node = NodeProc::start_with_global(bin, dir.path(), &config, &[])?;
+    let node = NodeProc::start_with_global(bin, dir.path(), &config_args(&args.node_config), &[])?;
     let mut spec = LoadSpec {
         addr: node.addr("smtp")?,
         hello: "EHLO",

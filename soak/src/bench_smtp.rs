@@ -126,7 +126,7 @@ pub struct RunFigures {
     pub batch_buckets: Vec<(String, f64)>,
 }
 
-pub(crate) const DOMAIN: &str = "bench.example";
+const DOMAIN: &str = "bench.example";
 const MODES: [&str; 7] = [
     "base-durable",
     "durable",
@@ -301,11 +301,7 @@ fn meshmail_run(
     } else {
         &args.node_config
     };
-    let config: Vec<String> = config_file
-        .iter()
-        .flat_map(|p| ["--config".to_string(), p.display().to_string()])
-        .collect();
-    let node = NodeProc::start_with_global(bin, dir.path(), &config, extra)?;
+    let node = NodeProc::start_with_global(bin, dir.path(), &config_args(config_file), extra)?;
     let mut spec = LoadSpec {
         addr: node.addr("smtp")?,
         hello: "EHLO",
@@ -388,6 +384,13 @@ pub(crate) fn measure_window(
     })
 }
 
+/// The node's `--config FILE` arguments, if a file is given.
+pub(crate) fn config_args(file: &Option<PathBuf>) -> Vec<String> {
+    file.iter()
+        .flat_map(|p| ["--config".to_string(), p.display().to_string()])
+        .collect()
+}
+
 /// Fills in the disk figures of a run whose node has stopped: the store
 /// after a WAL checkpoint, per message it holds.
 pub(crate) fn store_disk(figures: &mut RunFigures, data_dir: &Path, stored: u64) -> anyhow::Result<()> {
@@ -439,7 +442,7 @@ const ACCOUNTS_PER_TXN: usize = 50;
 /// file it opened (the `conflict_log` view of `kv::sqlite::schema`); the
 /// base-* runs are an older build, given the file before any node of this
 /// build ran on it: the fence goes, the older build makes its own table.
-pub(crate) fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
+fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
     let conn = rusqlite::Connection::open(data_dir.join("meshmail.sqlite"))?;
     conn.execute_batch("DROP VIEW IF EXISTS conflict_log")?;
     Ok(())
