@@ -32,8 +32,10 @@ impl Drop for Up {
     }
 }
 
-/// Starts `meshmail up` and waits for its endpoint table (the nodes are ready then).
-fn up(meshmail: &Path, data: &Path, offset: u32) -> Up {
+/// Starts `meshmail up` and waits for its endpoint table (the nodes are
+/// ready then). `None` when it exited first; its stderr is in DATA/../up.err.
+fn try_up(meshmail: &Path, data: &Path, offset: u32) -> Option<Up> {
+    let err = std::fs::File::create(data.with_file_name("up.err")).expect("up.err");
     let mut child = Command::new(meshmail)
         .arg("--data-dir")
         .arg(data)
@@ -41,8 +43,9 @@ fn up(meshmail: &Path, data: &Path, offset: u32) -> Up {
         .args(["--base-port-offset", &offset.to_string()])
         .env("MESHMAIL_LOG", "warn")
         .env_remove("MESHMAIL_FAULT_HOOKS")
+        .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .expect("meshmail up");
     let out = child.stdout.take().unwrap();
@@ -55,9 +58,30 @@ fn up(meshmail: &Path, data: &Path, offset: u32) -> Up {
         }
     });
     let up = Up(child);
-    rx.recv_timeout(Duration::from_secs(120))
-        .expect("meshmail up printed its table");
-    up
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(()) => Some(up),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => None,
+        Err(e) => panic!("meshmail up printed no table in 120 s: {e}"),
+    }
+}
+
+/// `meshmail up` on a free port offset. A port can still be taken between
+/// the probe and `up`'s bind (a parallel test's listener); `up` then exits
+/// before its table, and the next offset is tried. Returns `up` and its offset.
+fn up(meshmail: &Path, data: &Path) -> (Up, u32) {
+    let mut errors = Vec::new();
+    for attempt in 0..3 {
+        let offset = meshmail_soak::cluster::free_up_offset(3, std::process::id() + 97 * attempt).expect("offset");
+        if let Some(up) = try_up(meshmail, data, offset) {
+            return (up, offset);
+        }
+        let err = std::fs::read_to_string(data.with_file_name("up.err")).unwrap_or_default();
+        errors.push(format!("offset {offset}: {err}"));
+    }
+    panic!(
+        "meshmail up exited before its table three times:\n{}",
+        errors.join("\n")
+    );
 }
 
 fn cluster_file(data: &Path, offset: u32) -> String {
@@ -144,10 +168,8 @@ fn attach_mode_kills_and_restarts_a_mesh_started_by_meshmail_up() {
     let meshmail = meshmail_soak::cluster::find_meshmail(None).expect("the meshmail binary");
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    // Ports of `up` are its dev ports + 10·i + this offset: away from the
-    // dev ports and the other tests' bases.
-    let offset = 30_000 + (std::process::id() % 100) * 30;
-    let _up = up(&meshmail, &data, offset);
+    // Ports of `up` are its dev ports + 10·i + an offset whose ports are free.
+    let (_up, offset) = up(&meshmail, &data);
     let cluster = tmp.path().join("cluster.toml");
     std::fs::write(&cluster, cluster_file(&data, offset)).unwrap();
 

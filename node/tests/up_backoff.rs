@@ -5,31 +5,12 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, UdpSocket};
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::meshmail;
-
-/// Ports `up` gives node-0 (the dev ports); node-0 uses them plus the offset.
-const TCP_PORTS: [u16; 7] = [2525, 2587, 2465, 2424, 1143, 1993, 8080];
-const MESH_PORT: u16 = 7400;
-
-/// An offset whose eight node-0 ports are free now (a later race only
-/// fails the test loudly, never silently).
-fn free_offset() -> u32 {
-    let start = 20_000 + (std::process::id() % 1000) * 10;
-    (0..500)
-        .map(|i| 20_000 + (start - 20_000 + i * 10) % 30_000)
-        .find(|&o| {
-            TCP_PORTS
-                .iter()
-                .all(|p| TcpListener::bind(("127.0.0.1", (u32::from(*p) + o) as u16)).is_ok())
-                && UdpSocket::bind(("127.0.0.1", (u32::from(MESH_PORT) + o) as u16)).is_ok()
-        })
-        .expect("a free port offset")
-}
 
 fn delay_of(line: &str) -> f64 {
     let rest = line.split("restarting in ").nth(1).unwrap_or_else(|| panic!("{line}"));
@@ -44,7 +25,8 @@ fn kill(pid: &str, signal: &str) {
 #[test]
 fn a_node_that_cannot_start_is_restarted_with_growing_spacing() {
     let dir = tempfile::tempdir().unwrap();
-    let offset = free_offset();
+    // A later race for a port only fails the test loudly, never silently.
+    let offset = meshmail_soak::cluster::free_up_offset(1, std::process::id()).expect("a free port offset");
     let mut up = meshmail(dir.path())
         .args(["up", "--nodes", "1", "--base-port-offset", &offset.to_string()])
         .args(["--restart-delay-ms", "200", "--restart-delay-max-ms", "1600"])

@@ -131,6 +131,38 @@ pub fn pick_ports(base: u16, nodes: usize) -> anyhow::Result<Vec<[u16; 5]>> {
     Ok(out)
 }
 
+/// The dev port of each of `meshmail up`'s TCP listeners for node-0 and
+/// its mesh (QUIC, UDP) port; node i adds 10·i, and `--base-port-offset`
+/// adds the offset to all of them (see `node/src/up.rs`).
+const UP_TCP_PORTS: [u16; 7] = [2525, 2587, 2465, 2424, 1143, 1993, 8080];
+const UP_MESH_PORT: u16 = 7400;
+
+/// A `--base-port-offset` for `meshmail up --nodes N` at which every port
+/// of every node is free now. Offsets lie in 7,000..11,800, so the ports
+/// stay above the dev ports, below the chaos scenarios' bases (20,000 and
+/// up) and below the kernel's ephemeral range (32,768 and up): a client
+/// socket of a test running in parallel never takes one of them between
+/// this probe and `up`'s bind. `seed` spreads parallel callers apart.
+pub fn free_up_offset(nodes: u32, seed: u32) -> anyhow::Result<u32> {
+    const LOW: u32 = 7_000;
+    const SPAN: u32 = 4_800;
+    let free = |offset: u32| {
+        (0..nodes).all(|i| {
+            let at = |base: u16| u16::try_from(u32::from(base) + 10 * i + offset).ok();
+            UP_TCP_PORTS
+                .iter()
+                .all(|&p| at(p).is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()))
+                && at(UP_MESH_PORT).is_some_and(|p| std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok())
+        })
+    };
+    let step = 10 * nodes.max(1);
+    let start = (seed % (SPAN / step)) * step;
+    (0..SPAN / step)
+        .map(|k| LOW + (start + k * step) % SPAN)
+        .find(|&o| free(o))
+        .context("no free port offset for meshmail up in 7,000..11,800")
+}
+
 impl LocalMesh {
     /// Creates the data directory's domain, `accounts` accounts and (when
     /// the binary has a mesh) the cluster CA with one certificate per node.
