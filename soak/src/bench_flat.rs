@@ -11,8 +11,14 @@
 //! A window moves the store on by `--messages`, so the first point's windows
 //! are at 0, `messages`, 2 × `messages`... stored: "empty" is the first few
 //! thousand messages, as a user starting a store would see it.
+//!
+//! With `--baseline-node-config FILE`, each point's windows alternate
+//! between a node started with that config (`base-durable`) and one with
+//! `--node-config` (`durable`), restarted on the same store between
+//! windows: an A/B of one setting at every store size, in one run, without
+//! filling a store twice.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -39,7 +45,15 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let rcpts = recipients(args.mailboxes);
     setup_accounts(dir.path(), &rcpts, args.sqlite_page_size)?;
-    let node = NodeProc::start_with_global(bin, dir.path(), &config_args(&args.node_config), &[])?;
+    // (mode, config) of the windows at each point, in turn.
+    let mut configs: Vec<(&'static str, &Option<PathBuf>)> = Vec::new();
+    if args.baseline_node_config.is_some() {
+        configs.push(("base-durable", &args.baseline_node_config));
+    }
+    configs.push(("durable", &args.node_config));
+    let start = |config: &Option<PathBuf>| NodeProc::start_with_global(bin, dir.path(), &config_args(config), &[]);
+    let mut node = start(&args.node_config)?;
+    let mut running = "durable";
     let mut spec = LoadSpec {
         addr: node.addr("smtp")?,
         hello: "EHLO",
@@ -66,22 +80,32 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
             anyhow::ensure!(filled.sent == fill, "the fill stored {} of {fill}", filled.sent);
         }
         for run in 0..args.runs {
-            let stored_before = spec.first;
-            let figures = measure_window(&node, &mut spec, args, "durable")?;
-            eprintln!(
-                "at {stored_before} stored, window {}/{}: {:.0} msg/s, p99 {:.2} ms, {:.1} pages/msg, CPU {:.3} ms/msg",
-                run + 1,
-                args.runs,
-                figures.msg_per_s,
-                figures.accept_p99_ms,
-                figures.pages_per_msg,
-                figures.cpu_ms_per_msg,
-            );
-            windows.push(FlatWindow {
-                point,
-                stored_before,
-                figures,
-            });
+            for &(mode, config) in &configs {
+                if running != mode {
+                    // One node on the store at a time: the old one is gone
+                    // (killed and reaped) before the next opens the file.
+                    drop(node);
+                    node = start(config)?;
+                    spec.addr = node.addr("smtp")?;
+                    running = mode;
+                }
+                let stored_before = spec.first;
+                let figures = measure_window(&node, &mut spec, args, mode)?;
+                eprintln!(
+                    "{mode} at {stored_before} stored, window {}/{}: {:.0} msg/s, p99 {:.2} ms, {:.1} pages/msg, CPU {:.3} ms/msg",
+                    run + 1,
+                    args.runs,
+                    figures.msg_per_s,
+                    figures.accept_p99_ms,
+                    figures.pages_per_msg,
+                    figures.cpu_ms_per_msg,
+                );
+                windows.push(FlatWindow {
+                    point,
+                    stored_before,
+                    figures,
+                });
+            }
         }
     }
     drop(node);
@@ -102,35 +126,57 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
         args.messages, args.size, args.connections, args.mailboxes, args.runs
     );
     println!(
-        "| stored before | msg/s | x first point | accept p50 / p99 ms | mean batch | mean commit ms \
+        "| mode | stored before | msg/s | x first point | accept p50 / p99 ms | mean batch | mean commit ms \
          | WAL pages/msg | node CPU ms/msg | write amp |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let mut first = None;
-    for &point in &args.flat_at {
-        let of_point: Vec<&RunFigures> = windows
-            .iter()
-            .filter(|w| w.point == point)
-            .map(|w| &w.figures)
-            .collect();
-        let median = |f: fn(&RunFigures) -> f64| {
-            let mut v: Vec<f64> = of_point.iter().map(|r| f(r)).collect();
-            v.sort_by(|a, b| a.total_cmp(b));
-            v.get(v.len() / 2).copied().unwrap_or(0.0)
-        };
-        let rate = median(|r| r.msg_per_s);
-        let base = *first.get_or_insert(rate);
-        println!(
-            "| {point} | {rate:.0} | x{:.2} | {:.2} / {:.2} | {:.1} | {:.2} | {:.1} | {:.3} | {:.1} |",
-            rate / base.max(1e-9),
-            median(|r| r.accept_p50_ms),
-            median(|r| r.accept_p99_ms),
-            median(|r| r.mean_batch),
-            median(|r| r.mean_commit_ms),
-            median(|r| r.pages_per_msg),
-            median(|r| r.cpu_ms_per_msg),
-            median(|r| r.write_amplification),
-        );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut modes: Vec<&str> = Vec::new();
+    for w in windows {
+        if !modes.contains(&w.figures.mode) {
+            modes.push(w.figures.mode);
+        }
+    }
+    for mode in modes {
+        let mut first = None;
+        for &point in &args.flat_at {
+            let of_point: Vec<&RunFigures> = windows
+                .iter()
+                .filter(|w| w.point == point && w.figures.mode == mode)
+                .map(|w| &w.figures)
+                .collect();
+            let median = |f: fn(&RunFigures) -> f64| median_of(&of_point, f);
+            let rate = median(|r| r.msg_per_s);
+            let base = *first.get_or_insert(rate);
+            println!(
+                "| {mode} | {point} | {rate:.0} | x{:.2} | {:.2} / {:.2} | {:.1} | {:.2} | {:.1} | {:.3} | {:.1} |",
+                rate / base.max(1e-9),
+                median(|r| r.accept_p50_ms),
+                median(|r| r.accept_p99_ms),
+                median(|r| r.mean_batch),
+                median(|r| r.mean_commit_ms),
+                median(|r| r.pages_per_msg),
+                median(|r| r.cpu_ms_per_msg),
+                median(|r| r.write_amplification),
+            );
+        }
+    }
+    if args.baseline_node_config.is_some() {
+        println!("\nthis config / base config at each point (medians): msg/s, CPU ms/msg");
+        for &point in &args.flat_at {
+            let of = |mode: &str| -> Vec<&RunFigures> {
+                windows
+                    .iter()
+                    .filter(|w| w.point == point && w.figures.mode == mode)
+                    .map(|w| &w.figures)
+                    .collect()
+            };
+            let (a, b) = (of("durable"), of("base-durable"));
+            println!(
+                "at {point}: msg/s x{:.2}, CPU x{:.2}",
+                median_of(&a, |r| r.msg_per_s) / median_of(&b, |r| r.msg_per_s).max(1e-9),
+                median_of(&a, |r| r.cpu_ms_per_msg) / median_of(&b, |r| r.cpu_ms_per_msg).max(1e-9),
+            );
+        }
     }
     if let Some(last) = windows.last() {
         println!(
@@ -138,4 +184,10 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
             last.figures.disk_bytes_per_msg, last.figures.sqlite_bytes_per_msg, last.figures.blob_bytes_per_msg
         );
     }
+}
+
+fn median_of(of: &[&RunFigures], f: fn(&RunFigures) -> f64) -> f64 {
+    let mut v: Vec<f64> = of.iter().map(|r| f(r)).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }

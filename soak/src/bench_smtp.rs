@@ -81,6 +81,8 @@ pub struct SmtpArgs {
     /// `--baseline-meshmail`, they run this build: an A/B of one setting,
     /// e.g. `[store] checkpoint = "in_commit"`; give
     /// `--baseline-sqlite-page-size 8192` to keep the page size equal).
+    /// With `--flat-at`: windows alternate between this config and
+    /// `--node-config` on the one store (the node restarted between them).
     #[arg(long)]
     pub baseline_node_config: Option<PathBuf>,
     /// Keep each run's node metrics (`/metrics` after the load) here as
