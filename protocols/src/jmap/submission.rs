@@ -499,6 +499,7 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         auth_results: None,
         junk: false,
         envelope: Default::default(),
+        vacation_off: Vec::new(),
     };
     let started = std::time::Instant::now();
     let replies = accept_message(&call.shared.smtp, accepted, strip_bcc(&raw)).await;

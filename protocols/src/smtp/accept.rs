@@ -12,8 +12,9 @@ use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, deliver};
 use meshmail_actors::faults;
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::outbound::{self, DsnParams, OutboundItem};
-use meshmail_storage::model::{domains, id_to_string, new_id, now_ms, quota, secrets};
+use meshmail_storage::model::{domains, id_to_string, jmap, new_id, now_ms, quota, secrets};
 use meshmail_storage::{StorageError, Txn};
 
 use super::address::Mailbox;
@@ -45,6 +46,10 @@ pub struct Accepted {
     /// MAIL's and RCPT's parameters that outbound delivery honours
     /// (`Default` when there are none: JMAP submission, tests).
     pub envelope: EnvelopeParams,
+    /// Local accounts known to have no vacation response on (read at RCPT,
+    /// [`RcptCheck`]): no vacation lookup after their delivery. Others
+    /// (empty: JMAP submission, vacation replies) are looked up.
+    pub vacation_off: Vec<AccountId>,
 }
 
 /// What the outbound queue keeps of the SMTP envelope besides the addresses:
@@ -111,7 +116,71 @@ pub async fn resolve_recipient(
             async move { routing::route(&txn, &address, &cfg).await }
         })
         .await?;
-    Ok(match route {
+    Ok(outcome_of(route, mailbox, submission))
+}
+
+/// What an SMTP session's RCPT learns from the store, in one read
+/// transaction: where the address goes, whether every target is a local
+/// account already at its quota, and which local accounts have no vacation
+/// response on (delivery then skips the vacation lookup for them). Three
+/// reads of the store per recipient were three snapshots; one is enough.
+#[derive(Debug)]
+pub struct RcptCheck {
+    pub outcome: RcptOutcome,
+    /// Every target is a local account at its quota (RFC 9208 limits
+    /// reached): refused at RCPT with 552 5.2.2. A message that would only
+    /// exceed the quota is refused at DATA by the delivery.
+    pub all_over_quota: bool,
+    /// Local targets whose vacation response was disabled at RCPT.
+    pub vacation_off: Vec<AccountId>,
+}
+
+/// [`resolve_recipient`], the quota check and the vacation flags of the
+/// local targets, in one read transaction (see [`RcptCheck`]).
+pub async fn check_recipient(
+    ctx: &NodeCtx,
+    mailbox: &Mailbox,
+    submission: bool,
+    routing: &RoutingConfig,
+) -> Result<RcptCheck, StorageError> {
+    let address = mailbox.to_string();
+    let cfg = routing.clone();
+    let (route, all_over_quota, vacation_off) = ctx
+        .db
+        .read("smtp_rcpt", move |txn| {
+            let (address, cfg) = (address.clone(), cfg.clone());
+            async move {
+                let route = routing::route(&txn, &address, &cfg).await?;
+                let Route::Targets { targets, .. } = &route else {
+                    return Ok((route, false, Vec::new()));
+                };
+                let mut locals = Vec::new();
+                for t in targets {
+                    if let Recipient::Local { account, .. } = t {
+                        locals.push(*account);
+                    }
+                }
+                let mut vacation_off = Vec::new();
+                for &a in &locals {
+                    if !jmap::get_vacation(&txn, a).await?.is_enabled {
+                        vacation_off.push(a);
+                    }
+                }
+                let all_local = locals.len() == targets.len();
+                let over = all_local && !locals.is_empty() && all_over_quota(&txn, &locals).await?;
+                Ok::<_, StorageError>((route, over, vacation_off))
+            }
+        })
+        .await?;
+    Ok(RcptCheck {
+        outcome: outcome_of(route, mailbox, submission),
+        all_over_quota,
+        vacation_off,
+    })
+}
+
+fn outcome_of(route: Route, mailbox: &Mailbox, submission: bool) -> RcptOutcome {
+    match route {
         Route::Targets { targets, via_alias, .. } => {
             if via_alias {
                 metrics::counter!("meshmail_smtp_alias_expansions_total").increment(1);
@@ -125,37 +194,18 @@ pub async fn resolve_recipient(
         Route::Foreign => RcptOutcome::RelayDenied,
         Route::Unknown => RcptOutcome::Unknown,
         Route::Misconfigured(why) => RcptOutcome::Misconfigured(why),
-    })
+    }
 }
 
-/// Whether every target of a RCPT is a local account already at its quota
-/// (RFC 9208 limits reached): refused at RCPT with 552 5.2.2. A message
-/// that would only exceed the quota is refused at DATA by the delivery.
-pub async fn all_over_quota(ctx: &NodeCtx, targets: &[Recipient]) -> Result<bool, StorageError> {
-    let mut accounts = Vec::new();
-    for t in targets {
-        match t {
-            Recipient::Local { account, .. } => accounts.push(*account),
-            Recipient::Remote { .. } => return Ok(false),
+/// Whether every one of these local accounts is at its quota.
+async fn all_over_quota(txn: &Txn, accounts: &[AccountId]) -> Result<bool, StorageError> {
+    for &a in accounts {
+        let q = quota::get(txn, a).await?;
+        if q.is_unlimited() || !quota::is_full(&q, &quota::usage(txn, a).await?) {
+            return Ok(false);
         }
     }
-    if accounts.is_empty() {
-        return Ok(false);
-    }
-    ctx.db
-        .read("smtp_rcpt_quota", move |txn| {
-            let accounts = accounts.clone();
-            async move {
-                for a in accounts {
-                    let q = quota::get(&txn, a).await?;
-                    if q.is_unlimited() || !quota::is_full(&q, &quota::usage(&txn, a).await?) {
-                        return Ok(false);
-                    }
-                }
-                Ok::<_, StorageError>(true)
-            }
-        })
-        .await
+    Ok(true)
 }
 
 /// Whether the account may use `address` as its sender: its own address,
@@ -305,6 +355,7 @@ pub async fn accept_message(shared: &Arc<SmtpShared>, m: Accepted, body: Vec<u8>
         if outcome.is_ok()
             && !m.junk
             && let Recipient::Local { account, address } = rcpt
+            && !m.vacation_off.contains(account)
         {
             super::vacation::after_delivery(shared, *account, address, &sender, &raw).await;
         }

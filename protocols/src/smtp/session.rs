@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
 use meshmail_actors::session::{Ended, Session};
+use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -143,6 +144,8 @@ struct MailTxn {
     /// LMTP: how many of `recipients` each accepted RCPT stands for (an
     /// alias may stand for several), so each RCPT gets its one reply.
     rcpt_groups: Vec<usize>,
+    /// Local accounts whose vacation response was off at RCPT.
+    vacation_off: Vec<AccountId>,
     bdat: Option<BdatReader>,
     /// A BDAT transaction that already failed: chunks are read and dropped.
     bdat_failed: Option<Reply>,
@@ -380,6 +383,7 @@ impl State {
             envelope,
             recipients: Vec::new(),
             rcpt_groups: Vec::new(),
+            vacation_off: Vec::new(),
             bdat: None,
             bdat_failed: None,
         });
@@ -410,20 +414,17 @@ impl State {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
         let submission = matches!(self.shared.mode, Mode::Submission { .. });
-        let outcome =
-            super::accept::resolve_recipient(&self.shared.ctx, &mailbox, submission, &self.shared.routing).await;
-        let reply = match outcome {
-            Ok(RcptOutcome::Accept(found))
-                if super::accept::all_over_quota(&self.shared.ctx, &found)
-                    .await
-                    .unwrap_or(false) =>
-            {
+        let checked =
+            super::accept::check_recipient(&self.shared.ctx, &mailbox, submission, &self.shared.routing).await;
+        let reply = match checked.map(|c| (c.outcome, c.all_over_quota, c.vacation_off)) {
+            Ok((RcptOutcome::Accept(_), true, _)) => {
                 metrics::counter!("meshmail_smtp_rcpt_over_quota_total").increment(1);
                 Reply::over_quota()
             }
-            Ok(RcptOutcome::Accept(found)) => {
+            Ok((RcptOutcome::Accept(found), false, vacation_off)) => {
                 let lmtp = self.shared.mode == Mode::Lmtp;
                 let txn = self.txn.as_mut().expect("checked");
+                txn.vacation_off.extend(vacation_off);
                 if lmtp {
                     // One reply per RCPT after the data: keep each RCPT's own.
                     txn.rcpt_groups.push(found.len());
@@ -443,9 +444,9 @@ impl State {
                 }
                 Reply::recipient_ok()
             }
-            Ok(RcptOutcome::Unknown) => Reply::unknown_user(),
-            Ok(RcptOutcome::RelayDenied) => Reply::relay_denied(),
-            Ok(RcptOutcome::Misconfigured(why)) => {
+            Ok((RcptOutcome::Unknown, ..)) => Reply::unknown_user(),
+            Ok((RcptOutcome::RelayDenied, ..)) => Reply::relay_denied(),
+            Ok((RcptOutcome::Misconfigured(why), ..)) => {
                 tracing::warn!(recipient = %mailbox, why, "alias configuration error");
                 Reply::new(550, Some((5, 4, 6)), "Routing loop or alias expansion too large")
             }
@@ -602,6 +603,7 @@ impl State {
             auth_results,
             junk,
             envelope: txn.envelope,
+            vacation_off: txn.vacation_off,
         };
         let replies = accept_message(&self.shared, accepted, raw).await;
         metrics::histogram!("meshmail_smtp_accept_seconds", "listener" => self.label())

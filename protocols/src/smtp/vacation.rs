@@ -155,6 +155,7 @@ async fn answer(
         auth_results: None,
         junk: false,
         envelope: Default::default(),
+        vacation_off: Vec::new(),
     };
     // The reply's own delivery has a null sender, so it never recurses
     // further than this one level.
