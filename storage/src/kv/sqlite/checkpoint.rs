@@ -173,27 +173,52 @@ fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, wake: bool, signal: &S
     }
 }
 
-/// The thread: one PASSIVE checkpoint per wake-up, until the backend is gone.
+/// Passes of one wake-up at most (see [`run`]).
+pub const CHASE_PASSES: usize = 4;
+
+/// The thread: per wake-up, a PASSIVE checkpoint, then a few more while
+/// commits that landed during the last pass are still to copy (each pass
+/// copies only those, so it is short), until the backend is gone. The WAL
+/// starts over at the writer's next transaction only if a checkpoint left
+/// nothing to copy: without the chase, the one pass per wake-up of a busy
+/// writer was always behind, the WAL only grew, and the commit's backstop
+/// did the copying.
 fn run(conn: Connection, wake: Receiver<()>) {
     while wake.recv().is_ok() {
-        let started = Instant::now();
-        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        });
-        metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "background")
-            .record(started.elapsed().as_secs_f64());
-        match result {
-            Ok((busy, log, done)) => {
-                metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => "background").increment(1);
-                if busy != 0 || done < log {
-                    // Another process's checkpoint, or a reader on old
-                    // frames: the next signal tries again.
-                    metrics::counter!("meshmail_kv_sqlite_checkpoints_partial_total").increment(1);
-                }
+        // A pass that found no more frames than the last one copied
+        // has caught up: a cheap look at the WAL index, no copy, no sync.
+        let mut copied_to = -1;
+        for _ in 0..CHASE_PASSES {
+            match pass(&conn) {
+                Some(log) if log > copied_to => copied_to = log,
+                _ => break,
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "background WAL checkpoint failed; the next commit signals a retry");
+        }
+    }
+}
+
+/// One PASSIVE checkpoint: the WAL's frames then, when it copied them all;
+/// None when it could not (a reader on old frames, another process's
+/// checkpoint, an error): a later signal tries again.
+fn pass(conn: &Connection) -> Option<i64> {
+    let started = Instant::now();
+    let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    });
+    metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "background")
+        .record(started.elapsed().as_secs_f64());
+    match result {
+        Ok((busy, log, done)) => {
+            metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => "background").increment(1);
+            if busy != 0 || done < log {
+                metrics::counter!("meshmail_kv_sqlite_checkpoints_partial_total").increment(1);
+                return None;
             }
+            Some(log)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "background WAL checkpoint failed; the next commit signals a retry");
+            None
         }
     }
 }
