@@ -48,10 +48,6 @@ pub const CHECKPOINT_AFTER_PAGES: u32 = 4096;
 /// The committing connection checkpoints itself past this many times the
 /// threshold (the background thread fell behind or cannot run).
 pub const BACKSTOP_FACTOR: i32 = 4;
-/// Once the WAL is past the threshold, the thread is woken again only
-/// after it has grown by another `1 / RETRY_DIVISOR` of the threshold
-/// (see [`Trigger`]).
-pub const RETRY_DIVISOR: i32 = 4;
 /// The WAL file is truncated to this size after a checkpoint that
 /// restarted it, so one burst does not keep a huge file forever.
 pub const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
@@ -83,7 +79,6 @@ pub fn install(writer: &mut Connection, options: &SqliteOptions) -> Result<Optio
                 .map_err(crate::error::StorageError::Io)?;
             let hook_signal = signal.clone();
             let mut pages_before = 0;
-            let mut trigger = Trigger::new(after_pages);
             // Replaces SQLite's autocheckpoint (itself a WAL hook).
             writer
                 .wal_hook(Some(move |wal: &mut Wal, pages: i32| {
@@ -96,7 +91,7 @@ pub fn install(writer: &mut Connection, options: &SqliteOptions) -> Result<Optio
                     };
                     pages_before = pages;
                     metrics::histogram!("meshmail_kv_sqlite_commit_pages").record(f64::from(appended));
-                    on_commit(wal, pages, after_pages, trigger.due(pages), &hook_signal);
+                    on_commit(wal, pages, after_pages, &hook_signal);
                     Ok(())
                 }))
                 .map_err(sql_err)?;
@@ -111,52 +106,8 @@ pub struct Checkpointer {
     _signal: SyncSender<()>,
 }
 
-/// When a commit wakes the checkpoint thread: when the WAL reaches the
-/// threshold, then again only each time it has grown by another
-/// `threshold / RETRY_DIVISOR` pages, until it starts over.
-///
-/// The WAL starts over from its beginning only when the writer begins a
-/// transaction after a complete checkpoint while no reader is still on its
-/// frames; with readers at every RCPT that often fails, the WAL stays past
-/// the threshold, and a wake-up at every commit was a checkpoint at every
-/// commit: each sorted the WAL's index, copied the pages that every commit
-/// rewrites (a mailbox's tail, its counters) into the main file once more
-/// and fsynced it (a profile of ingest: 337 checkpoints for 8,000
-/// deliveries, 12.7 % of the node's CPU). Spaced out, such a page is copied
-/// once per a few hundred deliveries.
-#[derive(Debug)]
-struct Trigger {
-    after_pages: i32,
-    next_at: i32,
-    last: i32,
-}
-
-impl Trigger {
-    fn new(after_pages: i32) -> Self {
-        Trigger {
-            after_pages,
-            next_at: after_pages,
-            last: 0,
-        }
-    }
-
-    /// Whether the commit that left `pages` in the WAL wakes the thread.
-    fn due(&mut self, pages: i32) -> bool {
-        if pages < self.last {
-            // The WAL started over: its next checkpoint is at the threshold.
-            self.next_at = self.after_pages;
-        }
-        self.last = pages;
-        if pages < self.next_at {
-            return false;
-        }
-        self.next_at = pages.saturating_add((self.after_pages / RETRY_DIVISOR).max(1));
-        true
-    }
-}
-
 /// Called by SQLite after each commit with the pages the WAL now holds.
-fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, wake: bool, signal: &SyncSender<()>) {
+fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, signal: &SyncSender<()>) {
     metrics::gauge!("meshmail_kv_sqlite_wal_pages").set(f64::from(pages));
     if pages >= after_pages.saturating_mul(BACKSTOP_FACTOR) {
         metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => "commit").increment(1);
@@ -166,59 +117,34 @@ fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, wake: bool, signal: &S
         let _ = wal.checkpoint_v2(SqliteCheckpoint::PASSIVE);
         metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "commit")
             .record(started.elapsed().as_secs_f64());
-    } else if wake {
+    } else if pages >= after_pages {
         // Full: a wake-up is already pending. Disconnected: the thread
         // is gone with the backend, and so is this connection soon.
         let _ = signal.try_send(());
     }
 }
 
-/// Passes of one wake-up at most (see [`run`]).
-pub const CHASE_PASSES: usize = 4;
-
-/// The thread: per wake-up, a PASSIVE checkpoint, then a few more while
-/// commits that landed during the last pass are still to copy (each pass
-/// copies only those, so it is short), until the backend is gone. The WAL
-/// starts over at the writer's next transaction only if a checkpoint left
-/// nothing to copy: without the chase, the one pass per wake-up of a busy
-/// writer was always behind, the WAL only grew, and the commit's backstop
-/// did the copying.
+/// The thread: one PASSIVE checkpoint per wake-up, until the backend is gone.
 fn run(conn: Connection, wake: Receiver<()>) {
     while wake.recv().is_ok() {
-        // A pass that found no more frames than the last one copied
-        // has caught up: a cheap look at the WAL index, no copy, no sync.
-        let mut copied_to = -1;
-        for _ in 0..CHASE_PASSES {
-            match pass(&conn) {
-                Some(log) if log > copied_to => copied_to = log,
-                _ => break,
+        let started = Instant::now();
+        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "background")
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Ok((busy, log, done)) => {
+                metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => "background").increment(1);
+                if busy != 0 || done < log {
+                    // Another process's checkpoint, or a reader on old
+                    // frames: the next signal tries again.
+                    metrics::counter!("meshmail_kv_sqlite_checkpoints_partial_total").increment(1);
+                }
             }
-        }
-    }
-}
-
-/// One PASSIVE checkpoint: the WAL's frames then, when it copied them all;
-/// None when it could not (a reader on old frames, another process's
-/// checkpoint, an error): a later signal tries again.
-fn pass(conn: &Connection) -> Option<i64> {
-    let started = Instant::now();
-    let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-    });
-    metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "background")
-        .record(started.elapsed().as_secs_f64());
-    match result {
-        Ok((busy, log, done)) => {
-            metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => "background").increment(1);
-            if busy != 0 || done < log {
-                metrics::counter!("meshmail_kv_sqlite_checkpoints_partial_total").increment(1);
-                return None;
+            Err(e) => {
+                tracing::warn!(error = %e, "background WAL checkpoint failed; the next commit signals a retry");
             }
-            Some(log)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "background WAL checkpoint failed; the next commit signals a retry");
-            None
         }
     }
 }
@@ -279,29 +205,6 @@ mod tests {
             );
         }
         (main_before, file_len(&path), file_len(&path) >= main_before + grown)
-    }
-
-    #[test]
-    fn past_the_threshold_the_thread_is_woken_at_growth_steps_not_at_every_commit() {
-        let mut t = Trigger::new(4096);
-        // Commits of ~90 pages: none wakes it below the threshold.
-        let mut pages = 0;
-        let mut woken = Vec::new();
-        for _ in 0..100 {
-            pages += 90;
-            if t.due(pages) {
-                woken.push(pages);
-            }
-        }
-        // 4,140 is the first commit at or past 4,096; then every 1,024 pages
-        // (12 commits of 90 pages): not 55 wake-ups, one per commit.
-        assert_eq!(woken.first(), Some(&4140));
-        assert_eq!(woken.len(), 5, "{woken:?}");
-        assert!(woken.windows(2).all(|w| w[1] - w[0] >= 1024), "{woken:?}");
-        // The WAL started over: the next wake-up is at the threshold again.
-        assert!(!t.due(90));
-        assert!(!t.due(4000));
-        assert!(t.due(4100));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
