@@ -139,11 +139,7 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
     for mode in modes {
         let mut first = None;
         for &point in &args.flat_at {
-            let of_point: Vec<&RunFigures> = windows
-                .iter()
-                .filter(|w| w.point == point && w.figures.mode == mode)
-                .map(|w| &w.figures)
-                .collect();
+            let of_point = of_window(windows, point, mode);
             let median = |f: fn(&RunFigures) -> f64| median_of(&of_point, f);
             let rate = median(|r| r.msg_per_s);
             let base = *first.get_or_insert(rate);
@@ -163,14 +159,10 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
     if args.baseline_node_config.is_some() {
         println!("\nthis config / base config at each point (medians): msg/s, CPU ms/msg");
         for &point in &args.flat_at {
-            let of = |mode: &str| -> Vec<&RunFigures> {
-                windows
-                    .iter()
-                    .filter(|w| w.point == point && w.figures.mode == mode)
-                    .map(|w| &w.figures)
-                    .collect()
-            };
-            let (a, b) = (of("durable"), of("base-durable"));
+            let (a, b) = (
+                of_window(windows, point, "durable"),
+                of_window(windows, point, "base-durable"),
+            );
             println!(
                 "at {point}: msg/s x{:.2}, CPU x{:.2}",
                 median_of(&a, |r| r.msg_per_s) / median_of(&b, |r| r.msg_per_s).max(1e-9),
@@ -184,6 +176,15 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
             last.figures.disk_bytes_per_msg, last.figures.sqlite_bytes_per_msg, last.figures.blob_bytes_per_msg
         );
     }
+}
+
+/// The figures of one point's windows of one mode.
+fn of_window<'a>(windows: &'a [FlatWindow], point: u64, mode: &str) -> Vec<&'a RunFigures> {
+    windows
+        .iter()
+        .filter(|w| w.point == point && w.figures.mode == mode)
+        .map(|w| &w.figures)
+        .collect()
 }
 
 fn median_of(of: &[&RunFigures], f: fn(&RunFigures) -> f64) -> f64 {

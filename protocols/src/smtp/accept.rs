@@ -154,12 +154,13 @@ pub async fn check_recipient(
                 let Route::Targets { targets, .. } = &route else {
                     return Ok((route, false, Vec::new()));
                 };
-                let mut locals = Vec::new();
-                for t in targets {
-                    if let Recipient::Local { account, .. } = t {
-                        locals.push(*account);
-                    }
-                }
+                let locals: Vec<AccountId> = targets
+                    .iter()
+                    .filter_map(|t| match t {
+                        Recipient::Local { account, .. } => Some(*account),
+                        Recipient::Remote { .. } => None,
+                    })
+                    .collect();
                 let mut vacation_off = Vec::new();
                 for &a in &locals {
                     if !jmap::get_vacation(&txn, a).await?.is_enabled {
