@@ -329,11 +329,13 @@ impl NodeSupervisor {
                 )
                 .await?;
                 st.children.insert(actor.get_id(), child);
-                // Whatever waited while it was down gets committed now.
-                if !queue.is_empty() {
+                // Published first, so that a delivery queued from here on
+                // kicks this actor; then whatever waited while it was down
+                // (its Kick lost with the old actor) gets committed now.
+                ctx.batchers.write().expect("batchers")[idx] = Some(actor.clone());
+                if queue.rearm() {
                     let _ = actor.cast(BatcherMsg::Kick);
                 }
-                ctx.batchers.write().expect("batchers")[idx] = Some(actor);
             }
             Child::Compactor => {
                 let args = CompactorArgs {

@@ -76,13 +76,15 @@ impl Actor for ShardActor {
         match msg {
             ShardMsg::Deliver(req, reply) => {
                 let idx = st.ctx.batcher_index(st.shard);
-                st.ctx.queues[idx].push(Pending {
+                let kick = st.ctx.queues[idx].push(Pending {
                     req: *req,
                     shard: st.shard,
                     enqueued: Instant::now(),
                     reply,
                 });
-                if let Some(b) = st.ctx.batcher(idx) {
+                // None: the batcher is being restarted, and its restart
+                // kicks whatever it finds queued.
+                if kick && let Some(b) = st.ctx.batcher(idx) {
                     let _ = b.cast(BatcherMsg::Kick);
                 }
             }
