@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::bench_smtp::{RunFigures, SmtpArgs, config_args, measure_window, recipients, setup_accounts, store_disk};
+use crate::http::prom_values;
 use crate::node_proc::NodeProc;
 use crate::smtp_load::{self, LoadSpec};
 
@@ -67,17 +68,31 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
         first: 0,
     };
     let mut windows = Vec::new();
+    let mut fills = Vec::new();
     for &point in &args.flat_at {
         if spec.first < point {
             let fill = point - spec.first;
             eprintln!("filling the store: {fill} messages (unmeasured) to {point}");
-            let filled = smtp_load::run(&LoadSpec {
+            let fill_spec = LoadSpec {
                 messages: fill,
                 max_secs: args.max_secs.max(fill / 200 + 60),
                 ..spec.clone()
-            })?;
+            };
+            let (filled, heap) = fill_watching_heap(&node, &fill_spec)?;
             spec.first += filled.sent;
             anyhow::ensure!(filled.sent == fill, "the fill stored {} of {fill}", filled.sent);
+            if let Some(h) = heap {
+                eprintln!(
+                    "node heap during the fill to {point}: {:.1} -> {:.1} MB allocated over {} messages \
+                     ({:.1} B per message), RSS peak {:.0} MB",
+                    h.allocated_first / 1e6,
+                    h.allocated_last / 1e6,
+                    h.messages,
+                    h.bytes_per_message(),
+                    h.rss_peak_kib as f64 / 1024.0
+                );
+                fills.push(h);
+            }
         }
         for run in 0..args.runs {
             for &(mode, config) in &configs {
@@ -113,10 +128,81 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
         store_disk(&mut last.figures, dir.path(), spec.first)?;
     }
     print_report(args, &windows);
+    for h in &fills {
+        println!(
+            "node heap during a fill: {:.1} -> {:.1} MB allocated over {} messages ({:.1} B per message), RSS peak {:.0} MB",
+            h.allocated_first / 1e6,
+            h.allocated_last / 1e6,
+            h.messages,
+            h.bytes_per_message(),
+            h.rss_peak_kib as f64 / 1024.0
+        );
+    }
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_vec_pretty(&windows)?)?;
     }
     Ok(())
+}
+
+/// The node's heap while a fill ran, sampled every [`HEAP_SAMPLE_EVERY`]:
+/// a node under sustained load must not grow with the number of messages
+/// it took (an actor mailbox that gained a message per delivery did: ~107
+/// bytes each, for as long as the load lasted).
+#[derive(Debug, Serialize)]
+pub struct FillHeap {
+    /// Messages delivered between the first and the last sample.
+    pub messages: u64,
+    /// jemalloc's `allocated` at the first sample (after a warm-up period)
+    /// and the last, bytes.
+    pub allocated_first: f64,
+    pub allocated_last: f64,
+    pub rss_peak_kib: u64,
+}
+
+impl FillHeap {
+    pub fn bytes_per_message(&self) -> f64 {
+        (self.allocated_last - self.allocated_first) / (self.messages.max(1) as f64)
+    }
+}
+
+const HEAP_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs the fill while a thread samples the node's allocator and ledger
+/// counters; `None` when fewer than two samples came (a short fill).
+fn fill_watching_heap(node: &NodeProc, spec: &LoadSpec) -> anyhow::Result<(smtp_load::LoadResult, Option<FillHeap>)> {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let sampler = scope.spawn(move || {
+            // (ledger entries, allocated bytes) per sample; the first
+            // comes after one period, past the start-up allocations.
+            let mut samples: Vec<(f64, f64)> = Vec::new();
+            let mut rss_peak_kib = 0;
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(HEAP_SAMPLE_EVERY) {
+                let Ok(text) = node.metrics() else { continue };
+                let one = |name| prom_values(&text, name).first().map(|(_, v)| *v);
+                if let (Some(ledger), Some(allocated)) = (
+                    one("meshmail_ledger_entries_total"),
+                    one("meshmail_allocator_allocated_bytes"),
+                ) {
+                    samples.push((ledger, allocated));
+                }
+                rss_peak_kib = rss_peak_kib.max(node.rss_kib().unwrap_or(0));
+            }
+            match (samples.first(), samples.last()) {
+                (Some(first), Some(last)) if samples.len() >= 2 => Some(FillHeap {
+                    messages: (last.0 - first.0) as u64,
+                    allocated_first: first.1,
+                    allocated_last: last.1,
+                    rss_peak_kib,
+                }),
+                _ => None,
+            }
+        });
+        let filled = smtp_load::run(spec);
+        drop(stop);
+        let heap = sampler.join().expect("heap sampler");
+        Ok((filled?, heap))
+    })
 }
 
 fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
