@@ -81,8 +81,11 @@ impl BatchQueue {
         !self.is_empty() && !self.kick_pending.swap(true, Ordering::SeqCst)
     }
 
-    /// Takes everything queued, within the batch limits.
+    /// Takes everything queued, within the batch limits. Clears the `Kick`
+    /// mark first (see [`BatchQueue::push`]): a delivery queued after this
+    /// take sends the next `Kick`.
     fn take_batch(&self) -> Vec<Pending> {
+        self.kick_pending.store(false, Ordering::SeqCst);
         let mut q = self.items.lock().expect("batch queue");
         let mut batch = Vec::new();
         let mut inline_bytes = 0usize;
@@ -153,9 +156,6 @@ impl Actor for CommitBatcher {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             BatcherMsg::Kick => loop {
-                // Before the take (see `BatchQueue::push`): a delivery
-                // queued after it sends the next Kick.
-                st.queue.kick_pending.store(false, Ordering::SeqCst);
                 let batch = st.queue.take_batch();
                 if batch.is_empty() {
                     return Ok(());
@@ -381,8 +381,6 @@ mod tests {
         let q = BatchQueue::default();
         let kicks = (0..1000).filter(|_| q.push(pending())).count();
         assert_eq!(kicks, 1, "1,000 pushes with no take in between");
-        // The batcher's loop: clear, then take.
-        q.kick_pending.store(false, Ordering::SeqCst);
         assert_eq!(q.take_batch().len(), BATCH_DELIVERIES_MAX);
         assert!(q.push(pending()), "a push after a take is not covered by it: it kicks");
         assert!(!q.push(pending()), "...once");

@@ -82,16 +82,8 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
             spec.first += filled.sent;
             anyhow::ensure!(filled.sent == fill, "the fill stored {} of {fill}", filled.sent);
             if let Some(h) = heap {
-                eprintln!(
-                    "node heap during the fill to {point}: {:.1} -> {:.1} MB allocated over {} messages \
-                     ({:.1} B per message), RSS peak {:.0} MB",
-                    h.allocated_first / 1e6,
-                    h.allocated_last / 1e6,
-                    h.messages,
-                    h.bytes_per_message(),
-                    h.rss_peak_kib as f64 / 1024.0
-                );
-                fills.push(h);
+                eprintln!("node heap during the fill to {point}: {h}");
+                fills.push((point, h));
             }
         }
         for run in 0..args.runs {
@@ -128,15 +120,8 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
         store_disk(&mut last.figures, dir.path(), spec.first)?;
     }
     print_report(args, &windows);
-    for h in &fills {
-        println!(
-            "node heap during a fill: {:.1} -> {:.1} MB allocated over {} messages ({:.1} B per message), RSS peak {:.0} MB",
-            h.allocated_first / 1e6,
-            h.allocated_last / 1e6,
-            h.messages,
-            h.bytes_per_message(),
-            h.rss_peak_kib as f64 / 1024.0
-        );
+    for (point, h) in &fills {
+        println!("node heap during the fill to {point}: {h}");
     }
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_vec_pretty(&windows)?)?;
@@ -148,20 +133,28 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
 /// a node under sustained load must not grow with the number of messages
 /// it took (an actor mailbox that gained a message per delivery did: ~107
 /// bytes each, for as long as the load lasted).
-#[derive(Debug, Serialize)]
-pub struct FillHeap {
+#[derive(Debug)]
+struct FillHeap {
     /// Messages delivered between the first and the last sample.
-    pub messages: u64,
+    messages: u64,
     /// jemalloc's `allocated` at the first sample (after a warm-up period)
     /// and the last, bytes.
-    pub allocated_first: f64,
-    pub allocated_last: f64,
-    pub rss_peak_kib: u64,
+    allocated_first: f64,
+    allocated_last: f64,
+    rss_peak_kib: u64,
 }
 
-impl FillHeap {
-    pub fn bytes_per_message(&self) -> f64 {
-        (self.allocated_last - self.allocated_first) / (self.messages.max(1) as f64)
+impl std::fmt::Display for FillHeap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1} -> {:.1} MB allocated over {} messages ({:.1} B per message), RSS peak {:.0} MB",
+            self.allocated_first / 1e6,
+            self.allocated_last / 1e6,
+            self.messages,
+            (self.allocated_last - self.allocated_first) / (self.messages.max(1) as f64),
+            self.rss_peak_kib as f64 / 1024.0
+        )
     }
 }
 
