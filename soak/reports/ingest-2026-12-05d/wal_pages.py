@@ -106,18 +106,16 @@ def main():
     p.wait()
     wal_name = next(f for f in os.listdir(D) if f.endswith("-wal"))
     commits = commits_of(open(os.path.join(D, wal_name), "rb").read())
-    delivery_commits = [c for c in commits if any(family(d) == "ldg" for _, d in c)]
+    # Each commit as the kinds of its distinct pages, each page classified once.
+    kinds = []
+    for c in commits:
+        distinct = {pgno: data for pgno, data in c}
+        kinds.append(["interior" if data[100 if pgno == 1 else 0] in (2, 5) else family(data)
+                      for pgno, data in distinct.items()])
+    delivery_commits = [k for k in kinds if "ldg" in k]
     per_commit = N / len(delivery_commits)
-    by, pages = collections.Counter(), 0
-    for c in delivery_commits:
-        seen = set()
-        for pgno, data in c:
-            if pgno in seen:
-                continue
-            seen.add(pgno)
-            kind = "interior" if data[100 if pgno == 1 else 0] in (2, 5) else family(data)
-            by[kind] += 1
-            pages += 1
+    by = collections.Counter(kind for k in delivery_commits for kind in k)
+    pages = sum(by.values())
     n = len(delivery_commits)
     print(f"prefill {PREFILL}, measured {N} messages in {n} delivery commits "
           f"(~{per_commit:.2f} deliveries each; {len(commits)} commits in all)")
