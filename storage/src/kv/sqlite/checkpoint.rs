@@ -1,4 +1,4 @@
-//! WAL checkpoints off the commit path.
+//! WAL checkpoints off the commit path, and a WAL that starts over.
 //!
 //! SQLite's default (`wal_autocheckpoint = 1000`) runs a checkpoint inside
 //! the commit that takes the WAL past 1,000 pages: that commit copies every
@@ -16,9 +16,30 @@
 //! backstop: past [`BACKSTOP_FACTOR`] × the threshold the committing
 //! connection checkpoints itself, as SQLite would, so the WAL stays bounded
 //! whatever the thread does.
+//!
+//! Copying the WAL is not enough to keep it short: SQLite writes from the
+//! WAL's start again only when a commit begins after a checkpoint that
+//! copied every frame *and* no reader still reads old frames. Under
+//! sustained ingest some delivery always holds a read snapshot, so the WAL
+//! used to grow for the whole burst (15,000 pages and the backstop in a
+//! fill to 300,000 messages; `soak/reports/ingest-2026-12-05b.md`), and
+//! with it the WAL index every read searches and the file every commit
+//! appends to. So after its PASSIVE passes the thread takes the
+//! [`CommitGate`] (this process's commits wait) and runs a `RESTART`
+//! checkpoint: it copies the few frames committed since and waits for the
+//! readers of old frames to finish (new readers read the main file); the
+//! next commit starts the WAL over. The wait is bounded by
+//! [`RESTART_WAIT_MAX`]; readers that outlast it (one long read, or
+//! overlapping readers that hand one old read mark of SQLite's WAL index
+//! on to each other) only postpone the restart, with a growing back-off,
+//! and never fail a commit. New snapshots are not held off as commits
+//! are: a task that holds a snapshot while it takes another (or one that
+//! cannot run because the runtime's threads wait) would turn that into a
+//! stall of the full wait at every restart.
 
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use rusqlite::hooks::Wal;
@@ -51,10 +72,62 @@ pub const BACKSTOP_FACTOR: i32 = 4;
 /// The WAL file is truncated to this size after a checkpoint that
 /// restarted it, so one burst does not keep a huge file forever.
 pub const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
+/// Most PASSIVE passes per wake-up: each copies what was committed during
+/// the one before, so the restart that follows, while commits wait, has
+/// little left to copy.
+const CHASE_PASSES_MAX: usize = 3;
+/// A pass that copied fewer frames than this ends the chase.
+const CHASE_DONE_FRAMES: i64 = 256;
+/// Longest a restart waits for readers of old frames (SQLite's busy
+/// handler on the checkpoint connection; PASSIVE passes never wait). This
+/// process's commits wait as long.
+pub const RESTART_WAIT_MAX: Duration = Duration::from_millis(20);
+/// How often a waiting restart looks again. SQLite's own busy handler
+/// sleeps 1, 2, 5, 10 ms…: most restarts wait for a reader of a
+/// millisecond or less, and commits wait as long as the restart does.
+const RESTART_POLL: Duration = Duration::from_micros(50);
+
+std::thread_local! {
+    /// When the checkpoint thread's restart in progress gives up.
+    static RESTART_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// The checkpoint connection's busy handler: `false` (give up, SQLITE_BUSY)
+/// once the restart's deadline has passed. PASSIVE passes never call it.
+fn restart_busy(_tries: i32) -> bool {
+    let deadline = RESTART_DEADLINE.with(std::cell::Cell::get);
+    if deadline.is_none_or(|d| Instant::now() >= d) {
+        return false;
+    }
+    std::thread::sleep(RESTART_POLL);
+    true
+}
+
+/// After a restart that a reader held up, the next try waits this long,
+/// doubling up to [`RESTART_BACKOFF_MAX`]: a reader that lives for seconds
+/// must not make every wake-up stall the commits.
+const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Held by this process's commits while they write, and by the checkpoint
+/// thread while it restarts the WAL, which needs no commit in progress. It
+/// guards no data: a panic while it is held leaves nothing to repair.
+#[derive(Default)]
+pub struct CommitGate(Mutex<()>);
+
+impl CommitGate {
+    pub fn pass(&self) -> MutexGuard<'_, ()> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
 
 /// Sets up checkpoints on the write connection; returns the background
 /// thread's handle when there is one (it stops when the handle drops).
-pub fn install(writer: &mut Connection, options: &SqliteOptions) -> Result<Option<Checkpointer>> {
+pub fn install(
+    writer: &mut Connection,
+    options: &SqliteOptions,
+    gate: &Arc<CommitGate>,
+) -> Result<Option<Checkpointer>> {
     let after_pages = options.checkpoint_after_pages.min(i32::MAX as u32) as i32;
     writer
         .execute_batch(&format!("PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"))
@@ -67,15 +140,23 @@ pub fn install(writer: &mut Connection, options: &SqliteOptions) -> Result<Optio
             Ok(None)
         }
         CheckpointMode::Background => {
-            let conn = open_connection_sized(&options.path, options.durability, None, None)?;
+            let mut conn = open_connection_sized(&options.path, options.durability, None, None)?;
             conn.execute_batch(&format!("PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"))
                 .map_err(sql_err)?;
+            conn.busy_handler(Some(restart_busy)).map_err(sql_err)?;
             // One pending signal is enough: the thread checkpoints
             // everything the WAL holds when it wakes.
             let (signal, wake) = mpsc::sync_channel::<()>(1);
+            let thread = Thread {
+                conn,
+                gate: gate.clone(),
+                after_pages: i64::from(after_pages),
+                backoff: RESTART_BACKOFF_MIN,
+                next_restart: Instant::now(),
+            };
             std::thread::Builder::new()
                 .name("sqlite-checkpoint".into())
-                .spawn(move || run(conn, wake))
+                .spawn(move || thread.run(wake))
                 .map_err(crate::error::StorageError::Io)?;
             let hook_signal = signal.clone();
             let mut pages_before = 0;
@@ -87,6 +168,7 @@ pub fn install(writer: &mut Connection, options: &SqliteOptions) -> Result<Optio
                     let appended = if pages >= pages_before {
                         pages - pages_before
                     } else {
+                        metrics::counter!("meshmail_kv_sqlite_wal_restarts_total").increment(1);
                         pages
                     };
                     pages_before = pages;
@@ -117,6 +199,10 @@ fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, signal: &SyncSender<()
         let _ = wal.checkpoint_v2(SqliteCheckpoint::PASSIVE);
         metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "commit")
             .record(started.elapsed().as_secs_f64());
+        // Only the thread restarts the WAL: without a wake-up here, a WAL
+        // past the backstop (a reader held restarts up) would never start
+        // over again.
+        let _ = signal.try_send(());
     } else if pages >= after_pages {
         // Full: a wake-up is already pending. Disconnected: the thread
         // is gone with the backend, and so is this connection soon.
@@ -124,26 +210,87 @@ fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, signal: &SyncSender<()
     }
 }
 
-/// The thread: one PASSIVE checkpoint per wake-up, until the backend is gone.
-fn run(conn: Connection, wake: Receiver<()>) {
-    while wake.recv().is_ok() {
+/// The background thread's state.
+struct Thread {
+    conn: Connection,
+    gate: Arc<CommitGate>,
+    after_pages: i64,
+    /// The wait after the next restart that a reader holds up.
+    backoff: Duration,
+    /// No restart before this (a reader held the last one up).
+    next_restart: Instant,
+}
+
+impl Thread {
+    /// Per wake-up: PASSIVE passes, then a restart when the WAL is long,
+    /// until the backend is gone.
+    fn run(mut self, wake: Receiver<()>) {
+        while wake.recv().is_ok() {
+            let Some(log) = self.chase() else { continue };
+            if log >= self.after_pages && Instant::now() >= self.next_restart {
+                self.restart();
+            }
+        }
+    }
+
+    /// Up to [`CHASE_PASSES_MAX`] PASSIVE passes, while each still copies
+    /// many frames; the WAL's length in frames after the last, or None if
+    /// a pass failed.
+    fn chase(&self) -> Option<i64> {
+        let mut copied_before = 0;
+        let mut log = 0;
+        for _ in 0..CHASE_PASSES_MAX {
+            let (busy, frames, copied) = self.checkpoint("PASSIVE", "background")?;
+            log = frames;
+            if busy != 0 || copied < frames {
+                // Another process's checkpoint, or a reader on old frames:
+                // the next signal tries again.
+                metrics::counter!("meshmail_kv_sqlite_checkpoints_partial_total").increment(1);
+                break;
+            }
+            if copied - copied_before < CHASE_DONE_FRAMES {
+                break;
+            }
+            copied_before = copied;
+        }
+        Some(log)
+    }
+
+    /// A RESTART checkpoint with this process's commits held off.
+    fn restart(&mut self) {
+        let commits = self.gate.pass();
+        RESTART_DEADLINE.with(|d| d.set(Some(Instant::now() + RESTART_WAIT_MAX)));
+        let result = self.checkpoint("RESTART", "restart");
+        RESTART_DEADLINE.with(|d| d.set(None));
+        drop(commits);
+        match result {
+            Some((0, _, _)) => self.backoff = RESTART_BACKOFF_MIN,
+            _ => {
+                // A reader outlasted the wait (or the checkpoint failed):
+                // commits go on with the WAL as long as it is, for now.
+                metrics::counter!("meshmail_kv_sqlite_restarts_postponed_total").increment(1);
+                self.next_restart = Instant::now() + self.backoff;
+                self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+            }
+        }
+    }
+
+    /// One `wal_checkpoint(mode)`: (busy, frames in the WAL, frames copied).
+    fn checkpoint(&self, mode: &str, label: &'static str) -> Option<(i64, i64, i64)> {
         let started = Instant::now();
-        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        let result = self.conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
         });
-        metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => "background")
+        metrics::histogram!("meshmail_kv_sqlite_checkpoint_seconds", "where" => label)
             .record(started.elapsed().as_secs_f64());
+        metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => label).increment(1);
         match result {
-            Ok((busy, log, done)) => {
-                metrics::counter!("meshmail_kv_sqlite_checkpoints_total", "where" => "background").increment(1);
-                if busy != 0 || done < log {
-                    // Another process's checkpoint, or a reader on old
-                    // frames: the next signal tries again.
-                    metrics::counter!("meshmail_kv_sqlite_checkpoints_partial_total").increment(1);
-                }
-            }
+            Ok(counts) => Some(counts),
+            // SQLITE_BUSY from RESTART's wait is a row with busy = 1, not
+            // an error; an error here is the file's (I/O, a full disk).
             Err(e) => {
-                tracing::warn!(error = %e, "background WAL checkpoint failed; the next commit signals a retry");
+                tracing::warn!(error = %e, mode, "WAL checkpoint failed; the next commit signals a retry");
+                None
             }
         }
     }
@@ -220,5 +367,103 @@ mod tests {
     async fn in_commit_mode_checkpoints_as_sqlite_does() {
         let (before, after, checkpointed) = fill_past_threshold(CheckpointMode::InCommit).await;
         assert!(checkpointed, "main file {before} -> {after} bytes");
+    }
+
+    /// Commits `values` 6,000-byte values, 10 per transaction; returns
+    /// each commit's latency.
+    async fn commit_values(backend: &SqliteBackend, values: u32) -> Vec<std::time::Duration> {
+        let value = vec![0x5au8; 6000];
+        let mut latencies = Vec::new();
+        for chunk in 0..values / 10 {
+            let txn = backend.begin(false).await.unwrap();
+            for i in 0..10 {
+                txn.set(format!("k{:08}", chunk * 10 + i).as_bytes(), &value);
+            }
+            let started = Instant::now();
+            txn.commit().await.unwrap();
+            latencies.push(started.elapsed());
+        }
+        latencies
+    }
+
+    /// Durable commits (an fsync each), as under ingest.
+    fn short_threshold(dir: &Path) -> (SqliteBackend, std::path::PathBuf) {
+        let path = dir.join("kv.sqlite");
+        let mut opts = SqliteOptions::new(&path);
+        opts.checkpoint_after_pages = 64;
+        (SqliteBackend::open(opts).unwrap(), path.with_extension("sqlite-wal"))
+    }
+
+    /// Under ingest some read snapshot is almost always open (deliveries
+    /// read while others commit). Three readers, each holding a snapshot
+    /// for about a millisecond and taking the next at once, model that:
+    /// the WAL must still start over, so its file stays a few thresholds
+    /// long however much is written (without the restart it holds every
+    /// page written: ~9,000 here).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_starts_over_while_readers_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let (backend, wal) = short_threshold(dir.path());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (backend, stop) = (backend.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut turns = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let txn = backend.begin(true).await.unwrap();
+                        txn.get(b"k00000000", true).await.unwrap();
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                        turns += 1;
+                    }
+                    turns
+                })
+            })
+            .collect();
+        let page = u64::from(crate::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT);
+        // ~1.7 WAL pages per value (heap, index, commit log).
+        commit_values(&backend, 5_400).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for reader in readers {
+            let turns = reader.await.unwrap();
+            assert!(turns > 100, "a reader took only {turns} turns");
+        }
+        let wal_len = file_len(&wal);
+        // A restart that overlapping readers held up lets the WAL grow
+        // through one back-off (~1,500 pages seen); one third of what was
+        // written means it started over again and again.
+        assert!(
+            wal_len <= 3_000 * page,
+            "the WAL file is {wal_len} bytes ({} pages) after writing ~9,000 pages with a 64-page threshold: it seldom or never started over",
+            wal_len / page
+        );
+    }
+
+    /// A reader that keeps one snapshot for the whole run holds every
+    /// restart up: commits go on, each waiting at most about one
+    /// [`RESTART_WAIT_MAX`], and none fails.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_that_never_ends_postpones_the_restart_without_failing_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let (backend, _wal) = short_threshold(dir.path());
+        commit_values(&backend, 10).await;
+        let reader = backend.begin(true).await.unwrap();
+        reader.get(b"k00000000", true).await.unwrap();
+        let started = Instant::now();
+        let latencies = commit_values(&backend, 2_000).await;
+        let slowest = latencies.iter().max().copied().unwrap_or_default();
+        let stalled: std::time::Duration = latencies.iter().filter(|l| **l >= RESTART_WAIT_MAX / 2).sum();
+        assert!(
+            slowest < RESTART_WAIT_MAX * 10,
+            "a commit waited {slowest:?} behind a postponed restart"
+        );
+        // The back-off: after the first tries, one restart per second at
+        // most, so the stalls are a small part of the run.
+        assert!(
+            stalled <= RESTART_WAIT_MAX * 8 + started.elapsed() / 10,
+            "commits stalled {stalled:?} of {:?}",
+            started.elapsed()
+        );
+        drop(reader);
     }
 }

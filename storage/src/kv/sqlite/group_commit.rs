@@ -140,6 +140,8 @@ impl Shared {
         if group.is_empty() {
             return;
         }
+        // Not while the checkpoint thread restarts the WAL.
+        let gate = self.commit_gate.pass();
         let guard = match self.fair.acquire() {
             Ok(g) => g,
             Err(e) => {
@@ -157,6 +159,7 @@ impl Shared {
         let prune = writer.commits_since_prune >= PRUNE_EVERY_COMMITS;
         let results = apply_group(&mut writer.conn, &group, prune);
         drop(guard);
+        drop(gate);
         metrics::histogram!("meshmail_kv_sqlite_apply_seconds").record(apply_started.elapsed().as_secs_f64());
         match &results {
             Ok(_) if prune => writer.commits_since_prune = 0,

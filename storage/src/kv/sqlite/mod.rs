@@ -118,6 +118,9 @@ struct Shared {
     /// applies all of them in one SQLite transaction ([`group_commit`]).
     pending: Mutex<VecDeque<group_commit::CommitRequest>>,
     writer: Mutex<Writer>,
+    /// Held while a commit writes; the checkpoint thread takes it to
+    /// restart the WAL ([`checkpoint`]).
+    commit_gate: Arc<checkpoint::CommitGate>,
     fair: FairLock,
     readers: Mutex<Vec<Connection>>,
     faults: Faults,
@@ -180,7 +183,8 @@ impl SqliteBackend {
             let _guard = fair.acquire()?;
             schema::create(&conn).map_err(sql_err)?;
         }
-        let checkpointer = checkpoint::install(&mut conn, &options)?;
+        let commit_gate = Arc::new(checkpoint::CommitGate::default());
+        let checkpointer = checkpoint::install(&mut conn, &options, &commit_gate)?;
         Ok(SqliteBackend {
             shared: Arc::new(Shared {
                 writer: Mutex::new(Writer {
@@ -188,6 +192,7 @@ impl SqliteBackend {
                     commits_since_prune: 0,
                     last_busy: None,
                 }),
+                commit_gate,
                 fair,
                 writer_turn: tokio::sync::Semaphore::new(1),
                 pending: Mutex::new(VecDeque::new()),
