@@ -40,6 +40,11 @@ pub enum KvConfig {
         /// WAL pages after which a checkpoint runs (default 4096).
         #[serde(default = "checkpoint_after_default")]
         checkpoint_after_pages: u32,
+        /// WAL pages after which the checkpoint thread makes the WAL start
+        /// over, holding commits for a few milliseconds (default 4096;
+        /// 0: never, only when SQLite happens to; background mode only).
+        #[serde(default = "checkpoint_after_default")]
+        restart_wal_after_pages: u32,
         /// Write each commit's WAL frames in one run instead of SQLite's two
         /// writes per frame (default true; false for A/B benchmarks).
         #[serde(default = "yes")]
@@ -83,6 +88,7 @@ impl KvConfig {
             checkpoint: CheckpointMode::default(),
             writer_cache_kib: writer_cache_default(),
             checkpoint_after_pages: checkpoint_after_default(),
+            restart_wal_after_pages: checkpoint_after_default(),
             coalesce_wal_writes: true,
         }
     }
@@ -98,6 +104,7 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             checkpoint,
             writer_cache_kib,
             checkpoint_after_pages,
+            restart_wal_after_pages,
             coalesce_wal_writes,
         } => {
             let mut opts = SqliteOptions::new(path);
@@ -106,6 +113,7 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             opts.checkpoint = *checkpoint;
             opts.writer_cache_kib = *writer_cache_kib;
             opts.checkpoint_after_pages = *checkpoint_after_pages;
+            opts.restart_wal_after_pages = *restart_wal_after_pages;
             opts.coalesce_wal_writes = *coalesce_wal_writes;
             Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
         }

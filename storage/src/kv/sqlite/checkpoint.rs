@@ -150,7 +150,8 @@ pub fn install(
             let thread = Thread {
                 conn,
                 gate: gate.clone(),
-                after_pages: i64::from(after_pages),
+                restart_after_pages: (options.restart_wal_after_pages > 0)
+                    .then_some(i64::from(options.restart_wal_after_pages)),
                 backoff: RESTART_BACKOFF_MIN,
                 next_restart: Instant::now(),
             };
@@ -214,7 +215,8 @@ fn on_commit(wal: &mut Wal, pages: i32, after_pages: i32, signal: &SyncSender<()
 struct Thread {
     conn: Connection,
     gate: Arc<CommitGate>,
-    after_pages: i64,
+    /// `[store] restart_wal_after_pages` (None: 0, never).
+    restart_after_pages: Option<i64>,
     /// The wait after the next restart that a reader holds up.
     backoff: Duration,
     /// No restart before this (a reader held the last one up).
@@ -227,7 +229,8 @@ impl Thread {
     fn run(mut self, wake: Receiver<()>) {
         while wake.recv().is_ok() {
             let Some(log) = self.chase() else { continue };
-            if log >= self.after_pages && Instant::now() >= self.next_restart {
+            let long = self.restart_after_pages.is_some_and(|after| log >= after);
+            if long && Instant::now() >= self.next_restart {
                 self.restart();
             }
         }
@@ -386,24 +389,24 @@ mod tests {
         latencies
     }
 
-    /// Durable commits (an fsync each), as under ingest.
-    fn short_threshold(dir: &Path) -> (SqliteBackend, std::path::PathBuf) {
+    /// Durable commits (an fsync each), as under ingest; `restart_after`:
+    /// `[store] restart_wal_after_pages`.
+    fn short_threshold(dir: &Path, restart_after: u32) -> (SqliteBackend, std::path::PathBuf) {
         let path = dir.join("kv.sqlite");
         let mut opts = SqliteOptions::new(&path);
         opts.checkpoint_after_pages = 64;
+        opts.restart_wal_after_pages = restart_after;
         (SqliteBackend::open(opts).unwrap(), path.with_extension("sqlite-wal"))
     }
 
     /// Under ingest some read snapshot is almost always open (deliveries
     /// read while others commit). Three readers, each holding a snapshot
-    /// for about a millisecond and taking the next at once, model that:
-    /// the WAL must still start over, so its file stays a few thresholds
-    /// long however much is written (without the restart it holds every
-    /// page written: ~9,000 here).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_wal_starts_over_while_readers_take_turns() {
+    /// for about a millisecond and taking the next at once, model that,
+    /// beside durable commits of ~9,000 WAL pages with a 64-page
+    /// threshold. Returns the WAL file's length in pages at the end.
+    async fn wal_pages_with_readers_taking_turns(restart_after: u32) -> u64 {
         let dir = tempfile::tempdir().unwrap();
-        let (backend, wal) = short_threshold(dir.path());
+        let (backend, wal) = short_threshold(dir.path(), restart_after);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let readers: Vec<_> = (0..3)
             .map(|_| {
@@ -420,7 +423,6 @@ mod tests {
                 })
             })
             .collect();
-        let page = u64::from(crate::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT);
         // ~1.7 WAL pages per value (heap, index, commit log).
         commit_values(&backend, 5_400).await;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -428,14 +430,29 @@ mod tests {
             let turns = reader.await.unwrap();
             assert!(turns > 100, "a reader took only {turns} turns");
         }
-        let wal_len = file_len(&wal);
-        // A restart that overlapping readers held up lets the WAL grow
-        // through one back-off (~1,500 pages seen); one third of what was
-        // written means it started over again and again.
+        file_len(&wal) / u64::from(crate::kv::sqlite::PAGE_SIZE_BYTES_DEFAULT)
+    }
+
+    /// The WAL starts over anyway, so its file stays a fraction of what
+    /// was written. A restart that the readers held up lets it grow
+    /// through one back-off (~1,500 pages seen).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_starts_over_while_readers_take_turns() {
+        let pages = wal_pages_with_readers_taking_turns(64).await;
         assert!(
-            wal_len <= 3_000 * page,
-            "the WAL file is {wal_len} bytes ({} pages) after writing ~9,000 pages with a 64-page threshold: it seldom or never started over",
-            wal_len / page
+            pages <= 3_000,
+            "the WAL file is {pages} pages after writing ~9,000 with a 64-page threshold: it seldom or never started over"
+        );
+    }
+
+    /// `restart_wal_after_pages = 0` (A/B runs) leaves it to SQLite, and
+    /// under these readers SQLite never starts the WAL over.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_restarts_off_the_wal_holds_what_was_written() {
+        let pages = wal_pages_with_readers_taking_turns(0).await;
+        assert!(
+            pages > 6_000,
+            "the WAL file is {pages} pages: it started over without the thread"
         );
     }
 
@@ -445,7 +462,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reader_that_never_ends_postpones_the_restart_without_failing_commits() {
         let dir = tempfile::tempdir().unwrap();
-        let (backend, _wal) = short_threshold(dir.path());
+        let (backend, _wal) = short_threshold(dir.path(), 64);
         commit_values(&backend, 10).await;
         let reader = backend.begin(true).await.unwrap();
         reader.get(b"k00000000", true).await.unwrap();

@@ -59,6 +59,9 @@ pub struct SqliteOptions {
     /// WAL pages after which a checkpoint runs
     /// ([`checkpoint::CHECKPOINT_AFTER_PAGES`]).
     pub checkpoint_after_pages: u32,
+    /// WAL pages after which the checkpoint thread restarts the WAL
+    /// ([`checkpoint`]); 0: never.
+    pub restart_wal_after_pages: u32,
     /// The write connection writes each commit's WAL frames in one run
     /// ([`wal_vfs`]); false: SQLite's two writes per frame (A/B runs).
     /// Only with [`Durability::Full`]: without a sync at each commit nothing
@@ -85,6 +88,7 @@ impl SqliteOptions {
             checkpoint: checkpoint::CheckpointMode::default(),
             writer_cache_kib: WRITER_CACHE_KIB,
             checkpoint_after_pages: checkpoint::CHECKPOINT_AFTER_PAGES,
+            restart_wal_after_pages: checkpoint::CHECKPOINT_AFTER_PAGES,
             coalesce_wal_writes: true,
         }
     }
