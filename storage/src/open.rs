@@ -43,6 +43,8 @@ pub enum KvConfig {
         /// WAL pages after which the checkpoint thread makes the WAL start
         /// over, holding commits for a few milliseconds (default 4096;
         /// 0: never, only when SQLite happens to; background mode only).
+        /// The thread wakes only past `checkpoint_after_pages`, so a
+        /// smaller value acts as that one.
         #[serde(default = "checkpoint_after_default")]
         restart_wal_after_pages: u32,
         /// Write each commit's WAL frames in one run instead of SQLite's two

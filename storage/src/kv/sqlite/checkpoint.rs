@@ -88,7 +88,9 @@ pub const RESTART_WAIT_MAX: Duration = Duration::from_millis(20);
 const RESTART_POLL: Duration = Duration::from_micros(50);
 
 std::thread_local! {
-    /// When the checkpoint thread's restart in progress gives up.
+    /// When the checkpoint thread's restart in progress gives up. A
+    /// thread-local because SQLite's busy handler is a plain `fn` (no
+    /// state of its own), and only the checkpoint thread uses it.
     static RESTART_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
 
