@@ -112,6 +112,12 @@ pub fn message_by_date(account: AccountId, mailbox: MailboxId, internal_date_ms:
 pub fn messages_by_date(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("mdat", account, mailbox)))
 }
+/// The (receivedAt, UID) of a receivedAt index key.
+pub fn message_date_uid(key: &[u8]) -> crate::error::Result<(i64, Uid)> {
+    let (_, _, _, date, uid): (String, AccountId, MailboxId, i64, Uid) =
+        foundationdb_tuple::unpack(key).map_err(|e| bad_key(key, e))?;
+    Ok((date, uid))
+}
 
 /// Per-mailbox counters ("messages", "unseen", "bytes"), little-endian i64.
 pub fn counter(account: AccountId, mailbox: MailboxId, kind: &str) -> Vec<u8> {

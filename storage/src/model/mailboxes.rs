@@ -50,6 +50,13 @@ pub struct Mailbox {
     /// UNSEEN reads that index. Older mailboxes are searched row by row.
     #[serde(default)]
     pub unseen_index: bool,
+    /// The first UID of the messages delivered since the mailbox was last
+    /// indexed: their rows (version 3) hold their summaries and have no
+    /// unseen, receivedAt or change-log keys yet, which readers make up
+    /// from the rows (`model::unindexed`). None: every row is indexed
+    /// (and every record written before deferred indexing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unindexed_from: Option<Uid>,
 }
 
 /// Keywords a mailbox record lists. Beyond that a keyword is still stored
@@ -127,6 +134,7 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
         keywords: Vec::new(),
         date_index: true,
         unseen_index: true,
+        unindexed_from: None,
     };
     put_record(txn, &keyspace::mailbox(account, id), &mb)?;
     txn.set(&name_key, &id.to_le_bytes())?;

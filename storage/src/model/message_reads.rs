@@ -278,8 +278,9 @@ async fn decoded_rows(txn: &Txn, account: AccountId, mailbox: MailboxId, uids: &
 }
 
 /// Up to `limit` (≤ [`RANGE_KEYS_MAX`]) UIDs ≥ `from` of messages without
-/// `\Seen`, in order, from the unseen index: one key-only range read.
-/// Complete only in mailboxes whose record says `unseen_index`.
+/// `\Seen`, in order, from the unseen index (one key-only range read),
+/// then from the unindexed rows. Complete only in mailboxes whose record
+/// says `unseen_index`.
 pub async fn unseen_uids(
     txn: &Txn,
     account: AccountId,
@@ -289,8 +290,22 @@ pub async fn unseen_uids(
 ) -> Result<Vec<Uid>> {
     let (_, e) = keyspace::unseen_all(account, mailbox);
     let b = keyspace::unseen(account, mailbox, from);
-    let keys = txn
-        .get_range(&b, &e, RangeOptions::limit(limit.min(RANGE_KEYS_MAX)))
-        .await?;
-    keys.iter().map(|(k, _)| keyspace::message_uid(k)).collect()
+    let limit = limit.min(RANGE_KEYS_MAX);
+    let keys = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
+    let mut out: Vec<Uid> = keys
+        .iter()
+        .map(|(k, _)| keyspace::message_uid(k))
+        .collect::<Result<_>>()?;
+    if out.len() < limit {
+        // Unindexed rows come after every indexed UID.
+        let unseen = super::unindexed::rows(txn, account, mailbox, from).await?;
+        out.extend(
+            unseen
+                .iter()
+                .filter(|m| !m.is_seen())
+                .map(|m| m.uid)
+                .take(limit - out.len()),
+        );
+    }
+    Ok(out)
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::date_order::{date_rank, uids_by_date};
 use super::ledger::{self, LedgerState};
 use super::mailboxes::{self, Counts};
 use super::message_codec::{self, StoredRow};
@@ -14,6 +15,7 @@ pub use super::message_reads::{
 use super::summary::Summary;
 use super::summary_codec;
 use super::threads;
+use super::unindexed;
 use super::{decode, now_ms, put_record};
 use crate::error::{Result, StorageError};
 use crate::ids::{AccountId, MailboxId, Uid};
@@ -169,9 +171,10 @@ pub struct NewMessage {
     pub acceptance_id: [u8; 16],
 }
 
-/// Appends a message: allocates its UID and MODSEQ, writes the row, the
-/// counters, the change log and the ledger entry, all in `txn`. The caller
-/// must have taken a blob reference for `body` in the same transaction.
+/// Appends a message: allocates its UID and MODSEQ, writes the row (not
+/// yet indexed, see [`unindexed`]), the counters, the thread membership
+/// and the ledger entry, all in `txn`. The caller must have taken a blob
+/// reference for `body` in the same transaction.
 pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &NewMessage) -> Result<(Uid, u64)> {
     let before = mailboxes::get(txn, account, mailbox)
         .await?
@@ -184,7 +187,6 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         .ok_or_else(|| StorageError::Model("UID space exhausted".into()))?;
     mb.highest_modseq = modseq;
     mb.note_keywords(&msg.flags);
-    mailboxes::put(txn, account, &before, &mb)?;
 
     let thread_id = threads::assign(txn, account, &msg.summary.envelope, &msg.acceptance_id).await?;
     threads::add_member(txn, account, &thread_id, mailbox, uid)?;
@@ -197,9 +199,9 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         acceptance_id: Some(msg.acceptance_id),
         thread_id: Some(thread_id),
     };
-    put_split(txn, account, mailbox, &row, &msg.summary)?;
-    index_date(txn, account, mailbox, &row)?;
-    index_unseen(txn, account, mailbox, &row)?;
+    // One row; the unseen, receivedAt and change-log keys come later.
+    unindexed::put(txn, account, &mut mb, &row, &msg.summary).await?;
+    mailboxes::put(txn, account, &before, &mb)?;
     let unseen = if row.is_seen() { 0 } else { 1 };
     mailboxes::add_counts(
         txn,
@@ -211,7 +213,6 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
             bytes: msg.body.size as i64,
         },
     )?;
-    log_change(txn, account, mailbox, modseq, uid, ChangeKind::Added, None)?;
     ledger::record(
         txn,
         &msg.acceptance_id,
@@ -226,7 +227,13 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
 }
 
 /// Writes a message in the current form: the hot row and its summary.
-fn put_split(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta, summary: &Summary) -> Result<()> {
+pub(super) fn put_split(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    row: &MessageMeta,
+    summary: &Summary,
+) -> Result<()> {
     put_meta(txn, account, mailbox, row)?;
     txn.set(
         &keyspace::message_summary(account, mailbox, row.uid),
@@ -243,7 +250,7 @@ fn put_meta(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta
 }
 
 /// The unseen index entry of a stored row, if it has no `\Seen`.
-fn index_unseen(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
+pub(super) fn index_unseen(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
     if row.is_seen() {
         return Ok(());
     }
@@ -251,81 +258,11 @@ fn index_unseen(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &Message
 }
 
 /// The receivedAt index entry of a stored row.
-fn index_date(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
+pub(super) fn index_date(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
     txn.set(
         &keyspace::message_by_date(account, mailbox, row.internal_date_ms, row.uid),
         &row.uid.to_le_bytes(),
     )
-}
-
-/// UIDs in receivedAt order (newest first when `newest_first`; ties by UID
-/// in the same direction), skipping `skip` and taking at most `limit`, from
-/// the receivedAt index (only complete for mailboxes with `date_index`).
-/// Reads at most `skip + limit` keys, in range reads of ≤ 10,000 keys.
-pub async fn uids_by_date(
-    txn: &Txn,
-    account: AccountId,
-    mailbox: MailboxId,
-    newest_first: bool,
-    skip: usize,
-    limit: usize,
-) -> Result<Vec<Uid>> {
-    const PAGE: usize = 10_000;
-    let (mut b, mut e) = keyspace::messages_by_date(account, mailbox);
-    let mut out = Vec::with_capacity(limit.min(PAGE));
-    let mut seen = 0usize;
-    while out.len() < limit {
-        let want = (skip + limit - seen).min(PAGE);
-        let opts = if newest_first {
-            RangeOptions::limit(want).reversed()
-        } else {
-            RangeOptions::limit(want)
-        };
-        let rows = txn.get_range(&b, &e, opts).await?;
-        for (k, v) in &rows {
-            if seen >= skip && out.len() < limit {
-                let uid: [u8; 4] = v.as_slice().try_into().map_err(|_| StorageError::Corrupt {
-                    what: "receivedAt index".into(),
-                    detail: format!("value of {} bytes", v.len()),
-                })?;
-                out.push(Uid::from_le_bytes(uid));
-            }
-            seen += 1;
-            if newest_first {
-                e = k.clone();
-            } else {
-                // The first key after `k`.
-                b = [k.as_slice(), &[0]].concat();
-            }
-        }
-        if rows.len() < want {
-            break;
-        }
-    }
-    Ok(out)
-}
-
-/// How many messages come before (`date_ms`, `uid`) in receivedAt order
-/// (newest first when `newest_first`), if fewer than `max`: the index of a
-/// message in a sorted mailbox, read as at most `max` index keys.
-pub async fn date_rank(
-    txn: &Txn,
-    account: AccountId,
-    mailbox: MailboxId,
-    date_ms: i64,
-    uid: Uid,
-    newest_first: bool,
-    max: usize,
-) -> Result<Option<usize>> {
-    let (b, e) = keyspace::messages_by_date(account, mailbox);
-    let at = keyspace::message_by_date(account, mailbox, date_ms, uid);
-    let (from, to) = if newest_first {
-        ([at.as_slice(), &[0]].concat(), e)
-    } else {
-        (b, at)
-    };
-    let rows = txn.get_range(&from, &to, RangeOptions::limit(max)).await?;
-    Ok((rows.len() < max).then_some(rows.len()))
 }
 
 /// Every UID of a mailbox in order, read in bounded pages (one short
@@ -346,7 +283,8 @@ pub async fn all_uids(db: &crate::Database, account: AccountId, mailbox: Mailbox
     }
 }
 
-/// Changes with MODSEQ greater than `since`, oldest first.
+/// Changes with MODSEQ greater than `since`, oldest first: the change log,
+/// then the deliveries not indexed yet.
 pub async fn changes_since(
     txn: &Txn,
     account: AccountId,
@@ -356,7 +294,24 @@ pub async fn changes_since(
 ) -> Result<Vec<Change>> {
     let (b, e) = keyspace::changes_since(account, mailbox, since);
     let rows = txn.get_range(&b, &e, RangeOptions::limit(limit)).await?;
-    rows.iter().map(|(_, v)| decode("change", v)).collect()
+    let mut out: Vec<Change> = rows.iter().map(|(_, v)| decode("change", v)).collect::<Result<_>>()?;
+    if out.len() < limit {
+        // Unindexed rows are deliveries after every logged change.
+        let added = unindexed::rows(txn, account, mailbox, 0).await?;
+        out.extend(
+            added
+                .iter()
+                .filter(|m| m.modseq > since)
+                .take(limit - out.len())
+                .map(|m| Change {
+                    modseq: m.modseq,
+                    uid: m.uid,
+                    kind: ChangeKind::Added,
+                    thread_id: None,
+                }),
+        );
+    }
+    Ok(out)
 }
 
 /// The highest MODSEQ trimmed from the mailbox's change log (0: nothing
@@ -375,6 +330,8 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
         .await?
         .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
     let mut mb = before.clone();
+    // The Expunged change must come after every Added one.
+    unindexed::index_all(txn, account, &mut mb).await?;
     mb.highest_modseq += 1;
     mailboxes::put(txn, account, &before, &mb)?;
     txn.clear(&keyspace::message(account, mailbox, uid))?;
@@ -487,7 +444,9 @@ pub async fn store_flags_many(
             continue;
         }
         if record.is_none() {
-            let before = mailboxes::get(txn, account, mailbox)
+            // Indexed first, so this change comes after every Added one
+            // (the row read above is the same either way).
+            let before = unindexed::index_first(txn, account, mailbox)
                 .await?
                 .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
             record = Some((before.clone(), before));
@@ -573,10 +532,13 @@ pub async fn copy_to(
     to: MailboxId,
     moving: bool,
 ) -> Result<Option<(Uid, BodyRef)>> {
+    if moving {
+        unindexed::index_first(txn, account, from).await?;
+    }
     let Some(msg) = get(txn, account, from, uid).await? else {
         return Ok(None);
     };
-    let before = mailboxes::get(txn, account, to)
+    let before = unindexed::index_first(txn, account, to)
         .await?
         .ok_or_else(|| StorageError::NotFound(format!("mailbox {to}")))?;
     let mut mb = before.clone();
@@ -635,7 +597,7 @@ pub async fn copy_to(
 
 /// One change-log entry (CONDSTORE/QRESYNC, JMAP /changes), written in the
 /// same transaction as the change it records.
-fn log_change(
+pub(super) fn log_change(
     txn: &Txn,
     account: AccountId,
     mailbox: MailboxId,
@@ -681,6 +643,7 @@ pub async fn rewrite_in_earlier_form(
     uid: Uid,
     form: EarlierForm,
 ) -> Result<bool> {
+    unindexed::index_first(txn, account, mailbox).await?;
     let Some(m) = get(txn, account, mailbox, uid).await? else {
         return Ok(false);
     };

@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod aliases;
 pub mod cluster;
 pub mod compaction;
+pub mod date_order;
 pub mod dkim;
 pub mod domains;
 pub mod jmap;
@@ -28,6 +29,7 @@ pub mod secrets;
 pub mod summary;
 pub mod summary_codec;
 pub mod threads;
+pub mod unindexed;
 pub mod verify;
 mod wire;
 
