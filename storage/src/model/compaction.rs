@@ -76,6 +76,9 @@ pub async fn trim_change_log(txn: &Txn, account: AccountId, mailbox: MailboxId, 
     if change_floor(txn, account, mailbox).await? >= cutoff {
         return Ok(false);
     }
+    // Deliveries not indexed yet have their changes written first, so
+    // the trim takes those at or below the cutoff too.
+    super::unindexed::index_first(txn, account, mailbox).await?;
     txn.clear_range(
         &keyspace::change(account, mailbox, 0),
         &keyspace::change(account, mailbox, cutoff + 1),
