@@ -331,7 +331,7 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
         .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
     let mut mb = before.clone();
     // The Expunged change must come after every Added one.
-    unindexed::index_all(txn, account, &mut mb).await?;
+    unindexed::index_all(txn, account, &mut mb, unindexed::Trigger::Write).await?;
     mb.highest_modseq += 1;
     mailboxes::put(txn, account, &before, &mb)?;
     txn.clear(&keyspace::message(account, mailbox, uid))?;

@@ -61,19 +61,43 @@ pub(super) async fn put(
     )?;
     let from = *mb.unindexed_from.get_or_insert(row.uid);
     if mb.uid_next.saturating_sub(from) >= INDEX_AFTER {
-        index_all(txn, account, mb).await?;
+        index_all(txn, account, mb, Trigger::Deliveries).await?;
     }
     Ok(())
+}
+
+/// Why a mailbox was indexed (the `trigger` label of the metrics).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Trigger {
+    /// [`INDEX_AFTER`] deliveries waited.
+    Deliveries,
+    /// Another write to the mailbox's messages came first.
+    Write,
+}
+
+impl Trigger {
+    fn label(self) -> &'static str {
+        match self {
+            Trigger::Deliveries => "deliveries",
+            Trigger::Write => "write",
+        }
+    }
 }
 
 /// Indexes every unindexed row of the mailbox `mb` (in `txn`): each gets
 /// its split row (version 2) and summary, its unseen and receivedAt keys,
 /// and its `Added` change at its own MODSEQ. Clears `mb.unindexed_from`;
 /// the caller writes `mb`.
-pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox) -> Result<()> {
+/// Counted per attempt of the transaction (a retried one counts again):
+/// `meshmail_store_rows_indexed_total` and
+/// `meshmail_store_index_seconds` (the pass inside the transaction, not
+/// its commit), by `trigger`.
+pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox, trigger: Trigger) -> Result<()> {
     let Some(from) = mb.unindexed_from.take() else {
         return Ok(());
     };
+    let started = std::time::Instant::now();
+    let mut indexed = 0u64;
     let (_, end) = keyspace::messages(account, mb.id);
     let mut begin = keyspace::message(account, mb.id, from);
     loop {
@@ -92,12 +116,17 @@ pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox) -
             messages::index_date(txn, account, mb.id, &meta)?;
             messages::index_unseen(txn, account, mb.id, &meta)?;
             messages::log_change(txn, account, mb.id, meta.modseq, meta.uid, ChangeKind::Added, None)?;
+            indexed += 1;
         }
         match rows.last() {
             Some((k, _)) if rows.len() == RANGE_KEYS_MAX => begin = [k.as_slice(), &[0]].concat(),
-            _ => return Ok(()),
+            _ => break,
         }
     }
+    let trigger = trigger.label();
+    metrics::counter!("meshmail_store_rows_indexed_total", "trigger" => trigger).increment(indexed);
+    metrics::histogram!("meshmail_store_index_seconds", "trigger" => trigger).record(started.elapsed().as_secs_f64());
+    Ok(())
 }
 
 /// The mailbox's record with every row indexed, written if that took
@@ -111,7 +140,7 @@ pub async fn index_first(txn: &Txn, account: AccountId, mailbox: MailboxId) -> R
         return Ok(Some(before));
     }
     let mut mb = before.clone();
-    index_all(txn, account, &mut mb).await?;
+    index_all(txn, account, &mut mb, Trigger::Write).await?;
     mailboxes::put(txn, account, &before, &mb)?;
     Ok(Some(mb))
 }
