@@ -11,7 +11,7 @@ use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::{self, BodyRef, FlagOp, Message, NewMessage};
 use meshmail_storage::model::summary::{BodyPart, Envelope, HeaderText, Summary};
 use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
-use meshmail_storage::model::{message_codec, summary_codec, unindexed};
+use meshmail_storage::model::{message_codec, summary_codec};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 
@@ -85,25 +85,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
         }
     };
     let fresh = raw(&db, key1.clone()).await;
-    assert_eq!(
-        fresh[0],
-        message_codec::VERSION_3,
-        "delivered rows wait to be indexed, summary inside"
-    );
-    let no_summary = db
-        .read("no summary", move |txn| async move {
-            txn.get(&test_keys::message_summary(account, inbox, 1)).await
-        })
-        .await
-        .unwrap();
-    assert_eq!(no_summary, None);
-    db.run("index", move |txn| async move {
-        unindexed::index_first(&txn, account, inbox).await
-    })
-    .await
-    .unwrap();
-    let indexed = raw(&db, key1.clone()).await;
-    assert_eq!(indexed[0], message_codec::VERSION_2, "indexed rows are split");
+    assert_eq!(fresh[0], message_codec::VERSION_2, "new rows are split");
     let summary1 = raw(&db, test_keys::message_summary(account, inbox, 1)).await;
     assert_eq!(summary1[0], summary_codec::SUMMARY_VERSION_2);
     let (current1, current3) = db

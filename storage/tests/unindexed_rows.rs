@@ -157,15 +157,31 @@ async fn unindexed_deliveries_read_as_they_do_once_indexed() {
     deliver(&db, account, inbox, 30..55).await;
     let mb = record(&db, account, inbox).await;
     assert_eq!(mb.unindexed_from, Some(31), "UIDs 31.. wait to be indexed");
-    let raw = db
+    let (row, summary, unseen, by_date) = db
         .read("raw", move |txn| async move {
-            txn.get(&test_keys::message(account, inbox, 40)).await
+            let row = txn.get(&test_keys::message(account, inbox, 41)).await?;
+            let summary = txn.get(&test_keys::message_summary(account, inbox, 41)).await?;
+            let unseen = txn.get(&test_keys::unseen(account, inbox, 41)).await?;
+            let by_date = txn
+                .get(&test_keys::message_by_date(
+                    account,
+                    inbox,
+                    message(40).internal_date_ms,
+                    41,
+                ))
+                .await?;
+            Ok::<_, StorageError>((row, summary, unseen, by_date))
         })
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(raw[0], message_codec::VERSION_3);
-
+    assert_eq!(
+        row.unwrap()[0],
+        message_codec::VERSION_2,
+        "rows are written whole at delivery"
+    );
+    assert!(summary.is_some());
+    // UID 41 is message 40: unseen.
+    assert_eq!((unseen, by_date), (None, None), "index keys come later");
     let unindexed = reads(&db, account, inbox).await;
     db.run("index", move |txn| async move {
         unindexed::index_first(&txn, account, inbox).await
@@ -220,18 +236,16 @@ async fn the_delivery_that_brings_index_after_rows_indexes_them() {
     assert_eq!(record(&db, account, inbox).await.unindexed_from, Some(1));
     deliver(&db, account, inbox, INDEX_AFTER - 1..INDEX_AFTER).await;
     assert_eq!(record(&db, account, inbox).await.unindexed_from, None);
-    let (first, summary) = db
+    let (first_unseen, last_unseen) = db
         .read("raw", move |txn| async move {
-            let first = txn.get(&test_keys::message(account, inbox, 1)).await?;
-            let summary = txn
-                .get(&test_keys::message_summary(account, inbox, INDEX_AFTER))
-                .await?;
-            Ok::<_, StorageError>((first, summary))
+            let first = txn.get(&test_keys::unseen(account, inbox, 2)).await?;
+            let last = txn.get(&test_keys::unseen(account, inbox, INDEX_AFTER)).await?;
+            Ok::<_, StorageError>((first, last))
         })
         .await
         .unwrap();
-    assert_eq!(first.unwrap()[0], message_codec::VERSION_2);
-    assert!(summary.is_some());
+    // Message i is UID i + 1; every third is seen.
+    assert!(first_unseen.is_some() && last_unseen.is_some());
     deliver(&db, account, inbox, INDEX_AFTER..INDEX_AFTER + 1).await;
     assert_eq!(record(&db, account, inbox).await.unindexed_from, Some(INDEX_AFTER + 1));
 }

@@ -51,10 +51,10 @@ pub struct Mailbox {
     #[serde(default)]
     pub unseen_index: bool,
     /// The first UID of the messages delivered since the mailbox was last
-    /// indexed: their rows (version 3) hold their summaries and have no
-    /// unseen, receivedAt or change-log keys yet, which readers make up
-    /// from the rows (`model::unindexed`). None: every row is indexed
-    /// (and every record written before deferred indexing).
+    /// indexed: they have no unseen, receivedAt or change-log keys yet,
+    /// which readers make up from their rows (`model::unindexed`). None:
+    /// every row is indexed (and every record written before deferred
+    /// indexing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unindexed_from: Option<Uid>,
 }

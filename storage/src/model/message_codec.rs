@@ -18,14 +18,6 @@
 //! The write-once summary (the `msum` key) has its own versioned form,
 //! [`super::summary_codec`].
 //!
-//! Version 3 (first byte `0x03`), the `msg` key of a message delivered but
-//! not yet indexed ([`super::unindexed`]): the version-2 hot fields
-//! followed by the summary in its current form, all the rest of the value.
-//! One delivery is then one key in one per-mailbox region instead of five
-//! (`msg`, `msum`, `unsn`, `mdat`, `chg`), each its own B-tree tail page.
-//! A hot-only read stops before the summary; indexing rewrites the row as
-//! version 2 beside its `msum`.
-//!
 //! Why the split: STORE rewrote the whole row (1–3 KB with the summary)
 //! to change a few flag bytes, and SELECT, `FETCH (UID FLAGS)` and
 //! `SEARCH UNSEEN` decoded two JSON documents per message to use none of
@@ -40,7 +32,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::messages::{BodyRef, Message, MessageMeta};
-use super::summary::Summary;
 use super::summary_codec;
 use super::wire::{Reader, bytes, unzigzag, varint, zigzag};
 use crate::error::{Result, StorageError};
@@ -49,12 +40,9 @@ use crate::error::{Result, StorageError};
 pub const VERSION_1: u8 = 1;
 /// The first byte of a version-2 row (hot fields only).
 pub const VERSION_2: u8 = 2;
-/// The first byte of a version-3 row (hot fields, then the summary: a
-/// delivered message not yet indexed).
-pub const VERSION_3: u8 = 3;
 
 /// A row as stored: split (version 2; the summary is under its own key)
-/// or whole (version 3, and version 1 and JSON rows of earlier builds).
+/// or whole (version 1 and JSON rows of earlier builds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoredRow {
     Split(MessageMeta),
@@ -67,17 +55,6 @@ pub fn encode_meta(m: &MessageMeta) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + m.flags.iter().map(|f| f.len() + 1).sum::<usize>());
     out.push(VERSION_2);
     put_meta(&mut out, m);
-    out
-}
-
-/// The row of a delivered message not yet indexed (version 3): the hot
-/// fields, then the summary ([`summary_codec::encode`]) to the end.
-pub fn encode_unindexed(m: &MessageMeta, summary: &Summary) -> Vec<u8> {
-    let summary = summary_codec::encode(summary);
-    let mut out = Vec::with_capacity(96 + summary.len() + m.flags.iter().map(|f| f.len() + 1).sum::<usize>());
-    out.push(VERSION_3);
-    put_meta(&mut out, m);
-    out.extend_from_slice(&summary);
     out
 }
 
@@ -211,12 +188,6 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
                 .map_err(|d: String| corrupt(&d))?;
             Ok(StoredRow::Split(meta))
         }
-        Some(&VERSION_3) => {
-            let mut r = Reader::new(raw, 1);
-            let meta = r.meta().map_err(|d: String| corrupt(&d))?;
-            let summary = summary_codec::decode(&raw[r.at..])?;
-            Ok(StoredRow::Whole(Box::new(Message::from_parts(meta, summary))))
-        }
         Some(&VERSION_1) => {
             let (meta, env, body) = Reader::new(raw, 1).v1_parts().map_err(|d: String| corrupt(&d))?;
             let summary = summary_codec::from_json_parts(env, body)?;
@@ -229,7 +200,7 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
 }
 
 /// The hot part of a row in any form, without decoding a summary it may
-/// hold (versions 1 and 3 stop before it; only JSON rows are parsed whole).
+/// hold (version 1 stops before it; only JSON rows are parsed whole).
 pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
     match raw.first() {
         Some(&VERSION_2) => {
@@ -238,7 +209,7 @@ pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
                 .and_then(|m| r.end().map(|()| m))
                 .map_err(|d: String| corrupt(&d))
         }
-        Some(&VERSION_1) | Some(&VERSION_3) => Reader::new(raw, 1).meta().map_err(|d: String| corrupt(&d)),
+        Some(&VERSION_1) => Reader::new(raw, 1).meta().map_err(|d: String| corrupt(&d)),
         _ => match decode_row(raw)? {
             StoredRow::Whole(m) => Ok(m.meta()),
             StoredRow::Split(m) => Ok(m),
@@ -440,26 +411,9 @@ mod tests {
     }
 
     #[test]
-    fn unindexed_rows_hold_their_summary_and_read_hot_only() {
-        let m = sample();
-        let row = encode_unindexed(&m.meta(), &m.summary);
-        assert_eq!(row[0], VERSION_3);
-        assert_eq!(decode_row(&row).unwrap(), StoredRow::Whole(Box::new(m.clone())));
-        assert_eq!(decode(&row).unwrap(), m);
-        assert_eq!(decode_meta(&row).unwrap(), m.meta());
-        // The hot part is the version-2 row's, byte for byte.
-        let hot = encode_meta(&m.meta());
-        assert_eq!(row[1..hot.len()], hot[1..]);
-    }
-
-    #[test]
     fn damaged_rows_are_corrupt_not_a_panic() {
         let m = sample();
-        for bin in [
-            encode_v1(&m).unwrap(),
-            encode_meta(&m.meta()),
-            encode_unindexed(&m.meta(), &m.summary),
-        ] {
+        for bin in [encode_v1(&m).unwrap(), encode_meta(&m.meta())] {
             for cut in 0..bin.len() {
                 assert!(decode_row(&bin[..cut]).is_err(), "cut at {cut}");
             }

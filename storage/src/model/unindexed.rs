@@ -1,5 +1,5 @@
-//! Deferred indexing: a delivery writes its message as one row, and the
-//! mailbox's indexes catch up in batches.
+//! Deferred indexing: a delivery writes its message's row and summary, and
+//! the mailbox's indexes catch up in batches.
 //!
 //! Why: a delivery used to write five per-mailbox keys (`msg`, `msum`,
 //! `unsn`, `mdat`, `chg`) besides its thread, ledger and body keys. With
@@ -7,31 +7,36 @@
 //! deliveries, almost never two to one mailbox, so each delivery dirtied
 //! the last B-tree page of five regions by itself: ~5.4 of the ~11 pages of
 //! 8 KiB that one delivery wrote (`soak/reports/ingest-2026-12-05d`).
-//! Now a delivery writes its `msg` key alone, in the version-3 form that
-//! holds its summary ([`message_codec::encode_unindexed`]), and the mailbox
-//! record notes the first UID not indexed (`unindexed_from`). The delivery
-//! that brings [`INDEX_AFTER`] rows indexes them all in its own
-//! transaction, where they share each region's tail pages.
+//! Now a delivery writes its row and summary, and the mailbox record notes
+//! the first UID whose unseen, receivedAt and change-log keys are not
+//! written yet (`unindexed_from`). The delivery that brings
+//! [`INDEX_AFTER`] such rows writes their keys in its own transaction,
+//! where they share each index's tail pages.
+//!
+//! Rows are never rewritten for this: a first version stored the summary
+//! inside the row until indexing and then split it, and the rows shrinking
+//! in place left the `msg` pages part empty (+12 % on disk per message,
+//! `soak/reports/ingest-2026-12-05g`).
 //!
 //! What keeps every read exact:
 //! - The rows from `unindexed_from` on are exactly the messages delivered
 //!   since the mailbox was last indexed, as they were delivered: every
 //!   other write to a mailbox's messages (STORE, EXPUNGE, COPY into it,
-//!   MOVE out of it) indexes it first, in its own transaction.
+//!   MOVE out of it, the change-log trim) indexes it first, in its own
+//!   transaction.
 //! - So their UIDs and MODSEQs are above those of every indexed message
 //!   and every logged change: readers of the indexes (unseen UIDs, changes
 //!   since a MODSEQ, receivedAt order) take what the indexes hold, then
 //!   what these rows say ([`rows`]).
-//! - Readers of rows need nothing: a version-3 row reads as a whole row,
-//!   and a hot-only read stops before its summary.
+//! - Readers of rows and summaries need nothing.
 //!
 //! The thread-membership key (`thrx`) and the counters are still written
 //! at delivery: a thread spans mailboxes, and counters are atomic adds. On
-//! FoundationDB, indexing [`INDEX_AFTER`] rows writes ≤ ~250 KB in one
+//! FoundationDB, indexing [`INDEX_AFTER`] rows writes ≤ ~20 KB in one
 //! transaction, far inside its 10 MB.
 
 use super::mailboxes::{self, Mailbox};
-use super::message_codec::{self, StoredRow};
+use super::message_codec;
 use super::message_reads::RANGE_KEYS_MAX;
 use super::messages::{self, ChangeKind, MessageMeta};
 use super::summary::Summary;
@@ -45,8 +50,8 @@ use crate::kv::{RangeOptions, Txn};
 /// once instead of one, and a reader merges at most this many rows.
 pub const INDEX_AFTER: u32 = 128;
 
-/// Writes a delivered message's row (version 3) and notes it in `mb`,
-/// the mailbox record the caller writes; indexes the mailbox when
+/// Writes a delivered message's row and summary and notes it in `mb`, the
+/// mailbox record the caller writes; indexes the mailbox when
 /// [`INDEX_AFTER`] rows wait.
 pub(super) async fn put(
     txn: &Txn,
@@ -55,10 +60,7 @@ pub(super) async fn put(
     row: &MessageMeta,
     summary: &Summary,
 ) -> Result<()> {
-    txn.set(
-        &keyspace::message(account, mb.id, row.uid),
-        &message_codec::encode_unindexed(row, summary),
-    )?;
+    messages::put_split(txn, account, mb.id, row, summary)?;
     let from = *mb.unindexed_from.get_or_insert(row.uid);
     if mb.uid_next.saturating_sub(from) >= INDEX_AFTER {
         index_all(txn, account, mb, Trigger::Deliveries).await?;
@@ -85,9 +87,8 @@ impl Trigger {
 }
 
 /// Indexes every unindexed row of the mailbox `mb` (in `txn`): each gets
-/// its split row (version 2) and summary, its unseen and receivedAt keys,
-/// and its `Added` change at its own MODSEQ. Clears `mb.unindexed_from`;
-/// the caller writes `mb`.
+/// its unseen and receivedAt keys and its `Added` change at its own
+/// MODSEQ. Clears `mb.unindexed_from`; the caller writes `mb`.
 /// Counted per attempt of the transaction (a retried one counts again):
 /// `meshmail_store_rows_indexed_total` and
 /// `meshmail_store_index_seconds` (the pass inside the transaction, not
@@ -103,16 +104,7 @@ pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox, t
     loop {
         let rows = txn.get_range(&begin, &end, RangeOptions::limit(RANGE_KEYS_MAX)).await?;
         for (_, raw) in &rows {
-            // Only version-3 rows wait; anything else here was written
-            // by a path that indexed it already.
-            if raw.first() != Some(&message_codec::VERSION_3) {
-                continue;
-            }
-            let StoredRow::Whole(m) = message_codec::decode_row(raw)? else {
-                continue;
-            };
-            let (meta, summary) = m.into_parts();
-            messages::put_split(txn, account, mb.id, &meta, &summary)?;
+            let meta = message_codec::decode_meta(raw)?;
             messages::index_date(txn, account, mb.id, &meta)?;
             messages::index_unseen(txn, account, mb.id, &meta)?;
             messages::log_change(txn, account, mb.id, meta.modseq, meta.uid, ChangeKind::Added, None)?;
@@ -159,8 +151,6 @@ pub(super) async fn rows(txn: &Txn, account: AccountId, mailbox: MailboxId, from
     txn.get_range(&begin, &end, RangeOptions::limit(RANGE_KEYS_MAX))
         .await?
         .iter()
-        // Only version-3 rows: any other would have its index keys.
-        .filter(|(_, v)| v.first() == Some(&message_codec::VERSION_3))
         .map(|(_, v)| message_codec::decode_meta(v))
         .collect()
 }
