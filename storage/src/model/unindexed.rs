@@ -36,14 +36,12 @@
 //! transaction, far inside its 10 MB.
 
 use super::mailboxes::{self, Mailbox};
-use super::message_codec;
-use super::message_reads::RANGE_KEYS_MAX;
+use super::message_reads::{self, RANGE_KEYS_MAX};
 use super::messages::{self, ChangeKind, MessageMeta};
 use super::summary::Summary;
 use crate::error::Result;
 use crate::ids::{AccountId, MailboxId, Uid};
-use crate::keyspace;
-use crate::kv::{RangeOptions, Txn};
+use crate::kv::Txn;
 
 /// Unindexed rows a mailbox holds at most: the delivery that makes this
 /// many indexes them. Each region's tail page then takes ~100 entries at
@@ -99,19 +97,17 @@ pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox, t
     };
     let started = std::time::Instant::now();
     let mut indexed = 0u64;
-    let (_, end) = keyspace::messages(account, mb.id);
-    let mut begin = keyspace::message(account, mb.id, from);
+    let mut next = from;
     loop {
-        let rows = txn.get_range(&begin, &end, RangeOptions::limit(RANGE_KEYS_MAX)).await?;
-        for (_, raw) in &rows {
-            let meta = message_codec::decode_meta(raw)?;
-            messages::index_date(txn, account, mb.id, &meta)?;
-            messages::index_unseen(txn, account, mb.id, &meta)?;
+        let rows = message_reads::list_meta(txn, account, mb.id, next, None, RANGE_KEYS_MAX).await?;
+        for meta in &rows {
+            messages::index_date(txn, account, mb.id, meta)?;
+            messages::index_unseen(txn, account, mb.id, meta)?;
             messages::log_change(txn, account, mb.id, meta.modseq, meta.uid, ChangeKind::Added, None)?;
             indexed += 1;
         }
-        match rows.last() {
-            Some((k, _)) if rows.len() == RANGE_KEYS_MAX => begin = [k.as_slice(), &[0]].concat(),
+        match rows.last().and_then(|m| m.uid.checked_add(1)) {
+            Some(after) if rows.len() == RANGE_KEYS_MAX => next = after,
             _ => break,
         }
     }
@@ -140,17 +136,11 @@ pub async fn index_first(txn: &Txn, account: AccountId, mailbox: MailboxId) -> R
 /// The hot parts of the mailbox's unindexed rows with UID ≥ `from`, in
 /// UID order (so in MODSEQ order too): at most [`INDEX_AFTER`] of them.
 pub(super) async fn rows(txn: &Txn, account: AccountId, mailbox: MailboxId, from: Uid) -> Result<Vec<MessageMeta>> {
-    let Some(first) = mailboxes::get(txn, account, mailbox)
+    match mailboxes::get(txn, account, mailbox)
         .await?
         .and_then(|mb| mb.unindexed_from)
-    else {
-        return Ok(Vec::new());
-    };
-    let (_, end) = keyspace::messages(account, mailbox);
-    let begin = keyspace::message(account, mailbox, first.max(from));
-    txn.get_range(&begin, &end, RangeOptions::limit(RANGE_KEYS_MAX))
-        .await?
-        .iter()
-        .map(|(_, v)| message_codec::decode_meta(v))
-        .collect()
+    {
+        Some(first) => message_reads::list_meta(txn, account, mailbox, first.max(from), None, RANGE_KEYS_MAX).await,
+        None => Ok(Vec::new()),
+    }
 }
