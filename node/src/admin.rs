@@ -6,16 +6,15 @@ use std::io::BufRead;
 use anyhow::{Context, bail};
 use meshmail_storage::Database;
 use meshmail_storage::model::{accounts, domains};
-use meshmail_storage::open::open_kv;
 
 use crate::config::Config;
 
-pub(crate) fn open(cfg: &Config) -> anyhow::Result<Database> {
-    open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))
+pub(crate) async fn open(cfg: &Config) -> anyhow::Result<Database> {
+    crate::store::open(cfg).await
 }
 
 pub async fn domain_add(cfg: &Config, domain: &str) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let domain = domain.to_string();
     let d = db
         .run("admin_domain_add", move |txn| {
@@ -28,7 +27,7 @@ pub async fn domain_add(cfg: &Config, domain: &str) -> anyhow::Result<()> {
 }
 
 pub async fn domain_list(cfg: &Config) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let list = db
         .read("admin_domain_list", |txn| async move { domains::list(&txn).await })
         .await?;
@@ -51,7 +50,7 @@ pub async fn account_add(cfg: &Config, email: &str, password_stdin: bool) -> any
     accounts::normalize(email)?;
     // argon2id is deliberately slow: keep it off the async workers.
     let hash = tokio::task::spawn_blocking(move || accounts::hash_password(&password)).await??;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let email = email.to_string();
     let account = db
         .run("admin_account_add", move |txn| {
@@ -65,7 +64,7 @@ pub async fn account_add(cfg: &Config, email: &str, password_stdin: bool) -> any
 
 /// Creates a JMAP bearer token for an existing account and prints it.
 pub async fn token_create(cfg: &Config, user: &str) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let token = meshmail_protocols::jmap::auth::new_token();
     let (u, t) = (user.trim().to_ascii_lowercase(), token.clone());
     db.run("admin_token_create", move |txn| {
@@ -83,7 +82,7 @@ pub async fn token_create(cfg: &Config, user: &str) -> anyhow::Result<()> {
 }
 
 pub async fn account_list(cfg: &Config) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let mut after: Option<String> = None;
     loop {
         // One bounded page per snapshot transaction.
@@ -107,7 +106,7 @@ pub async fn account_list(cfg: &Config) -> anyhow::Result<()> {
 
 pub async fn verify_ledger(cfg: &Config, chunk: usize) -> anyhow::Result<bool> {
     use meshmail_storage::model::verify::verify_ledger;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let bar = indicatif::ProgressBar::new_spinner().with_style(indicatif::ProgressStyle::with_template(
         "{spinner} verifying ledger: {pos} entries ({per_sec})",
     )?);
@@ -136,7 +135,7 @@ pub async fn verify_ledger(cfg: &Config, chunk: usize) -> anyhow::Result<bool> {
 
 pub async fn quarantine_list(cfg: &Config) -> anyhow::Result<()> {
     use meshmail_storage::model::quarantine;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let items = db
         .read("admin_quarantine_list", |txn| async move {
             quarantine::list(&txn, 10_000).await
@@ -159,7 +158,7 @@ pub async fn quarantine_list(cfg: &Config) -> anyhow::Result<()> {
 pub async fn quarantine_show(cfg: &Config, id: &str) -> anyhow::Result<()> {
     use meshmail_storage::model::quarantine;
     let id = meshmail_storage::model::id_from_str(id)?;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let item = db
         .read("admin_quarantine_show", move |txn| async move {
             quarantine::get(&txn, &id).await
@@ -181,7 +180,7 @@ pub async fn quarantine_show(cfg: &Config, id: &str) -> anyhow::Result<()> {
 
 pub async fn quarantine_drop(cfg: &Config, id: &str) -> anyhow::Result<()> {
     let id = meshmail_storage::model::id_from_str(id)?;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     meshmail_actors::quarantine::drop_item(&db, id).await?;
     println!("dropped; its acceptance is recorded as bounced");
     Ok(())
@@ -231,7 +230,7 @@ pub async fn status(cfg: &Config) -> anyhow::Result<()> {
     use std::collections::BTreeMap;
 
     use meshmail_storage::model::nodes;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let members = db
         .read("admin_status_nodes", |txn| async move { nodes::list(&txn).await })
         .await?;
@@ -300,7 +299,7 @@ pub async fn status(cfg: &Config) -> anyhow::Result<()> {
 /// `meshmail node forget NAME`: see the command's help.
 pub async fn node_forget(cfg: &Config, name: &str, silence_s: u64) -> anyhow::Result<()> {
     use meshmail_storage::model::nodes;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     match nodes::forget(&db, name, silence_s.saturating_mul(1000)).await? {
         Ok(f) => {
             println!(

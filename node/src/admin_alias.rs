@@ -16,7 +16,7 @@ pub async fn add(cfg: &Config, address: &str, targets: &[String]) -> anyhow::Res
     if targets.is_empty() {
         bail!("give at least one target: meshmail alias add ADDRESS TARGET[,TARGET...]");
     }
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let address = address.to_string();
     let alias = db
         .run("admin_alias_add", move |txn| {
@@ -30,7 +30,7 @@ pub async fn add(cfg: &Config, address: &str, targets: &[String]) -> anyhow::Res
 }
 
 pub async fn remove(cfg: &Config, address: &str) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let address = address.to_string();
     let a = address.clone();
     let existed = db
@@ -47,7 +47,7 @@ pub async fn remove(cfg: &Config, address: &str) -> anyhow::Result<()> {
 }
 
 pub async fn list(cfg: &Config) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let list = db
         .read(
             "admin_alias_list",

@@ -63,7 +63,7 @@ fn state(i: &OutboundItem) -> &'static str {
 }
 
 pub async fn list(cfg: &Config) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let mut after: Option<[u8; 16]> = None;
     let mut n = 0usize;
     loop {
@@ -98,7 +98,7 @@ pub async fn list(cfg: &Config) -> anyhow::Result<()> {
 
 pub async fn show(cfg: &Config, id: &str) -> anyhow::Result<()> {
     let id = id_from_str(id)?;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let i = db
         .read(
             "admin_queue_show",
@@ -147,7 +147,7 @@ pub async fn show(cfg: &Config, id: &str) -> anyhow::Result<()> {
 
 pub async fn retry(cfg: &Config, id: &str) -> anyhow::Result<()> {
     let id = id_from_str(id)?;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     db.run("admin_queue_retry", move |txn| async move {
         outbound::retry_now(&txn, &id).await
     })
@@ -159,7 +159,7 @@ pub async fn retry(cfg: &Config, id: &str) -> anyhow::Result<()> {
 
 pub async fn drop(cfg: &Config, id: &str) -> anyhow::Result<()> {
     let id = id_from_str(id)?;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     db.run("admin_queue_drop", move |txn| async move {
         outbound::drop_item(&txn, &id, "dropped by the operator (meshmail queue drop)").await
     })
@@ -171,7 +171,7 @@ pub async fn drop(cfg: &Config, id: &str) -> anyhow::Result<()> {
 
 pub async fn bounce(cfg: &Config, id: &str, reason: &str) -> anyhow::Result<()> {
     let id = id_from_str(id)?;
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let reason = reason.to_string();
     db.run("admin_queue_bounce", move |txn| {
         let reason = reason.clone();
@@ -196,7 +196,7 @@ pub async fn dkim_generate(cfg: &Config, domain: &str, selector: &str, algorithm
     {
         bail!("a selector is letters, digits, '-' and '.'");
     }
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let d = domain.to_ascii_lowercase();
     let exists = db
         .read("admin_dkim_domain", move |txn| {
@@ -236,7 +236,7 @@ fn zone_line(key: &dkim::DkimKey) -> String {
 }
 
 pub async fn dkim_show(cfg: &Config, domain: &str) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let d = domain.to_string();
     let key = db
         .read("admin_dkim_show", move |txn| {

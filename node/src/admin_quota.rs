@@ -32,7 +32,7 @@ pub async fn set(cfg: &Config, user: &str, storage_kib: Option<u64>, messages: O
     if storage_kib.is_none() && messages.is_none() {
         anyhow::bail!("give --storage-kib N and/or --messages N (0 removes a limit)");
     }
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let id = account_id(&db, user).await?;
     let q = db
         .run("admin_quota_set", move |txn| async move {
@@ -56,7 +56,7 @@ pub async fn set(cfg: &Config, user: &str, storage_kib: Option<u64>, messages: O
 }
 
 pub async fn show(cfg: &Config, user: &str) -> anyhow::Result<()> {
-    let db = open(cfg)?;
+    let db = open(cfg).await?;
     let id = account_id(&db, user).await?;
     let (q, u) = db
         .read("admin_quota_show", move |txn| async move {

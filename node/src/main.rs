@@ -23,6 +23,7 @@ mod https;
 mod listeners;
 mod mesh;
 mod serve;
+mod store;
 mod tls;
 mod up;
 mod up_restart;

@@ -11,7 +11,6 @@ use meshmail_protocols::imap::session::ImapShared;
 use meshmail_protocols::smtp::session::{Mode, SmtpShared};
 use meshmail_storage::blob::BlobStore;
 use meshmail_storage::model::nodes;
-use meshmail_storage::open::open_kv;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 use crate::config::Config;
@@ -97,7 +96,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             crate::allocator::publish_stats();
         }
     });
-    let db = open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))?;
+    let db = crate::store::open(&cfg).await?;
     let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
         .await
         .with_context(|| format!("opening the blob store ({:?})", cfg.blob_config()))?;

@@ -95,7 +95,7 @@ async fn prepare(cfg: &Config, nodes: &[NodeSpec], demo: bool) -> anyhow::Result
         }
     }
     if demo {
-        let db = meshmail_storage::open::open_kv(&cfg.kv())?;
+        let db = crate::store::open(cfg).await?;
         db.run("up_demo_domain", |txn| async move {
             match domains::get(&txn, DEMO_DOMAIN).await? {
                 Some(d) => Ok(d),

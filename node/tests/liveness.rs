@@ -1,7 +1,8 @@
 //! Honest liveness and one cluster truth: a node whose root supervisor dies
 //! exits non-zero instead of answering without actors; `/health` (alive)
 //! and `/ready` (serving) are separate; a node configured with another
-//! shard count than the cluster's refuses to start.
+//! shard count than the cluster's refuses to start; a build refuses a store
+//! that a newer build's format has marked.
 
 mod common;
 
@@ -101,5 +102,64 @@ fn a_node_with_another_shard_count_refuses_to_start() {
     // The same count still starts.
     let cfg = write_config(dir.path(), "shard_count = 1024\n");
     let again = Node::start(dir.path(), &["--config", cfg.to_str().unwrap()], &[]);
+    assert!(http_get(again.addr("http"), "/health").contains("200 OK"));
+}
+
+/// Sets the store's recorded format, as a build of that format would.
+fn mark_store_format(data_dir: &std::path::Path, format: u32) {
+    use meshmail_storage::open::{KvConfig, open_kv};
+    let db = open_kv(&KvConfig::sqlite_in(data_dir)).unwrap();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(db.run("t", move |txn| async move {
+            meshmail_storage::model::cluster::mark_store_format(&txn, format)
+        }))
+        .unwrap();
+}
+
+#[test]
+fn a_store_a_newer_build_has_opened_is_refused() {
+    use meshmail_storage::model::cluster::STORE_FORMAT;
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Node::start(dir.path(), &[], &[]);
+    first.kill();
+    let newer = STORE_FORMAT + 1;
+    mark_store_format(dir.path(), newer);
+
+    let mut child = meshmail(dir.path())
+        .arg("serve")
+        .args(LISTENERS_ON_PORT_0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first_line = String::new();
+    stdout.read_line(&mut first_line).unwrap();
+    if first_line.starts_with("meshmail ready:") {
+        let _ = child.kill();
+        panic!("a node started on a store of a newer format: {first_line}");
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the store has format {newer}"))
+            && stderr.contains(&format!("knows formats up to {STORE_FORMAT}")),
+        "the refusal names both formats: {stderr}"
+    );
+
+    // The admin commands write to the store too: refused alike.
+    let out = meshmail(dir.path())
+        .args(["domain", "add", "example.test"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("the store has format {newer}")), "{stderr}");
+
+    // A store of this build's format (or an earlier one) still opens.
+    mark_store_format(dir.path(), STORE_FORMAT - 1);
+    let again = Node::start(dir.path(), &[], &[]);
     assert!(http_get(again.addr("http"), "/health").contains("200 OK"));
 }

@@ -1,8 +1,12 @@
 //! Facts of the whole cluster, fixed when the store is first used: every
-//! node must agree on them or the data model breaks. Today one: the number
-//! of virtual shards. Two nodes with different counts would map one account
-//! to two shards, each with its own writer, so a node configured with
-//! another count than the cluster's refuses to start.
+//! node must agree on them or the data model breaks. Two today:
+//!
+//! - the number of virtual shards. Two nodes with different counts would
+//!   map one account to two shards, each with its own writer, so a node
+//!   configured with another count than the cluster's refuses to start;
+//! - the store's format ([`STORE_FORMAT`]): a build that does not know the
+//!   format a store was last opened with could rewrite its records without
+//!   fields it has never heard of, so it refuses to open that store.
 
 use crate::error::{Result, StorageError};
 use crate::keyspace;
@@ -47,6 +51,67 @@ pub async fn check_shard_count(txn: &Txn, configured: u32) -> Result<ShardCountC
             Ok(ShardCountCheck::Recorded)
         }
     }
+}
+
+/// The format of what this build writes. Each build reads every earlier
+/// format; a store is marked with the newest format that opened it, so an
+/// older build (which would drop what it does not know) refuses it.
+///
+/// | format | since | what changed |
+/// |---|---|---|
+/// | 1 | the first store | (no fact recorded: every store written before the fact) |
+/// | 2 | deferred indexing | a mailbox record's `unindexed_from`: rows above it have no `unsn`/`mdat`/`chg` keys yet (`model::unindexed`). A build that rewrote the record without the field would leave them unindexed for ever |
+///
+/// Stores without the fact may hold format 2 already (builds of the day
+/// before the fact); none of those checks, so upgrade every node of a mesh
+/// to a build that does before the next format change.
+pub const STORE_FORMAT: u32 = 2;
+
+/// What checking the store's format against [`STORE_FORMAT`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreFormatCheck {
+    /// No format was recorded (a new store, or one from before the fact):
+    /// this build's is now.
+    Recorded,
+    /// The store's format is this build's.
+    Matches,
+    /// The store had an earlier format, which this build reads; it now has
+    /// this build's, so builds of the earlier one refuse it from now on.
+    Upgraded { from: u32 },
+    /// The store has a format newer than this build's: it must not write.
+    TooNew { store: u32 },
+}
+
+/// Compares the store's format with [`STORE_FORMAT`] and records this
+/// build's when it is newer (or none is recorded). A read-then-write, like
+/// [`check_shard_count`]: two nodes of different builds starting at once
+/// conflict, and the retry of the loser sees the winner's format.
+pub async fn check_store_format(txn: &Txn) -> Result<StoreFormatCheck> {
+    let key = keyspace::cluster_fact("store_format");
+    let store = match txn.get(&key).await? {
+        None => None,
+        Some(v) => {
+            let bytes: [u8; 4] = v.as_slice().try_into().map_err(|_| StorageError::Corrupt {
+                what: "cluster fact store_format".into(),
+                detail: format!("{} bytes, expected 4", v.len()),
+            })?;
+            Some(u32::from_le_bytes(bytes))
+        }
+    };
+    let check = match store {
+        None => StoreFormatCheck::Recorded,
+        Some(s) if s == STORE_FORMAT => return Ok(StoreFormatCheck::Matches),
+        Some(s) if s > STORE_FORMAT => return Ok(StoreFormatCheck::TooNew { store: s }),
+        Some(s) => StoreFormatCheck::Upgraded { from: s },
+    };
+    mark_store_format(txn, STORE_FORMAT)?;
+    Ok(check)
+}
+
+/// Records `format` as the store's, as [`check_store_format`] does for
+/// this build's (tests mark a store as a newer build would).
+pub fn mark_store_format(txn: &Txn, format: u32) -> Result<()> {
+    txn.set(&keyspace::cluster_fact("store_format"), &format.to_le_bytes())
 }
 
 async fn highest_leased_shard(txn: &Txn) -> Result<Option<u32>> {
@@ -99,5 +164,45 @@ mod tests {
         assert_eq!(check(&db, 32).await, ShardCountCheck::Mismatch { cluster: 16 });
         assert_eq!(check(&db, 16).await, ShardCountCheck::Recorded);
         assert_eq!(check(&db, 32).await, ShardCountCheck::Mismatch { cluster: 16 });
+    }
+
+    async fn check_format(db: &Database) -> StoreFormatCheck {
+        db.run("t", |txn| async move { check_store_format(&txn).await })
+            .await
+            .unwrap()
+    }
+
+    async fn set_format(db: &Database, format: u32) {
+        db.run("t", move |txn| async move { mark_store_format(&txn, format) })
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_store_records_the_newest_format_that_opened_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::new(Arc::new(
+            SqliteBackend::open(SqliteOptions::new(dir.path().join("kv.sqlite"))).unwrap(),
+        ));
+        assert_eq!(check_format(&db).await, StoreFormatCheck::Recorded);
+        assert_eq!(check_format(&db).await, StoreFormatCheck::Matches);
+
+        set_format(&db, STORE_FORMAT - 1).await;
+        assert_eq!(
+            check_format(&db).await,
+            StoreFormatCheck::Upgraded { from: STORE_FORMAT - 1 }
+        );
+        assert_eq!(check_format(&db).await, StoreFormatCheck::Matches);
+
+        // A store a later build opened: refused, and left as it is.
+        set_format(&db, STORE_FORMAT + 1).await;
+        for _ in 0..2 {
+            assert_eq!(
+                check_format(&db).await,
+                StoreFormatCheck::TooNew {
+                    store: STORE_FORMAT + 1
+                }
+            );
+        }
     }
 }

@@ -1,0 +1,43 @@
+//! Opening the store, for `serve` and for the admin commands alike: the
+//! KV store from the config, then its format checked against this build's
+//! (`storage::model::cluster::STORE_FORMAT`) before anything is written.
+
+use anyhow::Context;
+use meshmail_storage::Database;
+use meshmail_storage::model::cluster::{self, STORE_FORMAT, StoreFormatCheck};
+use meshmail_storage::open::open_kv;
+
+use crate::config::Config;
+
+pub async fn open(cfg: &Config) -> anyhow::Result<Database> {
+    let db = open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))?;
+    check_format(&db).await?;
+    Ok(db)
+}
+
+/// A build must not write a store a newer build has opened: it would
+/// rewrite records without the fields it does not know (see
+/// `STORE_FORMAT`'s table), so it refuses to go on.
+async fn check_format(db: &Database) -> anyhow::Result<()> {
+    let check = db
+        .run("cluster_store_format", |txn| async move {
+            cluster::check_store_format(&txn).await
+        })
+        .await
+        .context("checking the store's format")?;
+    match check {
+        StoreFormatCheck::Matches => {}
+        StoreFormatCheck::Recorded => tracing::info!(format = STORE_FORMAT, "store format recorded"),
+        StoreFormatCheck::Upgraded { from } => tracing::warn!(
+            from,
+            to = STORE_FORMAT,
+            "store format upgraded: builds that know only format {from} now refuse this store"
+        ),
+        StoreFormatCheck::TooNew { store } => anyhow::bail!(
+            "the store has format {store}, written by a newer meshmail; this build knows formats up to \
+             {STORE_FORMAT} and would lose what it does not know, so it refuses to open it. Run a build \
+             that knows format {store} (every node of a mesh needs one)."
+        ),
+    }
+    Ok(())
+}
