@@ -4,6 +4,7 @@ new message appear in the list without a reload. Exits non-zero on any
 failed step. Usage: webmail_browser.py HTTP_ADDR SMTP_ADDR USER PASSWORD SCREENSHOT ATTACHMENT
 """
 
+import shutil
 import smtplib
 import sys
 import tempfile
@@ -17,6 +18,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 http, smtp, user, password, screenshot, attachment = sys.argv[1:7]
 
+# Chromium's profile (~2 MB), removed at the end whatever happened.
+profile = tempfile.mkdtemp(prefix="meshmail-chromium-")
 opts = webdriver.ChromeOptions()
 opts.binary_location = "/usr/bin/chromium"
 for flag in [
@@ -29,7 +32,7 @@ for flag in [
     "--disable-component-update",
     "--disable-sync",
     "--window-size=1280,800",
-    "--user-data-dir=" + tempfile.mkdtemp(prefix="meshmail-chromium-"),
+    "--user-data-dir=" + profile,
 ]:
     opts.add_argument(flag)
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
@@ -93,3 +96,4 @@ try:
     print("ok", flush=True)
 finally:
     driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)

@@ -17,12 +17,22 @@
 //! `--node-config` (`durable`), restarted on the same store between
 //! windows: an A/B of one setting at every store size, in one run, without
 //! filling a store twice.
+//!
+//! With `--flat-beside-empty`, each window at a point above 0 follows one
+//! on a new empty store (mode `empty`: its own directory and node, deleted
+//! after), with the big store's node stopped meanwhile and restarted for
+//! its window (so the big store is measured with cold process caches, on a
+//! warm OS cache). The ratio to the first point compares windows minutes
+//! apart, across a fill, on a machine whose speed drifts by ±15 % over
+//! that time; a pair compares windows seconds apart.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::bench_smtp::{RunFigures, SmtpArgs, config_args, measure_window, recipients, setup_accounts, store_disk};
+use crate::bench_smtp::{
+    RunFigures, SmtpArgs, config_args, measure_window, meshmail_run, recipients, setup_accounts, store_disk,
+};
 use crate::http::prom_values;
 use crate::node_proc::NodeProc;
 use crate::smtp_load::{self, LoadSpec};
@@ -87,6 +97,28 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
             }
         }
         for run in 0..args.runs {
+            if args.flat_beside_empty && point > 0 {
+                // One node at a time on the machine: the big store's
+                // stops for the empty store's window.
+                drop(node);
+                let figures = meshmail_run(bin, args, "empty", args.mailboxes, 0, &[])?;
+                eprintln!(
+                    "empty store beside {point}, window {}/{}: {:.0} msg/s, {:.1} pages/msg, CPU {:.3} ms/msg",
+                    run + 1,
+                    args.runs,
+                    figures.msg_per_s,
+                    figures.pages_per_msg,
+                    figures.cpu_ms_per_msg,
+                );
+                windows.push(FlatWindow {
+                    point,
+                    stored_before: 0,
+                    figures,
+                });
+                node = start(configs[0].1)?;
+                spec.addr = node.addr("smtp")?;
+                running = configs[0].0;
+            }
             for &(mode, config) in &configs {
                 if running != mode {
                     // One node on the store at a time: the old one is gone
@@ -116,7 +148,7 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
         }
     }
     drop(node);
-    if let Some(last) = windows.last_mut() {
+    if let Some(last) = windows.iter_mut().rev().find(|w| w.figures.mode != "empty") {
         store_disk(&mut last.figures, dir.path(), spec.first)?;
     }
     print_report(args, &windows);
@@ -215,6 +247,7 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
             modes.push(w.figures.mode);
         }
     }
+    modes.retain(|m| *m != "empty");
     for mode in modes {
         let mut first = None;
         for &point in &args.flat_at {
@@ -249,10 +282,44 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
             );
         }
     }
-    if let Some(last) = windows.last() {
+    if args.flat_beside_empty {
+        print_beside_empty(args, windows);
+    }
+    if let Some(last) = windows.iter().rev().find(|w| w.figures.mode != "empty") {
         println!(
             "\ndisk at the end: {:.0} B per stored message (SQLite {:.0} + blobs {:.0}, after a checkpoint)",
             last.figures.disk_bytes_per_msg, last.figures.sqlite_bytes_per_msg, last.figures.blob_bytes_per_msg
+        );
+    }
+}
+
+/// Each point's `durable` windows against the `empty`-store windows run
+/// just before them: the medians of both, and the median of the pairs'
+/// ratios (window i on the big store / window i on an empty one).
+fn print_beside_empty(args: &SmtpArgs, windows: &[FlatWindow]) {
+    println!("\nthe big store / an empty store measured beside it (pairs seconds apart):\n");
+    println!("| stored before | big store msg/s | empty store msg/s | x (medians) | x (median of pairs) | pairs | CPU ms/msg big / empty |");
+    println!("|---:|---:|---:|---:|---:|---|---|");
+    for &point in args.flat_at.iter().filter(|&&p| p > 0) {
+        let (big, empty) = (of_window(windows, point, "durable"), of_window(windows, point, "empty"));
+        let pairs: Vec<f64> = big
+            .iter()
+            .zip(&empty)
+            .map(|(b, e)| b.msg_per_s / e.msg_per_s.max(1e-9))
+            .collect();
+        let mut sorted = pairs.clone();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        let rate = |of: &[&RunFigures]| median_of(of, |r| r.msg_per_s);
+        let cpu = |of: &[&RunFigures]| median_of(of, |r| r.cpu_ms_per_msg);
+        println!(
+            "| {point} | {:.0} | {:.0} | x{:.2} | x{:.2} | {} | {:.3} / {:.3} |",
+            rate(&big),
+            rate(&empty),
+            rate(&big) / rate(&empty).max(1e-9),
+            sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
+            pairs.iter().map(|r| format!("x{r:.2}")).collect::<Vec<_>>().join(" "),
+            cpu(&big),
+            cpu(&empty),
         );
     }
 }

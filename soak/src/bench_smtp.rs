@@ -96,6 +96,13 @@ pub struct SmtpArgs {
     /// point's median and its ratio to the first (see `bench_flat`).
     #[arg(long, value_delimiter = ',')]
     pub flat_at: Vec<u64>,
+    /// With `--flat-at`: at every point above 0, each window on the big
+    /// store follows one on a new empty store (mode `empty`, its own node,
+    /// deleted after), and the report adds the ratio of each pair measured
+    /// seconds apart: the machine's drift over the minutes of a fill does
+    /// not enter it, as it does the ratio to the first point.
+    #[arg(long)]
+    pub flat_beside_empty: bool,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -278,7 +285,7 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
 
 /// One run against a fresh node: accounts, optional prefill, the measured
 /// load, then the node's figures and (after it stopped) its disk use.
-fn meshmail_run(
+pub(crate) fn meshmail_run(
     bin: &Path,
     args: &SmtpArgs,
     mode: &'static str,
