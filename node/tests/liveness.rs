@@ -66,17 +66,11 @@ fn a_dead_outbound_runner_supervisor_takes_the_node_down_non_zero() {
     killed_supervisor_takes_the_node_down("/admin/faults/kill-supervisor?which=outbound");
 }
 
-#[test]
-fn a_node_with_another_shard_count_refuses_to_start() {
-    let dir = tempfile::tempdir().unwrap();
-    // The first start fixes the cluster's count (the default, 1024).
-    let mut first = Node::start(dir.path(), &[], &[]);
-    first.kill();
-
-    let cfg = write_config(dir.path(), "shard_count = 64\n");
-    let mut child = meshmail(dir.path())
-        .arg("--config")
-        .arg(&cfg)
+/// Runs `serve` on `data_dir` (with `global` arguments before it), which
+/// must refuse to start: exits non-zero before its ready line. Its stderr.
+fn refused_serve(data_dir: &std::path::Path, global: &[&str]) -> String {
+    let mut child = meshmail(data_dir)
+        .args(global)
         .arg("serve")
         .args(LISTENERS_ON_PORT_0)
         .stdout(Stdio::piped())
@@ -89,11 +83,23 @@ fn a_node_with_another_shard_count_refuses_to_start() {
     stdout.read_line(&mut first_line).unwrap();
     if first_line.starts_with("meshmail ready:") {
         let _ = child.kill();
-        panic!("a node with another shard count started: {first_line}");
+        panic!("the node started: {first_line}");
     }
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a second shard count must not start: {stderr}");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "the node must not start: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_node_with_another_shard_count_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first start fixes the cluster's count (the default, 1024).
+    let mut first = Node::start(dir.path(), &[], &[]);
+    first.kill();
+
+    let cfg = write_config(dir.path(), "shard_count = 64\n");
+    let stderr = refused_serve(dir.path(), &["--config", cfg.to_str().unwrap()]);
     assert!(
         stderr.contains("shard_count = 1024") && stderr.contains("shard_count = 64"),
         "the refusal names both counts: {stderr}"
@@ -126,23 +132,7 @@ fn a_store_a_newer_build_has_opened_is_refused() {
     let newer = STORE_FORMAT + 1;
     mark_store_format(dir.path(), newer);
 
-    let mut child = meshmail(dir.path())
-        .arg("serve")
-        .args(LISTENERS_ON_PORT_0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first_line = String::new();
-    stdout.read_line(&mut first_line).unwrap();
-    if first_line.starts_with("meshmail ready:") {
-        let _ = child.kill();
-        panic!("a node started on a store of a newer format: {first_line}");
-    }
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = refused_serve(dir.path(), &[]);
     assert!(
         stderr.contains(&format!("the store has format {newer}"))
             && stderr.contains(&format!("knows formats up to {STORE_FORMAT}")),

@@ -298,7 +298,9 @@ fn print_report(args: &SmtpArgs, windows: &[FlatWindow]) {
 /// ratios (window i on the big store / window i on an empty one).
 fn print_beside_empty(args: &SmtpArgs, windows: &[FlatWindow]) {
     println!("\nthe big store / an empty store measured beside it (pairs seconds apart):\n");
-    println!("| stored before | big store msg/s | empty store msg/s | x (medians) | x (median of pairs) | pairs | CPU ms/msg big / empty |");
+    println!(
+        "| stored before | big store msg/s | empty store msg/s | x (medians) | x (median of pairs) | pairs | CPU ms/msg big / empty |"
+    );
     println!("|---:|---:|---:|---:|---:|---|---|");
     for &point in args.flat_at.iter().filter(|&&p| p > 0) {
         let (big, empty) = (of_window(windows, point, "durable"), of_window(windows, point, "empty"));
