@@ -126,6 +126,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
     vitals.watch("root supervisor", sup_handle);
+    vitals.watch("store format watch", crate::store::watch_format(db.clone()));
     // Shard leases come from the mesh's control loop (alone, it takes them all).
     let mesh = crate::mesh::start(&cfg, &ctx, &mut vitals)
         .await

@@ -1,6 +1,9 @@
 //! Opening the store, for `serve` and for the admin commands alike: the
 //! KV store from the config, then its format checked against this build's
-//! (`storage::model::cluster::STORE_FORMAT`) before anything is written.
+//! (`storage::model::cluster::STORE_FORMAT`) before anything is written;
+//! and, while `serve` runs, the same check again ([`watch_format`]).
+
+use std::time::Duration;
 
 use anyhow::Context;
 use meshmail_storage::Database;
@@ -8,6 +11,9 @@ use meshmail_storage::model::cluster::{self, STORE_FORMAT, StoreFormatCheck};
 use meshmail_storage::open::open_kv;
 
 use crate::config::Config;
+
+/// How often a running node reads the store's format again: one key.
+const FORMAT_WATCH_INTERVAL: Duration = Duration::from_secs(5);
 
 pub async fn open(cfg: &Config) -> anyhow::Result<Database> {
     let db = open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))?;
@@ -40,4 +46,38 @@ async fn check_format(db: &Database) -> anyhow::Result<()> {
         ),
     }
     Ok(())
+}
+
+/// A task that ends once a newer build has marked the store (a rolling
+/// upgrade reached it while this node ran). `serve` watches it as a vital,
+/// so this node exits, crash-only, instead of rewriting records without the
+/// fields the newer format needs. A failed read (a store that is down) is
+/// only logged: the next tick reads again.
+pub fn watch_format(db: Database) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(FORMAT_WATCH_INTERVAL);
+        loop {
+            tick.tick().await;
+            match db
+                .read("cluster_store_format_watch", |txn| async move {
+                    cluster::store_format(&txn).await
+                })
+                .await
+            {
+                Ok(Some(store)) if store > STORE_FORMAT => {
+                    tracing::error!(
+                        store,
+                        known = STORE_FORMAT,
+                        "a newer meshmail marked the store with format {store} while this node ran; this build \
+                         knows formats up to {STORE_FORMAT}: stopping before it writes what that format forbids"
+                    );
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the store's format (read again in {FORMAT_WATCH_INTERVAL:?})")
+                }
+            }
+        }
+    })
 }

@@ -2,7 +2,8 @@
 //! exits non-zero instead of answering without actors; `/health` (alive)
 //! and `/ready` (serving) are separate; a node configured with another
 //! shard count than the cluster's refuses to start; a build refuses a store
-//! that a newer build's format has marked.
+//! that a newer build's format has marked, and a running node stops once
+//! one does.
 
 mod common;
 
@@ -38,22 +39,30 @@ fn killed_supervisor_takes_the_node_down(path: &str) {
 
     let killed = http_post(&http, path);
     assert!(killed.contains("200 OK"), "{killed}");
-    // Wait for the exit on another thread, bounded (no sleeping poll).
+    let status = exit_within(&mut node, Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("the node must exit once a vital supervisor is gone ({path})"));
+    assert!(
+        !status.success(),
+        "crash-only: the exit status says it failed ({status})"
+    );
+}
+
+/// Waits (bounded, on another thread: no sleeping poll) for the node to
+/// exit; None (and the node killed) if it is still running after `limit`.
+fn exit_within(node: &mut Node, limit: Duration) -> Option<std::process::ExitStatus> {
     let mut child = std::mem::replace(&mut node.child, std::process::Command::new("true").spawn().unwrap());
     let pid = child.id().to_string();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait());
     });
-    let Ok(status) = rx.recv_timeout(Duration::from_secs(30)) else {
-        let _ = std::process::Command::new("kill").args(["-9", &pid]).status();
-        panic!("the node must exit once a vital supervisor is gone ({path})");
-    };
-    let status = status.unwrap();
-    assert!(
-        !status.success(),
-        "crash-only: the exit status says it failed ({status})"
-    );
+    match rx.recv_timeout(limit) {
+        Ok(status) => Some(status.unwrap()),
+        Err(_) => {
+            let _ = std::process::Command::new("kill").args(["-9", &pid]).status();
+            None
+        }
+    }
 }
 
 #[test]
@@ -152,4 +161,21 @@ fn a_store_a_newer_build_has_opened_is_refused() {
     mark_store_format(dir.path(), STORE_FORMAT - 1);
     let again = Node::start(dir.path(), &[], &[]);
     assert!(http_get(again.addr("http"), "/health").contains("200 OK"));
+}
+
+#[test]
+fn a_running_node_stops_once_a_newer_build_marks_the_store() {
+    use meshmail_storage::model::cluster::STORE_FORMAT;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start(dir.path(), &[], &[]);
+    assert!(http_get(node.addr("http"), "/health").contains("200 OK"));
+    // A newer build opened the store meanwhile (a rolling upgrade).
+    mark_store_format(dir.path(), STORE_FORMAT + 1);
+
+    let status =
+        exit_within(&mut node, Duration::from_secs(30)).expect("the node kept running on a store of a newer format");
+    assert!(
+        !status.success(),
+        "crash-only: the exit status says it failed ({status})"
+    );
 }

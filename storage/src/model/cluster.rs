@@ -87,18 +87,7 @@ pub enum StoreFormatCheck {
 /// [`check_shard_count`]: two nodes of different builds starting at once
 /// conflict, and the retry of the loser sees the winner's format.
 pub async fn check_store_format(txn: &Txn) -> Result<StoreFormatCheck> {
-    let key = keyspace::cluster_fact("store_format");
-    let store = match txn.get(&key).await? {
-        None => None,
-        Some(v) => {
-            let bytes: [u8; 4] = v.as_slice().try_into().map_err(|_| StorageError::Corrupt {
-                what: "cluster fact store_format".into(),
-                detail: format!("{} bytes, expected 4", v.len()),
-            })?;
-            Some(u32::from_le_bytes(bytes))
-        }
-    };
-    let check = match store {
+    let check = match store_format(txn).await? {
         None => StoreFormatCheck::Recorded,
         Some(s) if s == STORE_FORMAT => return Ok(StoreFormatCheck::Matches),
         Some(s) if s > STORE_FORMAT => return Ok(StoreFormatCheck::TooNew { store: s }),
@@ -106,6 +95,18 @@ pub async fn check_store_format(txn: &Txn) -> Result<StoreFormatCheck> {
     };
     mark_store_format(txn, STORE_FORMAT)?;
     Ok(check)
+}
+
+/// The store's recorded format (None: a store from before the fact).
+pub async fn store_format(txn: &Txn) -> Result<Option<u32>> {
+    let Some(v) = txn.get(&keyspace::cluster_fact("store_format")).await? else {
+        return Ok(None);
+    };
+    let bytes: [u8; 4] = v.as_slice().try_into().map_err(|_| StorageError::Corrupt {
+        what: "cluster fact store_format".into(),
+        detail: format!("{} bytes, expected 4", v.len()),
+    })?;
+    Ok(Some(u32::from_le_bytes(bytes)))
 }
 
 /// Records `format` as the store's, as [`check_store_format`] does for
