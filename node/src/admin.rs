@@ -4,14 +4,11 @@
 use std::io::BufRead;
 
 use anyhow::{Context, bail};
-use meshmail_storage::Database;
 use meshmail_storage::model::{accounts, domains};
 
 use crate::config::Config;
 
-pub(crate) async fn open(cfg: &Config) -> anyhow::Result<Database> {
-    crate::store::open(cfg).await
-}
+pub(crate) use crate::store::open;
 
 pub async fn domain_add(cfg: &Config, domain: &str) -> anyhow::Result<()> {
     let db = open(cfg).await?;

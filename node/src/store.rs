@@ -55,7 +55,9 @@ async fn check_format(db: &Database) -> anyhow::Result<()> {
 /// only logged: the next tick reads again.
 pub fn watch_format(db: Database) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(FORMAT_WATCH_INTERVAL);
+        // `open` checked just now: the first read is one interval later.
+        let first = tokio::time::Instant::now() + FORMAT_WATCH_INTERVAL;
+        let mut tick = tokio::time::interval_at(first, FORMAT_WATCH_INTERVAL);
         loop {
             tick.tick().await;
             match db

@@ -31,13 +31,7 @@ pub enum ShardCountCheck {
 /// for shards `0..count`. The read-then-write makes two first starts
 /// conflict, and the retry of the loser sees the winner's count.
 pub async fn check_shard_count(txn: &Txn, configured: u32) -> Result<ShardCountCheck> {
-    let key = keyspace::cluster_fact("shard_count");
-    if let Some(v) = txn.get(&key).await? {
-        let bytes: [u8; 4] = v.as_slice().try_into().map_err(|_| StorageError::Corrupt {
-            what: "cluster fact shard_count".into(),
-            detail: format!("{} bytes, expected 4", v.len()),
-        })?;
-        let cluster = u32::from_le_bytes(bytes);
+    if let Some(cluster) = fact_u32(txn, "shard_count").await? {
         return Ok(if cluster == configured {
             ShardCountCheck::Matches
         } else {
@@ -47,7 +41,7 @@ pub async fn check_shard_count(txn: &Txn, configured: u32) -> Result<ShardCountC
     match highest_leased_shard(txn).await? {
         Some(highest) if highest + 1 != configured => Ok(ShardCountCheck::Mismatch { cluster: highest + 1 }),
         _ => {
-            txn.set(&key, &configured.to_le_bytes())?;
+            txn.set(&keyspace::cluster_fact("shard_count"), &configured.to_le_bytes())?;
             Ok(ShardCountCheck::Recorded)
         }
     }
@@ -99,11 +93,16 @@ pub async fn check_store_format(txn: &Txn) -> Result<StoreFormatCheck> {
 
 /// The store's recorded format (None: a store from before the fact).
 pub async fn store_format(txn: &Txn) -> Result<Option<u32>> {
-    let Some(v) = txn.get(&keyspace::cluster_fact("store_format")).await? else {
+    fact_u32(txn, "store_format").await
+}
+
+/// A cluster fact stored as a u32 LE, if recorded.
+async fn fact_u32(txn: &Txn, name: &str) -> Result<Option<u32>> {
+    let Some(v) = txn.get(&keyspace::cluster_fact(name)).await? else {
         return Ok(None);
     };
     let bytes: [u8; 4] = v.as_slice().try_into().map_err(|_| StorageError::Corrupt {
-        what: "cluster fact store_format".into(),
+        what: format!("cluster fact {name}"),
         detail: format!("{} bytes, expected 4", v.len()),
     })?;
     Ok(Some(u32::from_le_bytes(bytes)))
