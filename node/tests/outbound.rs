@@ -327,3 +327,44 @@ fn connections_are_kept_across_scans() {
     assert!(peer.next_message(Duration::from_millis(300)).is_none(), "a duplicate");
     verify_ledger(&data);
 }
+
+/// Nothing queued: each tick reads the store's queued count instead of the
+/// due index of the node's 1,024 shards; a full read every 60 ticks backs
+/// the count up; a message queued meanwhile goes out at the next tick, not
+/// at the next full read.
+#[test]
+fn an_empty_queue_is_not_read_shard_by_shard() {
+    if !python_available() {
+        return;
+    }
+    let (_dir, peer, data) = scratch_peer();
+    let node = start_node(&data, &peer, "scan_interval_ms = 50\n");
+    let skipped = "meshmail_outbound_scans_total{result=\"skipped\"}";
+    let read = "meshmail_outbound_scans_total{result=\"read\"}";
+    let shard_reads = "meshmail_kv_txn_seconds_count{op=\"outbound_scan\"}";
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    until("no tick was skipped", &|| metric(&node, skipped) >= 10.0);
+    assert_eq!(metric(&node, read), 0.0, "an empty queue was read");
+    assert_eq!(metric(&node, shard_reads), 0.0, "an empty queue's shards were read");
+    // The backstop: the 61st tick reads every shard whatever the count says.
+    until("no full read after 60 skipped ticks", &|| metric(&node, read) >= 1.0);
+    assert!(metric(&node, skipped) >= 60.0);
+    until("the full read read no shard", &|| metric(&node, shard_reads) >= 1.0);
+
+    let skipped_before = metric(&node, skipped);
+    submit(&node, "bob@remote.test", "after idle ticks");
+    peer.next_message(Duration::from_secs(30))
+        .expect("delivered to the remote MX");
+    let skipped_meanwhile = metric(&node, skipped) - skipped_before;
+    assert!(
+        skipped_meanwhile < 60.0,
+        "the queued message waited for the backstop ({skipped_meanwhile} ticks skipped meanwhile)"
+    );
+    verify_ledger(&data);
+}

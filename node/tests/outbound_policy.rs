@@ -127,15 +127,6 @@ fn sts_setup(dir: &std::path::Path, lifetime_s: u32) -> (Peer, common::Node, std
     (peer, node, data)
 }
 
-fn metric(node: &common::Node, line_start: &str) -> f64 {
-    let text = common::http_get(node.addr("http"), "/metrics");
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// The `queue show` of the one queued item for `rcpt`, once its last error
 /// contains `want`.
 fn queued_with_error(data: &std::path::Path, rcpt: &str, want: &str) -> String {
