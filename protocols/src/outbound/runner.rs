@@ -1,7 +1,8 @@
 //! The queue runner: an [`OutboundSupervisor`] keeps one [`QueueRunner`]
 //! alive (restarts within a [`RestartBudget`]); the runner scans, every
-//! `scan_interval`, the due index of each shard this node holds the lease
-//! of, claims due items (a transaction per shard that checks the lease, so
+//! `scan_interval` unless the store's queued count is 0 (see
+//! [`EMPTY_SKIPS_MAX`]), the due index of each shard this node holds the
+//! lease of, claims due items (a transaction per shard that checks the lease, so
 //! two nodes never both claim an item under valid leases), groups them by
 //! destination and message, and starts one delivery task per destination
 //! chunk (at most `per_destination_max` at once per domain).
