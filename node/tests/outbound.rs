@@ -342,20 +342,18 @@ fn an_empty_queue_is_not_read_shard_by_shard() {
     let skipped = "meshmail_outbound_scans_total{result=\"skipped\"}";
     let read = "meshmail_outbound_scans_total{result=\"read\"}";
     let shard_reads = "meshmail_kv_txn_seconds_count{op=\"outbound_scan\"}";
-    let until = |what: &str, done: &dyn Fn() -> bool| {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !done() {
-            assert!(Instant::now() < deadline, "{what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    until("no tick was skipped", &|| metric(&node, skipped) >= 10.0);
+    let limit = Duration::from_secs(30);
+    common::wait_for("skipped ticks", limit, || metric(&node, skipped) >= 10.0);
     assert_eq!(metric(&node, read), 0.0, "an empty queue was read");
     assert_eq!(metric(&node, shard_reads), 0.0, "an empty queue's shards were read");
     // The backstop: the 61st tick reads every shard whatever the count says.
-    until("no full read after 60 skipped ticks", &|| metric(&node, read) >= 1.0);
+    common::wait_for("a full read after 60 skipped ticks", limit, || {
+        metric(&node, read) >= 1.0
+    });
     assert!(metric(&node, skipped) >= 60.0);
-    until("the full read read no shard", &|| metric(&node, shard_reads) >= 1.0);
+    common::wait_for("the full read's shard reads", limit, || {
+        metric(&node, shard_reads) >= 1.0
+    });
 
     let skipped_before = metric(&node, skipped);
     submit(&node, "bob@remote.test", "after idle ticks");

@@ -108,7 +108,8 @@ pub enum Scan {
 /// scanned (see [`EMPTY_SKIPS_MAX`]).
 pub async fn scan(o: &Arc<Outbound>, may_skip: bool) -> Result<Scan, StorageError> {
     let ctx = &o.ctx;
-    let queued = update_depth_gauges(o).await;
+    let queued = queued_count(o).await;
+    update_depth_gauges(o, queued);
     if may_skip && queued.is_some_and(|n| n <= 0) {
         metrics::counter!("meshmail_outbound_scans_total", "result" => "skipped").increment(1);
         return Ok(Scan::Skipped);
@@ -273,16 +274,17 @@ fn dispatch(o: &Arc<Outbound>, claimed: Vec<(Fence, OutboundItem, InFlight)>) {
     }
 }
 
-/// Sets the depth gauges; returns the store-wide queued count (None: it
-/// could not be read).
-async fn update_depth_gauges(o: &Arc<Outbound>) -> Option<i64> {
-    metrics::gauge!("meshmail_outbound_items", "state" => "in_flight").set(o.in_flight() as f64);
-    let queued = o
-        .ctx
+/// The store-wide queued count (None: it could not be read).
+async fn queued_count(o: &Arc<Outbound>) -> Option<i64> {
+    o.ctx
         .db
         .read("outbound_count", |txn| async move { outbound::count(&txn).await })
         .await
-        .ok();
+        .ok()
+}
+
+fn update_depth_gauges(o: &Arc<Outbound>, queued: Option<i64>) {
+    metrics::gauge!("meshmail_outbound_items", "state" => "in_flight").set(o.in_flight() as f64);
     // The store-wide count is reported by one node only (the owner of
     // shard 0), so a sum over nodes stays right.
     if o.ctx.serves(0)
@@ -290,7 +292,6 @@ async fn update_depth_gauges(o: &Arc<Outbound>) -> Option<i64> {
     {
         metrics::gauge!("meshmail_outbound_items", "state" => "queued").set(n as f64);
     }
-    queued
 }
 
 /// Keeps one [`QueueRunner`] running.
