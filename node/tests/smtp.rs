@@ -163,3 +163,48 @@ fn connection_bound_refuses_with_421() {
     }
     assert!(ok, "a freed slot serves again");
 }
+
+/// The value of the first `/metrics` line starting with `line_start` (0 if
+/// absent).
+fn metric(text: &str, line_start: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A delivery's commit is timed stage by stage: SQLite's apply, and inside
+/// it the WAL run's write and the fsync, each with its own histogram (what
+/// an operator reads when commits slow down: the disk or the B-tree).
+#[test]
+fn a_commit_times_its_wal_write_and_fsync_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = node(dir.path());
+    let names = [
+        "meshmail_kv_sqlite_apply_seconds_count",
+        "meshmail_kv_sqlite_wal_write_seconds_count",
+        "meshmail_kv_sqlite_wal_sync_seconds_count",
+        "meshmail_kv_sqlite_wal_sync_seconds_sum",
+    ];
+    let read = || {
+        let text = common::http_get(n.addr("http"), "/metrics");
+        names.map(|name| metric(&text, name))
+    };
+    let before = read();
+    let (code, reply) = common::smtp_send(n.addr("smtp"), "x@remote.example", USER, "Subject: t\r\n\r\nhi\r\n");
+    assert_eq!(code, 250, "{reply}");
+    let after = read();
+    for (i, name) in names.iter().enumerate().take(3) {
+        assert!(
+            after[i] >= before[i] + 1.0,
+            "{name}: {} before the delivery, {} after",
+            before[i],
+            after[i]
+        );
+    }
+    assert!(
+        after[3] > before[3],
+        "the delivery's fsync took no time: {before:?} -> {after:?}"
+    );
+}

@@ -23,7 +23,7 @@ use meshmail_storage::model::{accounts, domains};
 use meshmail_storage::open::{KvConfig, open_kv};
 use serde::Serialize;
 
-use crate::node_proc::{NodeProc, histogram, meshmail_binary};
+use crate::node_proc::{NodeProc, histogram, meshmail_binary, process_cpu_seconds};
 use crate::smtp_load::{self, LoadSpec};
 use crate::store_usage;
 
@@ -127,6 +127,9 @@ pub struct RunFigures {
     /// deliveries and the rest; 0 for a build without the histogram).
     pub pages_per_msg: f64,
     pub cpu_ms_per_msg: f64,
+    /// CPU of the load's clients (this process) per message, over the
+    /// same window: with the node's, what one message costs the machine.
+    pub client_cpu_ms_per_msg: f64,
     /// Bytes on disk per stored message (all messages stored, prefill too).
     pub disk_bytes_per_msg: f64,
     pub sqlite_bytes_per_msg: f64,
@@ -190,7 +193,7 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
             };
             eprintln!(
                 "run {}/{} {mode}: {:.0} msg/s (quarters {:.0} → {:.0}), p50 {:.2} ms, p99 {:.2} ms, batch {:.1}, \
-                 CPU {:.3} ms/msg, {:.0} B/msg on disk, write amp {:.1}",
+                 CPU {:.3} ms/msg (clients {:.3}), {:.0} B/msg on disk, write amp {:.1}",
                 run + 1,
                 args.runs,
                 figures.msg_per_s,
@@ -200,6 +203,7 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
                 figures.accept_p99_ms,
                 figures.mean_batch,
                 figures.cpu_ms_per_msg,
+                figures.client_cpu_ms_per_msg,
                 figures.disk_bytes_per_msg,
                 figures.write_amplification,
             );
@@ -214,27 +218,23 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
 }
 
 fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
-    let median = |mode: &str, f: fn(&RunFigures) -> f64| {
-        let mut v: Vec<f64> = all.iter().filter(|r| r.mode == mode).map(f).collect();
-        v.sort_by(|a, b| a.total_cmp(b));
-        v.get(v.len() / 2).copied()
-    };
+    let median = |mode: &str, f: fn(&RunFigures) -> f64| median_of_mode(all, mode, f);
     println!(
         "bench smtp: {} messages of {} B over {} connections ({} mailboxes; spread {}; prefill {}), median of {} runs\n",
         args.messages, args.size, args.connections, args.mailboxes, args.spread_mailboxes, args.prefill, args.runs
     );
     println!(
         "| mode | msg/s | first → last quarter msg/s | accept p50 ms | accept p99 ms | mean batch | mean commit ms \
-         | writer busy | WAL pages/msg | node CPU ms/msg | disk B/msg (SQLite + blobs) | write amp |"
+         | writer busy | WAL pages/msg | node CPU ms/msg | client CPU ms/msg | disk B/msg (SQLite + blobs) | write amp |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for mode in MODES {
         let Some(rate) = median(mode, |r| r.msg_per_s) else {
             continue;
         };
         let m = |f: fn(&RunFigures) -> f64| median(mode, f).unwrap_or(0.0);
         println!(
-            "| {mode} | {rate:.0} | {:.0} → {:.0} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.3} | {:.0} ({:.0} + {:.0}) | {:.1} |",
+            "| {mode} | {rate:.0} | {:.0} → {:.0} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} ({:.0} + {:.0}) | {:.1} |",
             m(|r| r.first_quarter_msg_per_s),
             m(|r| r.last_quarter_msg_per_s),
             m(|r| r.accept_p50_ms),
@@ -244,6 +244,7 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
             m(|r| r.writer_busy),
             m(|r| r.pages_per_msg),
             m(|r| r.cpu_ms_per_msg),
+            m(|r| r.client_cpu_ms_per_msg),
             m(|r| r.disk_bytes_per_msg),
             m(|r| r.sqlite_bytes_per_msg),
             m(|r| r.blob_bytes_per_msg),
@@ -257,6 +258,7 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     if let Some(d) = median("dovecot", |r| r.msg_per_s) {
         println!("durable / dovecot LMTP = {:.2}", durable / d.max(1e-9));
     }
+    print_cpu_ceiling(all);
     if let (Some(s), Some(d)) = (
         median("spread", |r| r.msg_per_s),
         median("dovecot-spread", |r| r.msg_per_s),
@@ -279,6 +281,36 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
         println!(
             "batch-size distribution (last durable run, cumulative): {:?}",
             last.batch_buckets
+        );
+    }
+}
+
+/// The median of one figure over the runs of one mode.
+fn median_of_mode(all: &[RunFigures], mode: &str, f: fn(&RunFigures) -> f64) -> Option<f64> {
+    let mut v: Vec<f64> = all.iter().filter(|r| r.mode == mode).map(f).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied()
+}
+
+/// The rate this machine's cores could carry if CPU were the only limit:
+/// cores / (node + clients' CPU per message), for `durable` and `spread`.
+/// A target above it cannot be reached by waiting less, only by spending
+/// less CPU per message.
+fn print_cpu_ceiling(all: &[RunFigures]) {
+    let median = |mode: &str, f: fn(&RunFigures) -> f64| median_of_mode(all, mode, f);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    for (mode, peer) in [("durable", "dovecot"), ("spread", "dovecot-spread")] {
+        let (Some(node), Some(client)) = (
+            median(mode, |r| r.cpu_ms_per_msg),
+            median(mode, |r| r.client_cpu_ms_per_msg),
+        ) else {
+            continue;
+        };
+        let ceiling = cores * 1000.0 / (node + client).max(1e-9);
+        let versus =
+            median(peer, |r| r.msg_per_s).map_or(String::new(), |d| format!(" (x{:.1} {peer})", ceiling / d.max(1e-9)));
+        println!(
+            "{mode}: CPU ceiling {ceiling:.0} msg/s{versus} = {cores:.0} cores / ({node:.3} node + {client:.3} clients) ms/msg"
         );
     }
 }
@@ -345,9 +377,11 @@ pub(crate) fn measure_window(
 ) -> anyhow::Result<RunFigures> {
     let before_metrics = node.metrics()?;
     let (cpu0, io0) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
+    let client0 = process_cpu_seconds("/proc/self/stat")?;
     spec.messages = args.messages;
     let load = smtp_load::run(spec)?;
     spec.first += load.sent;
+    let client1 = process_cpu_seconds("/proc/self/stat")?;
     let (cpu1, io1) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
     let metrics = node.metrics()?;
     if let Some(keep) = &args.metrics_dir {
@@ -387,6 +421,7 @@ pub(crate) fn measure_window(
         writer_busy: apply_s / load.elapsed_s.max(1e-9),
         pages_per_msg: pages / sent,
         cpu_ms_per_msg: (cpu1 - cpu0) * 1000.0 / sent,
+        client_cpu_ms_per_msg: (client1 - client0) * 1000.0 / sent,
         write_amplification: io1.saturating_sub(io0) as f64 / (sent * args.size as f64),
         batch_buckets: buckets,
         ..RunFigures::default()
@@ -415,6 +450,7 @@ pub(crate) fn store_disk(figures: &mut RunFigures, data_dir: &Path, stored: u64)
 /// (`dovecot`) or of `spread` (`dovecot-spread`).
 fn dovecot_run(bin: &Path, args: &SmtpArgs, mode: &'static str, mailboxes: usize) -> anyhow::Result<RunFigures> {
     let peer = crate::dovecot_peer::DovecotLmtp::start(bin)?;
+    let client0 = process_cpu_seconds("/proc/self/stat")?;
     let load = smtp_load::run(&LoadSpec {
         addr: peer.addr.clone(),
         hello: "LHLO",
@@ -425,6 +461,7 @@ fn dovecot_run(bin: &Path, args: &SmtpArgs, mode: &'static str, mailboxes: usize
         max_secs: args.max_secs,
         first: 0,
     })?;
+    let client = process_cpu_seconds("/proc/self/stat")? - client0;
     let disk = store_usage::allocated_bytes(&peer.mail_dir())?;
     Ok(RunFigures {
         mode,
@@ -436,6 +473,7 @@ fn dovecot_run(bin: &Path, args: &SmtpArgs, mode: &'static str, mailboxes: usize
         last_quarter_msg_per_s: load.last_quarter_msg_per_s,
         disk_bytes_per_msg: disk as f64 / load.sent.max(1) as f64,
         blob_bytes_per_msg: disk as f64 / load.sent.max(1) as f64,
+        client_cpu_ms_per_msg: client * 1000.0 / load.sent.max(1) as f64,
         ..RunFigures::default()
     })
 }

@@ -124,16 +124,7 @@ impl NodeProc {
 
     /// User + system CPU seconds the node process has used so far.
     pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
-        // Fields after the parenthesised command name; utime and stime are
-        // the 14th and 15th fields of the line.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
-            + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        // SAFETY: sysconf with a valid name has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        Ok(ticks / hz)
+        process_cpu_seconds(&format!("/proc/{}/stat", self.child.id()))
     }
 
     /// The Prometheus text of its /metrics.
@@ -206,4 +197,19 @@ pub fn histogram(metrics: &str, name: &str) -> (f64, f64, Vec<(String, f64)>) {
         }
     }
     (sum, count, buckets)
+}
+
+/// User + system CPU seconds of a process so far, from its `/proc/…/stat`
+/// (`/proc/self/stat`: the bench itself, i.e. the load's clients).
+pub fn process_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(stat_path)?;
+    // Fields after the parenthesised command name; utime and stime are
+    // the 14th and 15th fields of the line.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok(ticks / hz)
 }

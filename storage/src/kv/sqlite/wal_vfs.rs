@@ -341,7 +341,30 @@ macro_rules! forward {
 
 flush_then_forward!(x_read, xRead, ffi::SQLITE_IOERR_READ, (data: *mut c_void, amount: c_int, offset: i64));
 flush_then_forward!(x_truncate, xTruncate, ffi::SQLITE_IOERR_TRUNCATE, (size: i64));
-flush_then_forward!(x_sync, xSync, ffi::SQLITE_IOERR_FSYNC, (flags: c_int));
+
+/// A commit's sync: writes the run, then syncs, each timed on its own
+/// (`meshmail_kv_sqlite_wal_write_seconds`, `…_wal_sync_seconds`): the two
+/// stages of the commit that the disk decides, apart from SQLite's work.
+unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    // SAFETY: `file` is an open WalFile; `flags` is SQLite's.
+    unsafe {
+        let started = std::time::Instant::now();
+        let rc = flush(file);
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        let written = std::time::Instant::now();
+        let real = real(file);
+        let rc = match methods(real).xSync {
+            Some(sync) => sync(real, flags),
+            None => ffi::SQLITE_IOERR_FSYNC,
+        };
+        metrics::histogram!("meshmail_kv_sqlite_wal_write_seconds")
+            .record(written.duration_since(started).as_secs_f64());
+        metrics::histogram!("meshmail_kv_sqlite_wal_sync_seconds").record(written.elapsed().as_secs_f64());
+        rc
+    }
+}
 flush_then_forward!(x_file_size, xFileSize, ffi::SQLITE_IOERR_FSTAT, (size: *mut i64));
 flush_then_forward!(x_fetch, xFetch, ffi::SQLITE_OK, (offset: i64, amount: c_int, out: *mut *mut c_void));
 // File controls pass as they are, run or no run: SQLite ignores the result
