@@ -324,6 +324,20 @@ fn print_beside_empty(args: &SmtpArgs, windows: &[FlatWindow]) {
             cpu(&empty),
         );
     }
+    println!("\nwhere the time goes, per commit (medians, big store / empty store beside it):\n");
+    println!("| stored before | WAL fsync ms | WAL write ms | B-tree work ms | batch transaction ms |");
+    println!("|---:|---|---|---|---|");
+    for &point in args.flat_at.iter().filter(|&&p| p > 0) {
+        let (big, empty) = (of_window(windows, point, "durable"), of_window(windows, point, "empty"));
+        let both = |f: fn(&RunFigures) -> f64| format!("{:.3} / {:.3}", median_of(&big, f), median_of(&empty, f));
+        println!(
+            "| {point} | {} | {} | {} | {} |",
+            both(|r| r.fsync_ms_per_commit),
+            both(|r| r.wal_write_ms_per_commit),
+            both(|r| r.btree_ms_per_commit),
+            both(|r| r.batch_txn_ms),
+        );
+    }
 }
 
 /// The figures of one point's windows of one mode.

@@ -130,6 +130,15 @@ pub struct RunFigures {
     /// CPU of the load's clients (this process) per message, over the
     /// same window: with the node's, what one message costs the machine.
     pub client_cpu_ms_per_msg: f64,
+    /// A commit's stages, ms per SQLite apply (0 for builds without their
+    /// histograms): the WAL's fsync, the WAL run's write, and the rest of
+    /// the apply (SQLite's B-tree work).
+    pub fsync_ms_per_commit: f64,
+    pub wal_write_ms_per_commit: f64,
+    pub btree_ms_per_commit: f64,
+    /// The delivery batch transaction's body (its reads and logic), ms per
+    /// batch.
+    pub batch_txn_ms: f64,
     /// Bytes on disk per stored message (all messages stored, prefill too).
     pub disk_bytes_per_msg: f64,
     pub sqlite_bytes_per_msg: f64,
@@ -405,7 +414,11 @@ pub(crate) fn measure_window(
     };
     let (bsum, bcount, buckets) = delta("meshmail_batch_deliveries", "");
     let (csum, ccount, _) = delta("meshmail_kv_commit_seconds", "op=\"deliver_batch\"");
-    let (apply_s, _, _) = delta("meshmail_kv_sqlite_apply_seconds", "");
+    let (apply_s, applies, _) = delta("meshmail_kv_sqlite_apply_seconds", "");
+    let (write_s, _, _) = delta("meshmail_kv_sqlite_wal_write_seconds", "");
+    let (sync_s, _, _) = delta("meshmail_kv_sqlite_wal_sync_seconds", "");
+    let (body_s, bodies, _) = delta("meshmail_kv_txn_seconds", "op=\"deliver_batch\"");
+    let per = |sum: f64, n: f64| if n > 0.0 { sum / n * 1000.0 } else { 0.0 };
     let (pages, _, _) = delta("meshmail_kv_sqlite_commit_pages", "");
     let sent = load.sent.max(1) as f64;
     Ok(RunFigures {
@@ -422,6 +435,10 @@ pub(crate) fn measure_window(
         pages_per_msg: pages / sent,
         cpu_ms_per_msg: (cpu1 - cpu0) * 1000.0 / sent,
         client_cpu_ms_per_msg: (client1 - client0) * 1000.0 / sent,
+        fsync_ms_per_commit: per(sync_s, applies),
+        wal_write_ms_per_commit: per(write_s, applies),
+        btree_ms_per_commit: per((apply_s - write_s - sync_s).max(0.0), applies),
+        batch_txn_ms: per(body_s, bodies),
         write_amplification: io1.saturating_sub(io0) as f64 / (sent * args.size as f64),
         batch_buckets: buckets,
         ..RunFigures::default()
