@@ -164,16 +164,6 @@ fn connection_bound_refuses_with_421() {
     assert!(ok, "a freed slot serves again");
 }
 
-/// The value of the first `/metrics` line starting with `line_start` (0 if
-/// absent).
-fn metric(text: &str, line_start: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// A delivery's commit is timed stage by stage: SQLite's apply, and inside
 /// it the WAL run's write and the fsync, each with its own histogram (what
 /// an operator reads when commits slow down: the disk or the B-tree).
@@ -189,7 +179,7 @@ fn a_commit_times_its_wal_write_and_fsync_apart() {
     ];
     let read = || {
         let text = common::http_get(n.addr("http"), "/metrics");
-        names.map(|name| metric(&text, name))
+        names.map(|name| common::metric_in(&text, name))
     };
     let before = read();
     let (code, reply) = common::smtp_send(n.addr("smtp"), "x@remote.example", USER, "Subject: t\r\n\r\nhi\r\n");

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::bench_smtp::{
-    RunFigures, SmtpArgs, config_args, measure_window, meshmail_run, recipients, setup_accounts, store_disk,
+    RunFigures, SmtpArgs, config_args, measure_window, median, meshmail_run, recipients, setup_accounts, store_disk,
 };
 use crate::http::prom_values;
 use crate::node_proc::NodeProc;
@@ -309,8 +309,6 @@ fn print_beside_empty(args: &SmtpArgs, windows: &[FlatWindow]) {
             .zip(&empty)
             .map(|(b, e)| b.msg_per_s / e.msg_per_s.max(1e-9))
             .collect();
-        let mut sorted = pairs.clone();
-        sorted.sort_by(|a, b| a.total_cmp(b));
         let rate = |of: &[&RunFigures]| median_of(of, |r| r.msg_per_s);
         let cpu = |of: &[&RunFigures]| median_of(of, |r| r.cpu_ms_per_msg);
         println!(
@@ -318,7 +316,7 @@ fn print_beside_empty(args: &SmtpArgs, windows: &[FlatWindow]) {
             rate(&big),
             rate(&empty),
             rate(&big) / rate(&empty).max(1e-9),
-            sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
+            median(pairs.clone()).unwrap_or(0.0),
             pairs.iter().map(|r| format!("x{r:.2}")).collect::<Vec<_>>().join(" "),
             cpu(&big),
             cpu(&empty),
@@ -350,7 +348,5 @@ fn of_window<'a>(windows: &'a [FlatWindow], point: u64, mode: &str) -> Vec<&'a R
 }
 
 fn median_of(of: &[&RunFigures], f: fn(&RunFigures) -> f64) -> f64 {
-    let mut v: Vec<f64> = of.iter().map(|r| f(r)).collect();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    median(of.iter().map(|r| f(r)).collect()).unwrap_or(0.0)
 }

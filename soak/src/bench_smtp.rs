@@ -294,11 +294,15 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     }
 }
 
-/// The median of one figure over the runs of one mode.
-fn median_of_mode(all: &[RunFigures], mode: &str, f: fn(&RunFigures) -> f64) -> Option<f64> {
-    let mut v: Vec<f64> = all.iter().filter(|r| r.mode == mode).map(f).collect();
+/// The median of some figures (the upper one of an even count).
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
     v.get(v.len() / 2).copied()
+}
+
+/// The median of one figure over the runs of one mode.
+fn median_of_mode(all: &[RunFigures], mode: &str, f: fn(&RunFigures) -> f64) -> Option<f64> {
+    median(all.iter().filter(|r| r.mode == mode).map(f).collect())
 }
 
 /// The rate this machine's cores could carry if CPU were the only limit:

@@ -163,6 +163,16 @@ pub fn smtp_send(addr: &str, from: &str, to: &str, data: &str) -> (u16, String) 
     r
 }
 
+/// The value of the first line of a `/metrics` text that starts with
+/// `line_start` (a name, with its labels if any); 0 when absent.
+pub fn metric_in(text: &str, line_start: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
 pub fn http_get(addr: &str, path: &str) -> String {
     use std::io::Read;
     let mut s = std::net::TcpStream::connect(addr).unwrap();

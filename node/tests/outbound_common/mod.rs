@@ -178,12 +178,7 @@ pub fn start_node(dir: &Path, peer: &Peer, outbound_extra: &str) -> Node {
 /// The value of the first `/metrics` line starting with `line_start` (0
 /// when there is none: a counter not yet incremented).
 pub fn metric(node: &Node, line_start: &str) -> f64 {
-    let text = crate::common::http_get(node.addr("http"), "/metrics");
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    crate::common::metric_in(&crate::common::http_get(node.addr("http"), "/metrics"), line_start)
 }
 
 pub fn check(args: &[&str]) -> (bool, String) {
