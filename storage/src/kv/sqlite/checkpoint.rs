@@ -37,6 +37,7 @@
 //! cannot run because the runtime's threads wait) would turn that into a
 //! stall of the full wait at every restart.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -149,6 +150,7 @@ pub fn install(
             // One pending signal is enough: the thread checkpoints
             // everything the WAL holds when it wakes.
             let (signal, wake) = mpsc::sync_channel::<()>(1);
+            let postponed = Arc::new(AtomicU64::new(0));
             let thread = Thread {
                 conn,
                 gate: gate.clone(),
@@ -156,6 +158,7 @@ pub fn install(
                     .then_some(i64::from(options.restart_wal_after_pages)),
                 backoff: RESTART_BACKOFF_MIN,
                 next_restart: Instant::now(),
+                postponed: postponed.clone(),
             };
             std::thread::Builder::new()
                 .name("sqlite-checkpoint".into())
@@ -180,7 +183,10 @@ pub fn install(
                     Ok(())
                 }))
                 .map_err(sql_err)?;
-            Ok(Some(Checkpointer { _signal: signal }))
+            Ok(Some(Checkpointer {
+                _signal: signal,
+                postponed,
+            }))
         }
     }
 }
@@ -189,6 +195,16 @@ pub fn install(
 /// (this and the hook's, which dies with the connection) ends it.
 pub struct Checkpointer {
     _signal: SyncSender<()>,
+    postponed: Arc<AtomicU64>,
+}
+
+impl Checkpointer {
+    /// Restarts a reader held up so far, this backend's share of
+    /// `meshmail_kv_sqlite_restarts_postponed_total` (tests count the
+    /// back-off with it rather than timing commits).
+    pub fn restarts_postponed(&self) -> u64 {
+        self.postponed.load(Ordering::Relaxed)
+    }
 }
 
 /// Called by SQLite after each commit with the pages the WAL now holds.
@@ -223,6 +239,8 @@ struct Thread {
     backoff: Duration,
     /// No restart before this (a reader held the last one up).
     next_restart: Instant,
+    /// Restarts a reader held up ([`Checkpointer::restarts_postponed`]).
+    postponed: Arc<AtomicU64>,
 }
 
 impl Thread {
@@ -274,6 +292,7 @@ impl Thread {
                 // A reader outlasted the wait (or the checkpoint failed):
                 // commits go on with the WAL as long as it is, for now.
                 metrics::counter!("meshmail_kv_sqlite_restarts_postponed_total").increment(1);
+                self.postponed.fetch_add(1, Ordering::Relaxed);
                 self.next_restart = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
             }
@@ -403,7 +422,8 @@ mod tests {
 
     /// Under ingest some read snapshot is almost always open (deliveries
     /// read while others commit). Three readers, each holding a snapshot
-    /// for about a millisecond and taking the next at once, model that,
+    /// for about a millisecond and taking the next before it lets the
+    /// last go, model that,
     /// beside durable commits of ~9,000 WAL pages with a 64-page
     /// threshold. Returns the WAL file's length in pages at the end.
     async fn wal_pages_with_readers_taking_turns(restart_after: u32) -> u64 {
@@ -415,9 +435,14 @@ mod tests {
                 let (backend, stop) = (backend.clone(), stop.clone());
                 tokio::spawn(async move {
                     let mut turns = 0u64;
+                    let mut _held = None;
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                         let txn = backend.begin(true).await.unwrap();
                         txn.get(b"k00000000", true).await.unwrap();
+                        // The next snapshot is taken before the last ends,
+                        // so however the tasks are scheduled a reader is
+                        // always open.
+                        _held = Some(txn);
                         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
                         turns += 1;
                     }
@@ -448,19 +473,26 @@ mod tests {
     }
 
     /// `restart_wal_after_pages = 0` (A/B runs) leaves it to SQLite, and
-    /// under these readers SQLite never starts the WAL over.
+    /// under these readers SQLite seldom starts the WAL over: the file
+    /// stays above the bound the thread keeps it under (above). Not
+    /// "never": with both cores busy and the disk loaded it sometimes
+    /// started over once (4,500 and 6,700 pages seen, ~9,000 otherwise;
+    /// with the thread, at most ~1,200 under the same load).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn with_restarts_off_the_wal_holds_what_was_written() {
         let pages = wal_pages_with_readers_taking_turns(0).await;
         assert!(
-            pages > 6_000,
-            "the WAL file is {pages} pages: it started over without the thread"
+            pages > 3_000,
+            "the WAL file is {pages} pages: without the thread it started over as often as with it"
         );
     }
 
     /// A reader that keeps one snapshot for the whole run holds every
-    /// restart up: commits go on, each waiting at most about one
-    /// [`RESTART_WAIT_MAX`], and none fails.
+    /// restart up: commits go on, none fails, and the back-off spaces the
+    /// tries (each of which holds commits for up to [`RESTART_WAIT_MAX`]).
+    /// The back-off is counted, not timed: on a loaded machine ordinary
+    /// fsyncs alone take tens of milliseconds, which made a bound on the
+    /// commits' summed latency fail in CI.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reader_that_never_ends_postpones_the_restart_without_failing_commits() {
         let dir = tempfile::tempdir().unwrap();
@@ -470,21 +502,24 @@ mod tests {
         reader.get(b"k00000000", true).await.unwrap();
         let started = Instant::now();
         let latencies = commit_values(&backend, 2_000).await;
-        let slowest = latencies.iter().max().copied().unwrap_or_default();
-        let stalled: std::time::Duration = latencies.iter().filter(|l| **l >= RESTART_WAIT_MAX / 2).sum();
+        let elapsed = started.elapsed();
+        let postponed = backend.restarts_postponed();
+        // Every wake-up past the restart threshold would try (and hold
+        // the commits) without the back-off: ~200 commits, most of them
+        // past 64 pages.
+        assert!(postponed >= 1, "no restart was tried behind the reader");
+        // 50, 100, 200, 400, 800 ms apart, then one a second.
+        let allowed = 6 + elapsed.as_secs();
         assert!(
-            slowest < RESTART_WAIT_MAX * 10,
-            "a commit waited {slowest:?} behind a postponed restart"
+            postponed <= allowed,
+            "{postponed} restarts were tried behind the reader in {elapsed:?} (the back-off allows {allowed})"
         );
-        // The back-off: after the first tries, one restart per second at
-        // most, so the stalls are a small part of the run. The first tries
-        // (50, 100, 200, 400 ms apart) stall ~210 ms in all on this machine
-        // when the run is fast (~0.4 s): the bound is those plus a tenth of
-        // the run, not a share of a run that a fast machine shortens.
+        // Generous: a restart that waited for the reader rather than
+        // giving up would hold a commit for the whole run.
+        let slowest = latencies.iter().max().copied().unwrap_or_default();
         assert!(
-            stalled <= RESTART_WAIT_MAX * 14 + started.elapsed() / 10,
-            "commits stalled {stalled:?} of {:?}",
-            started.elapsed()
+            slowest < RESTART_WAIT_MAX * 50,
+            "a commit waited {slowest:?} behind a postponed restart"
         );
         drop(reader);
     }

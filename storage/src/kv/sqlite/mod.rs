@@ -129,7 +129,7 @@ struct Shared {
     readers: Mutex<Vec<Connection>>,
     faults: Faults,
     /// The background checkpoint thread, if any (ends with the backend).
-    _checkpointer: Option<checkpoint::Checkpointer>,
+    checkpointer: Option<checkpoint::Checkpointer>,
 }
 
 /// The SQLite backend. Cheap to clone.
@@ -202,7 +202,7 @@ impl SqliteBackend {
                 pending: Mutex::new(VecDeque::new()),
                 readers: Mutex::new(Vec::new()),
                 faults: Faults::default(),
-                _checkpointer: checkpointer,
+                checkpointer,
                 options,
             }),
         })
@@ -210,6 +210,15 @@ impl SqliteBackend {
 
     pub fn path(&self) -> &Path {
         &self.shared.options.path
+    }
+
+    /// WAL restarts that readers held up in this backend (0 without the
+    /// background checkpoint thread).
+    pub fn restarts_postponed(&self) -> u64 {
+        self.shared
+            .checkpointer
+            .as_ref()
+            .map_or(0, checkpoint::Checkpointer::restarts_postponed)
     }
 
     /// Fault injection for tests.
