@@ -3,9 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use meshmail_protocols::smtp::inbound_auth::{InboundAuthConfig, RejectAction};
+use meshmail_protocols::smtp::rcpt_cache::RcptCache;
 use meshmail_protocols::smtp::routing::RoutingConfig;
 use meshmail_storage::blob::{BlobConfig, INLINE_MAX_BYTES_DEFAULT};
 use meshmail_storage::open::KvConfig;
@@ -150,6 +152,12 @@ pub struct SmtpConfig {
     /// CIDR networks, default loopback.
     #[serde(default = "d_auth_skip")]
     pub inbound_auth_skip_networks: Vec<ipnet::IpNet>,
+    /// Addresses whose RCPT answer the node keeps (routing and vacation
+    /// flags; checked against the store's directory version at most every
+    /// 250 ms, so a change anywhere is seen within that). 0 turns it off:
+    /// every RCPT reads the store.
+    #[serde(default = "d_rcpt_cache")]
+    pub rcpt_cache_entries: usize,
 }
 
 impl Default for SmtpConfig {
@@ -164,6 +172,7 @@ impl Default for SmtpConfig {
             inbound_auth: true,
             dmarc_reject: d_dmarc_reject(),
             inbound_auth_skip_networks: d_auth_skip(),
+            rcpt_cache_entries: d_rcpt_cache(),
         }
     }
 }
@@ -174,6 +183,11 @@ impl SmtpConfig {
             on_reject: self.dmarc_reject,
             skip_networks: self.inbound_auth_skip_networks.clone(),
         })
+    }
+
+    /// The node's RCPT cache, shared by its SMTP and LMTP listeners.
+    pub fn rcpt_cache(&self) -> Option<Arc<RcptCache>> {
+        (self.rcpt_cache_entries > 0).then(|| Arc::new(RcptCache::new(self.rcpt_cache_entries)))
     }
 
     pub fn routing(&self) -> anyhow::Result<RoutingConfig> {
@@ -190,6 +204,10 @@ impl SmtpConfig {
             subaddress_separator: sep,
         })
     }
+}
+
+fn d_rcpt_cache() -> usize {
+    10_000
 }
 
 fn d_auth_skip() -> Vec<ipnet::IpNet> {

@@ -173,6 +173,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     };
 
     let mut endpoints = Vec::new();
+    let rcpt_cache = cfg.smtp.rcpt_cache();
     if let Some(e) = mesh.endpoint() {
         endpoints.push(format!("mesh={}", e.local_addr()?));
     }
@@ -204,6 +205,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             delivery_timeout: Duration::from_secs(cfg.smtp.delivery_timeout_s),
             dns: dns.clone(),
             routing: routing.clone(),
+            rcpt_cache: rcpt_cache.clone(),
             inbound_auth: cfg.smtp.inbound_auth(),
             sink: opts.sink,
         });
@@ -356,6 +358,8 @@ fn jmap_shared(
         dns: dns.clone(),
         // Validated at startup (serve fails on a bad separator first).
         routing: cfg.smtp.routing().unwrap_or_default(),
+        // JMAP submission resolves recipients through `resolve_recipient`.
+        rcpt_cache: None,
         inbound_auth: None,
         sink: false,
     });

@@ -198,3 +198,51 @@ fn a_commit_times_its_wal_write_and_fsync_apart() {
         "the delivery's fsync took no time: {before:?} -> {after:?}"
     );
 }
+
+/// RCPT answers come from the node's cache, and a change made by an admin
+/// command in another process (an alias removed, a quota set) is answered
+/// within the cache's validation period (250 ms), not the entry's life
+/// (60 s).
+#[test]
+fn rcpt_answers_are_cached_until_the_directory_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = node(d);
+    common::run_ok(
+        common::meshmail(d).args(["alias", "add", "sales@example.org", USER]),
+        None,
+    );
+    let smtp = n.addr("smtp");
+    let hits = || {
+        let text = common::http_get(n.addr("http"), "/metrics");
+        common::metric_in(&text, "meshmail_smtp_rcpt_cache_total{result=\"hit\"}")
+    };
+    let before = hits();
+    for _ in 0..5 {
+        let (code, reply) = common::smtp_rcpt(smtp, "x@remote.example", "sales@example.org");
+        assert_eq!(code, 250, "{reply}");
+    }
+    assert!(
+        hits() >= before + 4.0,
+        "5 RCPTs of one address: {} hits",
+        hits() - before
+    );
+
+    common::run_ok(common::meshmail(d).args(["alias", "remove", "sales@example.org"]), None);
+    let limit = std::time::Duration::from_secs(5);
+    common::wait_for("RCPT to the removed alias refused", limit, || {
+        common::smtp_rcpt(smtp, "x@remote.example", "sales@example.org").0 == 550
+    });
+
+    let (code, reply) = common::smtp_send(smtp, "x@remote.example", USER, "Subject: one\r\n\r\nhi\r\n");
+    assert_eq!(code, 250, "{reply}");
+    let (code, reply) = common::smtp_rcpt(smtp, "x@remote.example", USER);
+    assert_eq!(code, 250, "{reply}");
+    common::run_ok(
+        common::meshmail(d).args(["quota", "set", USER, "--messages", "1"]),
+        None,
+    );
+    common::wait_for("RCPT to a full mailbox refused", limit, || {
+        common::smtp_rcpt(smtp, "x@remote.example", USER).0 == 552
+    });
+}

@@ -123,6 +123,17 @@ pub fn write_config(dir: &Path, text: &str) -> PathBuf {
 /// Sends one message over a fresh SMTP connection; returns the final reply
 /// code and text (the reply to the end of data, or the first refusal).
 pub fn smtp_send(addr: &str, from: &str, to: &str, data: &str) -> (u16, String) {
+    smtp_dialog(addr, from, to, Some(data))
+}
+
+/// One SMTP transaction up to RCPT: its reply (then QUIT).
+pub fn smtp_rcpt(addr: &str, from: &str, to: &str) -> (u16, String) {
+    smtp_dialog(addr, from, to, None)
+}
+
+/// EHLO, MAIL, RCPT and, with `data`, DATA: the first reply that is not
+/// the expected one, or the last.
+fn smtp_dialog(addr: &str, from: &str, to: &str, data: Option<&str>) -> (u16, String) {
     use std::io::Read;
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
@@ -144,27 +155,32 @@ pub fn smtp_send(addr: &str, from: &str, to: &str, data: &str) -> (u16, String) 
         }
     };
     reply(&mut s);
-    for (cmd, want) in [
+    let mut steps = vec![
         ("EHLO test.example\r\n".to_string(), 250),
         (format!("MAIL FROM:<{from}>\r\n"), 250),
         (format!("RCPT TO:<{to}>\r\n"), 250),
-        ("DATA\r\n".to_string(), 354),
-    ] {
+    ];
+    if data.is_some() {
+        steps.push(("DATA\r\n".to_string(), 354));
+    }
+    let mut last = (0, String::new());
+    for (cmd, want) in steps {
         s.write_all(cmd.as_bytes()).unwrap();
-        let (code, text) = reply(&mut s);
-        if code != want {
-            return (code, text);
+        last = reply(&mut s);
+        if last.0 != want {
+            let _ = s.write_all(b"QUIT\r\n");
+            return last;
         }
     }
-    s.write_all(data.as_bytes()).unwrap();
-    s.write_all(b"\r\n.\r\n").unwrap();
-    let r = reply(&mut s);
+    if let Some(data) = data {
+        s.write_all(data.as_bytes()).unwrap();
+        s.write_all(b"\r\n.\r\n").unwrap();
+        last = reply(&mut s);
+    }
     let _ = s.write_all(b"QUIT\r\n");
-    r
+    last
 }
 
-/// The value of the first line of a `/metrics` text that starts with
-/// `line_start` (a name, with its labels if any); 0 when absent.
 pub fn metric_in(text: &str, line_start: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(line_start))

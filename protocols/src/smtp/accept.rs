@@ -14,11 +14,12 @@ use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
 use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::outbound::{self, DsnParams, OutboundItem};
-use meshmail_storage::model::{domains, id_to_string, jmap, new_id, now_ms, quota, secrets};
+use meshmail_storage::model::{directory, domains, id_to_string, jmap, new_id, now_ms, quota, secrets};
 use meshmail_storage::{StorageError, Txn};
 
 use super::address::Mailbox;
 use super::command::{DsnRet, RcptDsn, ReversePath};
+use super::rcpt_cache::{Cached, RcptCache};
 use super::reply::Reply;
 use super::routing::{self, Route, RoutingConfig, SRS_SECRET, Target};
 use super::session::SmtpShared;
@@ -136,23 +137,37 @@ pub struct RcptCheck {
 }
 
 /// [`resolve_recipient`], the quota check and the vacation flags of the
-/// local targets, in one read transaction (see [`RcptCheck`]).
+/// local targets, in one read transaction (see [`RcptCheck`]), or from
+/// the node's [`RcptCache`] when it holds the address and the store's
+/// directory has not changed since.
 pub async fn check_recipient(
     ctx: &NodeCtx,
     mailbox: &Mailbox,
     submission: bool,
     routing: &RoutingConfig,
+    cache: Option<&RcptCache>,
 ) -> Result<RcptCheck, StorageError> {
     let address = mailbox.to_string();
+    if let Some(cache) = cache {
+        cache.confirm(&ctx.db).await?;
+        if let Some(hit) = cache.get(&address) {
+            return Ok(RcptCheck {
+                outcome: outcome_of(hit.route, mailbox, submission),
+                all_over_quota: false,
+                vacation_off: hit.vacation_off,
+            });
+        }
+    }
     let cfg = routing.clone();
-    let (route, all_over_quota, vacation_off) = ctx
+    let read_address = address.clone();
+    let (route, quota, vacation_off, version) = ctx
         .db
         .read("smtp_rcpt", move |txn| {
-            let (address, cfg) = (address.clone(), cfg.clone());
+            let (address, cfg) = (read_address.clone(), cfg.clone());
             async move {
                 let route = routing::route(&txn, &address, &cfg).await?;
                 let Route::Targets { targets, .. } = &route else {
-                    return Ok((route, false, Vec::new()));
+                    return Ok((route, QuotaState::Unlimited, Vec::new(), None));
                 };
                 let locals: Vec<AccountId> = targets
                     .iter()
@@ -168,14 +183,28 @@ pub async fn check_recipient(
                     }
                 }
                 let all_local = locals.len() == targets.len();
-                let over = all_local && !locals.is_empty() && all_over_quota(&txn, &locals).await?;
-                Ok::<_, StorageError>((route, over, vacation_off))
+                let quota = quota_state(&txn, &locals, all_local).await?;
+                // Read in this snapshot, so the answer is known to hold
+                // at this version (only worth reading when it may be kept).
+                let version = if cache.is_some() && quota == QuotaState::Unlimited {
+                    Some(directory::version(&txn).await?)
+                } else {
+                    None
+                };
+                Ok::<_, StorageError>((route, quota, vacation_off, version))
             }
         })
         .await?;
+    if let (Some(cache), Some(version)) = (cache, version) {
+        let cached = Cached {
+            route: route.clone(),
+            vacation_off: vacation_off.clone(),
+        };
+        cache.put(&address, version, cached);
+    }
     Ok(RcptCheck {
         outcome: outcome_of(route, mailbox, submission),
-        all_over_quota,
+        all_over_quota: quota == QuotaState::AllFull,
         vacation_off,
     })
 }
@@ -198,15 +227,33 @@ fn outcome_of(route: Route, mailbox: &Mailbox, submission: bool) -> RcptOutcome 
     }
 }
 
-/// Whether every one of these local accounts is at its quota.
-async fn all_over_quota(txn: &Txn, accounts: &[AccountId]) -> Result<bool, StorageError> {
+/// The local targets' quotas, as RCPT sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuotaState {
+    /// No local target has limits: the answer may be cached.
+    Unlimited,
+    /// Some have limits and one at least has room (or a target is remote).
+    Room,
+    /// Every target is a local account at its quota: 552 at RCPT.
+    AllFull,
+}
+
+async fn quota_state(txn: &Txn, accounts: &[AccountId], all_local: bool) -> Result<QuotaState, StorageError> {
+    let mut state = QuotaState::Unlimited;
+    let mut all_full = all_local && !accounts.is_empty();
     for &a in accounts {
         let q = quota::get(txn, a).await?;
-        if q.is_unlimited() || !quota::is_full(&q, &quota::usage(txn, a).await?) {
-            return Ok(false);
+        if q.is_unlimited() {
+            all_full = false;
+            continue;
+        }
+        state = QuotaState::Room;
+        // Usage is read only where it can change the answer.
+        if all_full && !quota::is_full(&q, &quota::usage(txn, a).await?) {
+            all_full = false;
         }
     }
-    Ok(true)
+    Ok(if all_full { QuotaState::AllFull } else { state })
 }
 
 /// Whether the account may use `address` as its sender: its own address,

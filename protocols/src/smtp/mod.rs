@@ -14,6 +14,7 @@ mod auth;
 pub mod command;
 pub mod data;
 pub mod inbound_auth;
+pub mod rcpt_cache;
 pub mod reply;
 pub mod routing;
 pub mod session;

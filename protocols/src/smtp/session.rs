@@ -68,6 +68,9 @@ pub struct SmtpShared {
     pub dns: crate::dns::Dns,
     /// Aliases, subaddressing, catch-alls.
     pub routing: super::routing::RoutingConfig,
+    /// The node's RCPT answers (one cache for every SMTP/LMTP listener);
+    /// `None` when `[smtp] rcpt_cache_entries = 0`.
+    pub rcpt_cache: Option<Arc<super::rcpt_cache::RcptCache>>,
     /// SPF/DKIM/ARC/DMARC on the MX listener (an Authentication-Results
     /// header on every message); `None` turns the checks off.
     pub inbound_auth: Option<super::inbound_auth::InboundAuthConfig>,
@@ -414,8 +417,14 @@ impl State {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
         let submission = matches!(self.shared.mode, Mode::Submission { .. });
-        let checked =
-            super::accept::check_recipient(&self.shared.ctx, &mailbox, submission, &self.shared.routing).await;
+        let checked = super::accept::check_recipient(
+            &self.shared.ctx,
+            &mailbox,
+            submission,
+            &self.shared.routing,
+            self.shared.rcpt_cache.as_deref(),
+        )
+        .await;
         let reply = match checked.map(|c| (c.outcome, c.all_over_quota, c.vacation_off)) {
             Ok((RcptOutcome::Accept(_), true, _)) => {
                 metrics::counter!("meshmail_smtp_rcpt_over_quota_total").increment(1);

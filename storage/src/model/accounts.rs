@@ -85,6 +85,7 @@ pub async fn add(txn: &Txn, email: &str, password_hash: &str) -> Result<Account>
     };
     put_record(txn, &key, &account)?;
     txn.set(&keyspace::account_by_id(id), email.as_bytes())?;
+    super::directory::changed(txn)?;
     mailboxes::create_defaults(txn, id).await?;
     Ok(account)
 }

@@ -86,6 +86,7 @@ pub async fn put(txn: &Txn, address: &str, targets: &[String]) -> Result<Alias> 
         created_ms: now_ms(),
     };
     put_record(txn, &keyspace::alias(&address), &alias)?;
+    super::directory::changed(txn)?;
     Ok(alias)
 }
 
@@ -98,6 +99,7 @@ pub async fn remove(txn: &Txn, address: &str) -> Result<bool> {
     let key = keyspace::alias(&normalize_address(address)?);
     let existed = txn.get(&key).await?.is_some();
     txn.clear(&key)?;
+    super::directory::changed(txn)?;
     Ok(existed)
 }
 

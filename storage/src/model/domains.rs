@@ -37,6 +37,7 @@ pub async fn add(txn: &Txn, name: &str) -> Result<Domain> {
         created_ms: now_ms(),
     };
     put_record(txn, &key, &d)?;
+    super::directory::changed(txn)?;
     Ok(d)
 }
 

@@ -118,6 +118,7 @@ pub async fn get_vacation(txn: &Txn, account: AccountId) -> Result<Vacation> {
 }
 
 pub fn put_vacation(txn: &Txn, account: AccountId, v: &Vacation) -> Result<()> {
+    super::directory::changed(txn)?;
     put_record(txn, &keyspace::vacation(account), v)
 }
 

@@ -11,6 +11,7 @@ pub mod aliases;
 pub mod cluster;
 pub mod compaction;
 pub mod date_order;
+pub mod directory;
 pub mod dkim;
 pub mod domains;
 pub mod jmap;

@@ -62,6 +62,7 @@ pub async fn get(txn: &Txn, account: AccountId) -> Result<Quota> {
 }
 
 pub fn set(txn: &Txn, account: AccountId, quota: &Quota) -> Result<()> {
+    super::directory::changed(txn)?;
     if quota.is_unlimited() {
         return txn.clear(&keyspace::quota(account));
     }
