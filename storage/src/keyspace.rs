@@ -37,13 +37,13 @@ pub fn aliases() -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("alias",)))
 }
 
-/// Cluster-wide secrets (`srs`: the SRS hash key), created once by the
-/// first node that needs one, so every node computes the same hashes.
 /// The directory's version (i64 LE): raised by every change to what RCPT
 /// reads (`model::directory`).
 pub fn directory_version() -> Vec<u8> {
     pack(&("dirv",))
 }
+/// Cluster-wide secrets (`srs`: the SRS hash key), created once by the
+/// first node that needs one, so every node computes the same hashes.
 pub fn secret(name: &str) -> Vec<u8> {
     pack(&("secret", name))
 }

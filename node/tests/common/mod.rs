@@ -181,6 +181,8 @@ fn smtp_dialog(addr: &str, from: &str, to: &str, data: Option<&str>) -> (u16, St
     last
 }
 
+/// The value of the first line of a `/metrics` text that starts with
+/// `line_start` (a name, with its labels if any); 0 when absent.
 pub fn metric_in(text: &str, line_start: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(line_start))

@@ -133,7 +133,7 @@ impl RcptCache {
     /// Keeps what a read transaction at directory `version` found, unless
     /// the cache has moved past that version (or not reached it yet).
     pub fn put(&self, address: &str, version: i64, cached: Cached) {
-        if address.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("srs0=")) {
+        if super::srs::is_srs0(address) {
             return;
         }
         let mut state = self.state();

@@ -128,7 +128,7 @@ fn expand<'a>(
         // SRS addresses (bounces of mail we forwarded) may exceed the 64
         // octets `normalize` allows a local part: look at them first.
         if let Some((local, domain)) = address.rsplit_once('@')
-            && local.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("srs0="))
+            && srs::is_srs0(local)
         {
             let domain = domain.to_ascii_lowercase();
             if !is_local_domain(txn, &domain).await? {

@@ -76,6 +76,12 @@ pub fn forward(key: &[u8], sender: &str, srs_domain: &str, day: u32) -> String {
     format!("SRS0={hh}={tt}={domain}={local}@{srs_domain}")
 }
 
+/// Whether a local part (or an address, which starts with it) is an SRS0
+/// address, in any case.
+pub fn is_srs0(local_part: &str) -> bool {
+    local_part.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("srs0="))
+}
+
 /// The original sender behind an SRS0 local part, if its hash verifies and
 /// it is recent; `None` for anything else (the caller answers 550).
 pub fn reverse(key: &[u8], local_part: &str, day: u32) -> Option<String> {
