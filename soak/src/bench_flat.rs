@@ -103,12 +103,13 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
                 drop(node);
                 let figures = meshmail_run(bin, args, "empty", args.mailboxes, 0, &[])?;
                 eprintln!(
-                    "empty store beside {point}, window {}/{}: {:.0} msg/s, {:.1} pages/msg, CPU {:.3} ms/msg",
+                    "empty store beside {point}, window {}/{}: {:.0} msg/s, {:.1} pages/msg, CPU {:.3} ms/msg, steal {:.0} %",
                     run + 1,
                     args.runs,
                     figures.msg_per_s,
                     figures.pages_per_msg,
                     figures.cpu_ms_per_msg,
+                    figures.machine_steal * 100.0,
                 );
                 windows.push(FlatWindow {
                     point,
@@ -131,13 +132,15 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
                 let stored_before = spec.first;
                 let figures = measure_window(&node, &mut spec, args, mode)?;
                 eprintln!(
-                    "{mode} at {stored_before} stored, window {}/{}: {:.0} msg/s, p99 {:.2} ms, {:.1} pages/msg, CPU {:.3} ms/msg",
+                    "{mode} at {stored_before} stored, window {}/{}: {:.0} msg/s, p99 {:.2} ms, {:.1} pages/msg, \
+                     CPU {:.3} ms/msg, steal {:.0} %",
                     run + 1,
                     args.runs,
                     figures.msg_per_s,
                     figures.accept_p99_ms,
                     figures.pages_per_msg,
                     figures.cpu_ms_per_msg,
+                    figures.machine_steal * 100.0,
                 );
                 windows.push(FlatWindow {
                     point,

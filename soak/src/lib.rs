@@ -30,6 +30,7 @@ pub mod history;
 pub mod http;
 pub mod imap_client;
 pub mod load;
+pub mod machine_cpu;
 pub mod mail_gen;
 pub mod node_proc;
 pub mod plot;

@@ -209,7 +209,5 @@ pub fn process_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
         + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf with a valid name has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Ok(ticks / hz)
+    Ok(ticks / crate::machine_cpu::ticks_per_second())
 }
