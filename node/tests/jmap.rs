@@ -173,6 +173,69 @@ async fn a_jmap_client_reads_flags_imports_uploads_and_submits() {
     assert_eq!(all.ids().len(), 5);
 }
 
+/// A thread's messages delivered since their mailbox was last indexed
+/// (the delivery writes no thread-membership key, `model::unindexed`) are
+/// listed by Thread/get, oldest first, and still once each after one of
+/// them moved to another mailbox (the move indexes both).
+#[tokio::test(flavor = "multi_thread")]
+async fn thread_get_lists_every_delivered_message_of_the_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), &[]);
+    let mails = [
+        "Message-ID: <root@remote.test>\r\nSubject: Plan",
+        "Message-ID: <r1@remote.test>\r\nIn-Reply-To: <root@remote.test>\r\nSubject: Re: Plan",
+        "Message-ID: <other@remote.test>\r\nSubject: Unrelated",
+        "Message-ID: <r2@remote.test>\r\nReferences: <root@remote.test> <r1@remote.test>\r\nSubject: Re: Re: Plan",
+    ];
+    for head in mails {
+        let data = format!("From: carol@remote.test\r\nTo: {ALICE}\r\n{head}\r\n\r\nbody\r\n");
+        let (code, reply) = smtp_send(node.addr("smtp"), "carol@remote.test", ALICE, &data);
+        assert_eq!(code, 250, "{reply}");
+    }
+    let alice = connect(&node, ALICE).await;
+    let filter: Option<Filter<email::query::Filter>> = None;
+    let all = alice.email_query(filter, None::<Vec<_>>).await.unwrap();
+    let mut by_subject = std::collections::HashMap::new();
+    for id in all.ids() {
+        let m = alice
+            .email_get(id, Some([Property::Subject, Property::ThreadId]))
+            .await
+            .unwrap()
+            .unwrap();
+        by_subject.insert(
+            m.subject().unwrap().to_string(),
+            (id.to_string(), m.thread_id().unwrap().to_string()),
+        );
+    }
+    let (root, thread) = by_subject["Plan"].clone();
+    let (r1, r1_thread) = by_subject["Re: Plan"].clone();
+    let (r2, r2_thread) = by_subject["Re: Re: Plan"].clone();
+    assert_eq!((&r1_thread, &r2_thread), (&thread, &thread), "replies join the thread");
+    assert_ne!(by_subject["Unrelated"].1, thread);
+    let members = || async {
+        alice
+            .thread_get(&thread)
+            .await
+            .unwrap()
+            .expect("the thread exists")
+            .email_ids()
+            .to_vec()
+    };
+    assert_eq!(members().await, vec![root.clone(), r1.clone(), r2.clone()]);
+    let archive = alice
+        .mailbox_create("Kept", None::<String>, Role::None)
+        .await
+        .unwrap()
+        .id()
+        .unwrap()
+        .to_string();
+    alice.email_set_mailboxes(&r1, [archive]).await.unwrap();
+    let after = members().await;
+    assert_eq!(after.len(), 3, "each message once: {after:?}");
+    assert_eq!(after[0], root);
+    assert_eq!(after[2], r2);
+}
+
 fn calls(auth: &str, node: &Node, calls: serde_json::Value) -> serde_json::Value {
     let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"], "methodCalls": calls});
     let (status, v) = api(node.addr("http"), auth, &body.to_string());

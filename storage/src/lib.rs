@@ -30,7 +30,7 @@ pub mod open;
 pub mod test_keys {
     pub use crate::keyspace::{
         blob_deleting, blob_inline, blob_inline_v1, blob_refs, counter, message, message_by_date, message_summary,
-        unseen,
+        thread_member, unseen,
     };
 }
 

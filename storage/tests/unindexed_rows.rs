@@ -1,6 +1,7 @@
 //! Deferred indexing (`model::unindexed`): messages delivered since a
-//! mailbox was last indexed have no unseen, receivedAt or change-log keys,
-//! and every reader must answer exactly as it does once they are indexed.
+//! mailbox was last indexed have no unseen, receivedAt, thread-membership
+//! or change-log keys, and every reader must answer exactly as it does once
+//! they are indexed.
 //! The indexed store is the reference: the same reads are taken before and
 //! after indexing, on a mailbox whose indexed part already holds flag
 //! changes and expunges, with receivedAt dates out of order and tied.
@@ -12,7 +13,7 @@ use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::{self, BodyRef, ChangeKind, FlagOp, NewMessage};
 use meshmail_storage::model::summary::{Envelope, HeaderText, Summary};
 use meshmail_storage::model::unindexed::{self, INDEX_AFTER};
-use meshmail_storage::model::{accounts, domains, mailboxes, message_codec, new_id};
+use meshmail_storage::model::{accounts, domains, mailboxes, message_codec, new_id, threads};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 
@@ -35,7 +36,9 @@ async fn setup(db: &Database) -> (AccountId, MailboxId) {
     .unwrap()
 }
 
-/// Message `i`: every third one seen, dates out of order with ties.
+/// Message `i`: every third one seen, dates out of order with ties; the
+/// ones between multiples of 5 reply to the multiple before them (threads
+/// of five).
 fn message(i: u32) -> NewMessage {
     let subject = format!("message {i}");
     NewMessage {
@@ -57,6 +60,7 @@ fn message(i: u32) -> NewMessage {
                     decoded: subject,
                 }),
                 message_id: Some(format!("<m{i}@example.org>")),
+                in_reply_to: (!i.is_multiple_of(5)).then(|| format!("<m{}@example.org>", i - i % 5)),
                 ..Envelope::default()
             },
             ..Summary::default()
@@ -122,6 +126,10 @@ async fn reads(db: &Database, account: AccountId, mailbox: MailboxId) -> Vec<Str
             }
         }
         out.push(format!("counts {:?}", mailboxes::counts(&txn, account, mailbox).await?));
+        let threads: std::collections::BTreeSet<String> = hot.iter().filter_map(|m| m.thread_id.clone()).collect();
+        for t in threads {
+            out.push(format!("thread {t}: {:?}", threads::members(&txn, account, &t).await?));
+        }
         Ok::<_, StorageError>(out)
     })
     .await
@@ -157,23 +165,41 @@ async fn unindexed_deliveries_read_as_they_do_once_indexed() {
     deliver(&db, account, inbox, 30..55).await;
     let mb = record(&db, account, inbox).await;
     assert_eq!(mb.unindexed_from, Some(31), "UIDs 31.. wait to be indexed");
-    let (row, summary, unseen, by_date) = db
-        .read("raw", move |txn| async move {
-            let row = txn.get(&test_keys::message(account, inbox, 41)).await?;
-            let summary = txn.get(&test_keys::message_summary(account, inbox, 41)).await?;
-            let unseen = txn.get(&test_keys::unseen(account, inbox, 41)).await?;
-            let by_date = txn
-                .get(&test_keys::message_by_date(
-                    account,
-                    inbox,
-                    message(40).internal_date_ms,
-                    41,
-                ))
-                .await?;
-            Ok::<_, StorageError>((row, summary, unseen, by_date))
+    let thread_41 = db
+        .read("thread", move |txn| async move {
+            Ok::<_, StorageError>(
+                messages::get_meta(&txn, account, inbox, 41)
+                    .await?
+                    .unwrap()
+                    .thread_id
+                    .unwrap(),
+            )
         })
         .await
         .unwrap();
+    let member_key = test_keys::thread_member(account, &thread_41, inbox, 41);
+    let (row, summary, unseen, by_date, member) = db
+        .read("raw", move |txn| {
+            let member_key = member_key.clone();
+            async move {
+                let member = txn.get(&member_key).await?;
+                let row = txn.get(&test_keys::message(account, inbox, 41)).await?;
+                let summary = txn.get(&test_keys::message_summary(account, inbox, 41)).await?;
+                let unseen = txn.get(&test_keys::unseen(account, inbox, 41)).await?;
+                let by_date = txn
+                    .get(&test_keys::message_by_date(
+                        account,
+                        inbox,
+                        message(40).internal_date_ms,
+                        41,
+                    ))
+                    .await?;
+                Ok::<_, StorageError>((row, summary, unseen, by_date, member))
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(member, None, "thread membership comes later");
     assert_eq!(
         row.unwrap()[0],
         message_codec::VERSION_2,
@@ -248,4 +274,51 @@ async fn the_delivery_that_brings_index_after_rows_indexes_them() {
     assert!(first_unseen.is_some() && last_unseen.is_some());
     deliver(&db, account, inbox, INDEX_AFTER..INDEX_AFTER + 1).await;
     assert_eq!(record(&db, account, inbox).await.unindexed_from, Some(INDEX_AFTER + 1));
+}
+
+/// A thread spanning two mailboxes, one indexed and one not: its members
+/// are the same before and after indexing, each once.
+#[tokio::test]
+async fn a_thread_lists_its_unindexed_members_in_every_mailbox() {
+    let (_dir, db) = store();
+    let (account, inbox) = setup(&db).await;
+    let archive = db
+        .run("archive", move |txn| async move {
+            mailboxes::create(&txn, account, "Threads", None).await.map(|m| m.id)
+        })
+        .await
+        .unwrap();
+    // Messages 0..5 are one thread (1..5 reply to 0): three in the
+    // archive, indexed by an expunge there; two in the inbox, not indexed.
+    deliver(&db, account, archive, 0..3).await;
+    db.run("expunge", move |txn| async move {
+        messages::expunge(&txn, account, archive, 2).await.map(drop)
+    })
+    .await
+    .unwrap();
+    deliver(&db, account, inbox, 3..5).await;
+    assert_eq!(record(&db, account, archive).await.unindexed_from, None);
+    assert_eq!(record(&db, account, inbox).await.unindexed_from, Some(1));
+    let members = |db: Database| async move {
+        db.read("members", move |txn| async move {
+            let t = messages::get_meta(&txn, account, archive, 1)
+                .await?
+                .unwrap()
+                .thread_id
+                .unwrap();
+            threads::members(&txn, account, &t).await
+        })
+        .await
+        .unwrap()
+    };
+    let want = vec![(inbox, 1), (inbox, 2), (archive, 1), (archive, 3)];
+    let mut sorted = want.clone();
+    sorted.sort();
+    assert_eq!(members(db.clone()).await, sorted, "before the inbox is indexed");
+    db.run("index", move |txn| async move {
+        unindexed::index_first(&txn, account, inbox).await
+    })
+    .await
+    .unwrap();
+    assert_eq!(members(db.clone()).await, sorted, "after");
 }

@@ -55,11 +55,12 @@ pub async fn check_shard_count(txn: &Txn, configured: u32) -> Result<ShardCountC
 /// |---|---|---|
 /// | 1 | the first store | (no fact recorded: every store written before the fact) |
 /// | 2 | deferred indexing | a mailbox record's `unindexed_from`: rows above it have no `unsn`/`mdat`/`chg` keys yet (`model::unindexed`). A build that rewrote the record without the field would leave them unindexed for ever |
+/// | 3 | deferred thread membership | rows above `unindexed_from` have no `thrx` key yet either; a format-2 build would list their threads without them and index them without ever writing it |
 ///
 /// Stores without the fact may hold format 2 already (builds of the day
 /// before the fact); none of those checks, so upgrade every node of a mesh
 /// to a build that does before the next format change.
-pub const STORE_FORMAT: u32 = 2;
+pub const STORE_FORMAT: u32 = 3;
 
 /// What checking the store's format against [`STORE_FORMAT`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -171,10 +171,11 @@ pub struct NewMessage {
     pub acceptance_id: [u8; 16],
 }
 
-/// Appends a message: allocates its UID and MODSEQ, writes the row (not
-/// yet indexed, see [`unindexed`]), the counters, the thread membership
-/// and the ledger entry, all in `txn`. The caller must have taken a blob
-/// reference for `body` in the same transaction.
+/// Appends a message: allocates its UID and MODSEQ, assigns its thread,
+/// writes the row (not yet indexed, see [`unindexed`]: its thread
+/// membership comes with its other index keys), the counters and the
+/// ledger entry, all in `txn`. The caller must have taken a blob reference
+/// for `body` in the same transaction.
 pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &NewMessage) -> Result<(Uid, u64)> {
     let before = mailboxes::get(txn, account, mailbox)
         .await?
@@ -189,7 +190,6 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
     mb.note_keywords(&msg.flags);
 
     let thread_id = threads::assign(txn, account, &msg.summary.envelope, &msg.acceptance_id).await?;
-    threads::add_member(txn, account, &thread_id, mailbox, uid)?;
     let row = MessageMeta {
         uid,
         modseq,

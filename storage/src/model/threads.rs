@@ -9,8 +9,12 @@
 //! Subjects are not compared (RFC 5256's REFERENCES algorithm would also
 //! merge by subject; references alone never merge unrelated mail).
 //! Membership is kept under `thrx` so a thread lists its messages without
-//! a scan; rows stored before threads existed have no thread (JMAP shows
-//! each as a thread of its own).
+//! a scan, written when the message's mailbox is indexed
+//! ([`super::unindexed`]; until then its row names the thread); rows stored
+//! before threads existed have no thread (JMAP shows each as a thread of
+//! its own).
+
+use std::collections::BTreeSet;
 
 use super::summary::Envelope;
 use crate::error::Result;
@@ -105,11 +109,14 @@ pub fn remove_member(txn: &Txn, account: AccountId, thread: &str, mailbox: Mailb
     txn.clear(&keyspace::thread_member(account, thread, mailbox, uid))
 }
 
-/// The (mailbox, uid) of every message of a thread, in key order.
+/// The (mailbox, uid) of every message of a thread, in key order: its
+/// `thrx` keys and the messages delivered since their mailbox was last
+/// indexed (whose keys come with their other index keys).
 pub async fn members(txn: &Txn, account: AccountId, thread: &str) -> Result<Vec<(MailboxId, Uid)>> {
     let (b, e) = keyspace::thread_members(account, thread);
     let rows = txn.get_range(&b, &e, RangeOptions::limit(THREAD_MEMBERS_MAX)).await?;
-    rows.iter()
+    let mut members = rows
+        .iter()
         .map(|(k, _)| {
             let (_, _, _, mailbox, uid): (String, AccountId, String, MailboxId, Uid) = foundationdb_tuple::unpack(k)
                 .map_err(|e| crate::error::StorageError::Corrupt {
@@ -118,7 +125,10 @@ pub async fn members(txn: &Txn, account: AccountId, thread: &str) -> Result<Vec<
                 })?;
             Ok((mailbox, uid))
         })
-        .collect()
+        .collect::<Result<BTreeSet<_>>>()?;
+    // Rows of earlier builds may be in both.
+    members.extend(super::unindexed::thread_members(txn, account, thread).await?);
+    Ok(members.into_iter().take(THREAD_MEMBERS_MAX).collect())
 }
 
 #[cfg(test)]

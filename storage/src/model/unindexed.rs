@@ -8,8 +8,8 @@
 //! the last B-tree page of five regions by itself: ~5.4 of the ~11 pages of
 //! 8 KiB that one delivery wrote (`soak/reports/ingest-2026-12-05d`).
 //! Now a delivery writes its row and summary, and the mailbox record notes
-//! the first UID whose unseen, receivedAt and change-log keys are not
-//! written yet (`unindexed_from`). The delivery that brings
+//! the first UID whose unseen, receivedAt, thread-membership and
+//! change-log keys are not written yet (`unindexed_from`). The delivery that brings
 //! [`INDEX_AFTER`] such rows writes their keys in its own transaction,
 //! where they share each index's tail pages.
 //!
@@ -28,17 +28,21 @@
 //!   and every logged change: readers of the indexes (unseen UIDs, changes
 //!   since a MODSEQ, receivedAt order) take what the indexes hold, then
 //!   what these rows say ([`rows`]).
+//! - A thread spans mailboxes: its members are its `thrx` keys and the
+//!   unindexed rows of any of the account's mailboxes that name it
+//!   ([`thread_members`]). Deferring `thrx` too took ~1.1 of ~8.4 pages
+//!   off a delivery (`soak/reports/ingest-2026-12-06e`).
 //! - Readers of rows and summaries need nothing.
 //!
-//! The thread-membership key (`thrx`) and the counters are still written
-//! at delivery: a thread spans mailboxes, and counters are atomic adds. On
-//! FoundationDB, indexing [`INDEX_AFTER`] rows writes ≤ ~20 KB in one
+//! The counters are still changed at delivery (atomic adds). On
+//! FoundationDB, indexing [`INDEX_AFTER`] rows writes ≤ ~25 KB in one
 //! transaction, far inside its 10 MB.
 
 use super::mailboxes::{self, Mailbox};
 use super::message_reads::{self, RANGE_KEYS_MAX};
 use super::messages::{self, ChangeKind, MessageMeta};
 use super::summary::Summary;
+use super::threads;
 use crate::error::Result;
 use crate::ids::{AccountId, MailboxId, Uid};
 use crate::kv::Txn;
@@ -85,8 +89,8 @@ impl Trigger {
 }
 
 /// Indexes every unindexed row of the mailbox `mb` (in `txn`): each gets
-/// its unseen and receivedAt keys and its `Added` change at its own
-/// MODSEQ. Clears `mb.unindexed_from`; the caller writes `mb`.
+/// its unseen and receivedAt keys, its thread membership and its `Added`
+/// change at its own MODSEQ. Clears `mb.unindexed_from`; the caller writes `mb`.
 /// Counted per attempt of the transaction (a retried one counts again):
 /// `meshmail_store_rows_indexed_total` and
 /// `meshmail_store_index_seconds` (the pass inside the transaction, not
@@ -104,6 +108,11 @@ pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox, t
             messages::index_date(txn, account, mb.id, meta)?;
             messages::index_unseen(txn, account, mb.id, meta)?;
             messages::log_change(txn, account, mb.id, meta.modseq, meta.uid, ChangeKind::Added, None)?;
+            if let Some(thread) = &meta.thread_id {
+                // Rows delivered by builds that wrote it at delivery have
+                // it already: writing it again changes nothing.
+                threads::add_member(txn, account, thread, mb.id, meta.uid)?;
+            }
             indexed += 1;
         }
         match rows.last().and_then(|m| m.uid.checked_add(1)) {
@@ -143,4 +152,23 @@ pub(super) async fn rows(txn: &Txn, account: AccountId, mailbox: MailboxId, from
         Some(first) => message_reads::list_meta(txn, account, mailbox, first.max(from), None, RANGE_KEYS_MAX).await,
         None => Ok(Vec::new()),
     }
+}
+
+/// The (mailbox, uid) of the account's unindexed rows in `thread`: the
+/// members its `thrx` keys do not list yet. Reads the account's mailbox
+/// records and, of those with unindexed rows, at most [`INDEX_AFTER`]
+/// rows each.
+pub(super) async fn thread_members(txn: &Txn, account: AccountId, thread: &str) -> Result<Vec<(MailboxId, Uid)>> {
+    let mut out = Vec::new();
+    for mb in mailboxes::list(txn, account).await? {
+        let Some(first) = mb.unindexed_from else {
+            continue;
+        };
+        for row in message_reads::list_meta(txn, account, mb.id, first, None, RANGE_KEYS_MAX).await? {
+            if row.thread_id.as_deref() == Some(thread) {
+                out.push((mb.id, row.uid));
+            }
+        }
+    }
+    Ok(out)
 }
