@@ -9,9 +9,9 @@
 //! 8 KiB that one delivery wrote (`soak/reports/ingest-2026-12-05d`).
 //! Now a delivery writes its row and summary, and the mailbox record notes
 //! the first UID whose unseen, receivedAt, thread-membership and
-//! change-log keys are not written yet (`unindexed_from`). The delivery that brings
-//! [`INDEX_AFTER`] such rows writes their keys in its own transaction,
-//! where they share each index's tail pages.
+//! change-log keys are not written yet (`unindexed_from`). The delivery
+//! that brings [`INDEX_AFTER`] such rows writes their keys in its own
+//! transaction, where they share each index's tail pages.
 //!
 //! Rows are never rewritten for this: a first version stored the summary
 //! inside the row until indexing and then split it, and the rows shrinking
@@ -90,7 +90,8 @@ impl Trigger {
 
 /// Indexes every unindexed row of the mailbox `mb` (in `txn`): each gets
 /// its unseen and receivedAt keys, its thread membership and its `Added`
-/// change at its own MODSEQ. Clears `mb.unindexed_from`; the caller writes `mb`.
+/// change at its own MODSEQ. Clears `mb.unindexed_from`; the caller writes
+/// `mb`.
 /// Counted per attempt of the transaction (a retried one counts again):
 /// `meshmail_store_rows_indexed_total` and
 /// `meshmail_store_index_seconds` (the pass inside the transaction, not
@@ -145,11 +146,16 @@ pub async fn index_first(txn: &Txn, account: AccountId, mailbox: MailboxId) -> R
 /// The hot parts of the mailbox's unindexed rows with UID ≥ `from`, in
 /// UID order (so in MODSEQ order too): at most [`INDEX_AFTER`] of them.
 pub(super) async fn rows(txn: &Txn, account: AccountId, mailbox: MailboxId, from: Uid) -> Result<Vec<MessageMeta>> {
-    match mailboxes::get(txn, account, mailbox)
-        .await?
-        .and_then(|mb| mb.unindexed_from)
-    {
-        Some(first) => message_reads::list_meta(txn, account, mailbox, first.max(from), None, RANGE_KEYS_MAX).await,
+    match mailboxes::get(txn, account, mailbox).await? {
+        Some(mb) => rows_of(txn, account, &mb, from).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// [`rows`] of a mailbox record already read.
+async fn rows_of(txn: &Txn, account: AccountId, mb: &Mailbox, from: Uid) -> Result<Vec<MessageMeta>> {
+    match mb.unindexed_from {
+        Some(first) => message_reads::list_meta(txn, account, mb.id, first.max(from), None, RANGE_KEYS_MAX).await,
         None => Ok(Vec::new()),
     }
 }
@@ -161,10 +167,7 @@ pub(super) async fn rows(txn: &Txn, account: AccountId, mailbox: MailboxId, from
 pub(super) async fn thread_members(txn: &Txn, account: AccountId, thread: &str) -> Result<Vec<(MailboxId, Uid)>> {
     let mut out = Vec::new();
     for mb in mailboxes::list(txn, account).await? {
-        let Some(first) = mb.unindexed_from else {
-            continue;
-        };
-        for row in message_reads::list_meta(txn, account, mb.id, first, None, RANGE_KEYS_MAX).await? {
+        for row in rows_of(txn, account, &mb, 0).await? {
             if row.thread_id.as_deref() == Some(thread) {
                 out.push((mb.id, row.uid));
             }
