@@ -1,22 +1,19 @@
 //! The compactor trims change logs of owned shards only, records the floor,
 //! sweeps orphan blobs, and resumes from its cursor.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use meshmail_actors::compactor::{CompactorConfig, step};
 use meshmail_actors::node::{NodeCtx, NodeIdentity};
 use meshmail_storage::blob::{BlobConfig, BlobStore};
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::{BodyRef, NewMessage};
 use meshmail_storage::model::{accounts, domains, mailboxes, messages, new_id};
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::{Database, StorageError};
 
 async fn setup(dir: &std::path::Path) -> (Database, BlobStore, i64, i64) {
-    let db = Database::new(Arc::new(
-        SqliteBackend::open(SqliteOptions::new(dir.join("m.sqlite"))).unwrap(),
-    ));
+    let db = open_kv(&KvConfig::for_tests(dir)).unwrap();
     let blobs = BlobStore::open(&BlobConfig::Local { dir: dir.join("blobs") }, 0)
         .await
         .unwrap();

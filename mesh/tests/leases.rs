@@ -11,15 +11,14 @@ use std::sync::Arc;
 use meshmail_mesh::balance::{self, Decision};
 use meshmail_mesh::leases::{Incarnation, LeaseError, LeaseManager, LiveSet};
 use meshmail_mesh::placement::{self, NodeKey};
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::nodes;
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::{Database, StorageError};
 
 const SHARDS: u32 = 64;
 
 fn open(dir: &Path) -> Database {
-    let backend = SqliteBackend::open(SqliteOptions::new(dir.join("kv.sqlite"))).unwrap();
-    Database::new(Arc::new(backend))
+    open_kv(&KvConfig::for_tests(dir)).unwrap()
 }
 
 /// Starts `name` the way a node does: its generation from the store.

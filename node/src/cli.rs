@@ -41,6 +41,44 @@ pub struct GlobalOverrides {
     /// Where the embedded store lives: meshmail.sqlite and blobs/ (created if missing).
     #[arg(long, global = true, env = "MESHMAIL_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The KV store, instead of the config's [store]: `sqlite` (the embedded
+    /// default under --data-dir), `fdb` (FoundationDB through the client's
+    /// default cluster file; with `up`, a local cluster `up` starts itself
+    /// when fdbserver is found) or `fdb:CLUSTER_FILE`. FoundationDB needs a
+    /// build with `--features fdb`.
+    #[arg(
+        long,
+        global = true,
+        env = "MESHMAIL_STORE",
+        value_name = "sqlite|fdb[:CLUSTER_FILE]"
+    )]
+    pub store: Option<StoreArg>,
+    /// With a FoundationDB store: every key under this prefix, so several
+    /// meshes (or test runs) share one cluster apart. Every node of a mesh
+    /// needs the same one.
+    #[arg(long, global = true, env = "MESHMAIL_FDB_KEY_PREFIX")]
+    pub fdb_key_prefix: Option<String>,
+}
+
+/// `--store`'s value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreArg {
+    Sqlite,
+    /// None: the client's default cluster file (or, for `up`, its own).
+    Fdb(Option<PathBuf>),
+}
+
+impl std::str::FromStr for StoreArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once(':') {
+            None if s == "sqlite" => Ok(StoreArg::Sqlite),
+            None if s == "fdb" => Ok(StoreArg::Fdb(None)),
+            Some(("fdb", file)) if !file.is_empty() => Ok(StoreArg::Fdb(Some(PathBuf::from(file)))),
+            _ => Err(format!("{s:?}: expected `sqlite`, `fdb` or `fdb:CLUSTER_FILE`")),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -282,6 +320,13 @@ pub struct UpArgs {
     /// next restart waits only --restart-delay-ms again.
     #[arg(long, default_value_t = 30)]
     pub restart_stable_after_s: u64,
+    /// With `--store fdb`: the directory holding `fdbserver` and `fdbcli`
+    /// (default: the first PATH entry that has them). `up` then starts a
+    /// local FoundationDB cluster of its own in <data-dir>/fdb (port 4500 +
+    /// --base-port-offset), runs the nodes on it and stops it on Ctrl-C.
+    /// Without either, `--store fdb` means the client's default cluster file.
+    #[arg(long, value_name = "DIR", env = "MESHMAIL_FDB_BIN")]
+    pub fdb_bin: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

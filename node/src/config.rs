@@ -13,7 +13,7 @@ use meshmail_storage::blob::{BlobConfig, INLINE_MAX_BYTES_DEFAULT};
 use meshmail_storage::open::KvConfig;
 use serde::Deserialize;
 
-use crate::cli::{GlobalOverrides, ServeArgs};
+use crate::cli::{GlobalOverrides, ServeArgs, StoreArg};
 
 pub const DATA_DIR_DEFAULT: &str = "./meshmail-data";
 
@@ -765,6 +765,24 @@ impl Config {
         };
         if let Some(d) = &overrides.data_dir {
             cfg.data_dir = d.clone();
+        }
+        match &overrides.store {
+            None => {}
+            Some(StoreArg::Sqlite) => cfg.store = None,
+            Some(StoreArg::Fdb(cluster_file)) => {
+                cfg.store = Some(KvConfig::Fdb {
+                    cluster_file: cluster_file.clone(),
+                    key_prefix: String::new(),
+                })
+            }
+        }
+        if let Some(prefix) = &overrides.fdb_key_prefix {
+            match &mut cfg.store {
+                Some(KvConfig::Fdb { key_prefix, .. }) => *key_prefix = prefix.clone(),
+                _ => {
+                    anyhow::bail!("--fdb-key-prefix needs a FoundationDB store (--store fdb or [store] kind = \"fdb\")")
+                }
+            }
         }
         Ok(cfg)
     }

@@ -26,6 +26,7 @@ mod serve;
 mod store;
 mod tls;
 mod up;
+mod up_fdb;
 mod up_restart;
 mod vitals;
 mod webmail;

@@ -21,7 +21,9 @@ use tokio::process::{Child, Command};
 
 use crate::cli::UpArgs;
 use crate::config::Config;
+use crate::up_fdb::LocalFdb;
 use crate::up_restart::{CrashLoop, RestartPolicy};
+use meshmail_storage::open::KvConfig;
 
 pub const DEMO_DOMAIN: &str = "example.test";
 pub const DEMO_ACCOUNT: &str = "demo@example.test";
@@ -133,11 +135,23 @@ fn spawn_node(
     if let Some(p) = cfg_path {
         cmd.arg("--config").arg(p);
     }
-    cmd.arg("--data-dir")
-        .arg(&cfg.data_dir)
-        .arg("serve")
-        .arg("--node-name")
-        .arg(&spec.name);
+    cmd.arg("--data-dir").arg(&cfg.data_dir);
+    // The store `up` resolved (its own FDB cluster, or one named by a flag
+    // the config file does not hold) goes to every node the same way.
+    if let KvConfig::Fdb {
+        cluster_file,
+        key_prefix,
+    } = cfg.kv()
+    {
+        match cluster_file {
+            Some(f) => cmd.arg("--store").arg(format!("fdb:{}", f.display())),
+            None => cmd.arg("--store").arg("fdb"),
+        };
+        if !key_prefix.is_empty() {
+            cmd.arg("--fdb-key-prefix").arg(key_prefix);
+        }
+    }
+    cmd.arg("serve").arg("--node-name").arg(&spec.name);
     for (listener, port) in &spec.ports {
         cmd.arg(format!("--{listener}")).arg(format!("127.0.0.1:{port}"));
     }
@@ -207,11 +221,48 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
         bail!("--nodes must be between 1 and 9 (ports are spaced by 10)");
     }
     let nodes = plan(&args)?;
-    prepare(cfg, &nodes, args.demo).await?;
+    let (cfg, fdb) = local_store(cfg, &args).await?;
+    let cfg = &cfg;
+    let result = run_nodes(cfg, cfg_path, &args, &nodes).await;
+    if let Some(fdb) = fdb {
+        fdb.stop().await;
+    }
+    result
+}
+
+/// With `--store fdb`, no cluster file and `fdbserver` at hand: the local
+/// cluster `up` runs itself, and the config pointing at it.
+async fn local_store(cfg: &Config, args: &UpArgs) -> anyhow::Result<(Config, Option<LocalFdb>)> {
+    let mut cfg = cfg.clone();
+    let KvConfig::Fdb {
+        cluster_file: None,
+        key_prefix,
+    } = cfg.kv()
+    else {
+        return Ok((cfg, None));
+    };
+    let Some(bin) = crate::up_fdb::find_bin(args.fdb_bin.as_deref()) else {
+        if let Some(d) = &args.fdb_bin {
+            bail!("--fdb-bin {}: no fdbserver and fdbcli there", d.display());
+        }
+        eprintln!("FoundationDB: no fdbserver on PATH; the nodes use the client's default cluster file");
+        return Ok((cfg, None));
+    };
+    std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating {}", cfg.data_dir.display()))?;
+    let fdb = LocalFdb::start(&bin, &cfg.data_dir, args.base_port_offset).await?;
+    cfg.store = Some(KvConfig::Fdb {
+        cluster_file: Some(fdb.cluster_file.clone()),
+        key_prefix,
+    });
+    Ok((cfg, Some(fdb)))
+}
+
+async fn run_nodes(cfg: &Config, cfg_path: Option<&Path>, args: &UpArgs, nodes: &[NodeSpec]) -> anyhow::Result<()> {
+    prepare(cfg, nodes, args.demo).await?;
     let exe: PathBuf = std::env::current_exe()?;
     let mut children = Vec::new();
-    for spec in &nodes {
-        children.push(spawn_node(&exe, cfg_path, cfg, spec, &nodes)?);
+    for spec in nodes {
+        children.push(spawn_node(&exe, cfg_path, cfg, spec, nodes)?);
     }
     let mut generations = Vec::new();
     for (spec, child) in nodes.iter().zip(children.iter_mut()) {
@@ -226,7 +277,7 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
             .to_string();
         generations.push(generation);
     }
-    print_table(cfg, &nodes, &generations, args.demo);
+    print_table(cfg, nodes, &generations, args.demo);
 
     let policy = RestartPolicy {
         base: Duration::from_millis(args.restart_delay_ms),
@@ -255,7 +306,7 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
         for (spec, slot) in nodes.iter().zip(slots.iter_mut()) {
-            slot.supervise(spec, || spawn_node(&exe, cfg_path, cfg, spec, &nodes));
+            slot.supervise(spec, || spawn_node(&exe, cfg_path, cfg, spec, nodes));
             if slot.child.is_none() {
                 let _ = std::fs::remove_file(pid_file(cfg, &spec.name));
             }
@@ -274,7 +325,7 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
             let _ = c.kill().await;
         }
     }
-    for spec in &nodes {
+    for spec in nodes {
         let _ = std::fs::remove_file(pid_file(cfg, &spec.name));
     }
     Ok(())

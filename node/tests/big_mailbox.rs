@@ -13,7 +13,6 @@ mod common;
 use common::{Node, setup_account};
 use meshmail_storage::model::messages::{self, EarlierForm, Message};
 use meshmail_storage::model::{accounts, mailboxes, message_codec};
-use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::{Database, StorageError};
 
 const USER: &str = "big@example.org";
@@ -46,7 +45,7 @@ async fn old_mailbox(db: &Database) -> (meshmail_storage::ids::AccountId, mailbo
 fn downgrade_old(data_dir: &std::path::Path) -> usize {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let db = open_kv(&KvConfig::sqlite_in(data_dir)).unwrap();
+        let db = common::open_store(data_dir);
         let (account, old) = old_mailbox(&db).await;
         let mut from = 1;
         let mut rewritten = 0;
@@ -95,7 +94,7 @@ fn downgrade_old(data_dir: &std::path::Path) -> usize {
 fn row_forms(data_dir: &std::path::Path) -> (usize, usize, usize) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let db = open_kv(&KvConfig::sqlite_in(data_dir)).unwrap();
+        let db = common::open_store(data_dir);
         let (account, old) = old_mailbox(&db).await;
         let top = old.uid_next;
         db.read("forms", move |txn| async move {

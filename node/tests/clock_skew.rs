@@ -66,7 +66,7 @@ fn lease_of(node: &Node, shard: u64) -> Option<(String, u64)> {
 
 /// The leases in the store: (shard, node, epoch, acquired_ms).
 fn stored_leases(dir: &Path) -> Vec<(u32, String, u64, u64)> {
-    let db = meshmail_storage::open::open_kv(&meshmail_storage::open::KvConfig::sqlite_in(dir)).unwrap();
+    let db = common::open_store(dir);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

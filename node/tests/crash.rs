@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use common::{Node, setup_account};
 use meshmail_storage::blob::{BlobConfig, BlobStore};
 use meshmail_storage::model::{accounts, mailboxes, messages};
-use meshmail_storage::open::{KvConfig, open_kv};
 
 const USER: &str = "crash@example.org";
 
@@ -144,7 +143,7 @@ fn sigkill_during_deliveries_loses_nothing_acknowledged() {
 fn stored_test_ids(data_dir: &std::path::Path) -> HashMap<String, usize> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let db = open_kv(&KvConfig::sqlite_in(data_dir)).unwrap();
+        let db = common::open_store(data_dir);
         let blobs = BlobStore::open(
             &BlobConfig::Local {
                 dir: data_dir.join("blobs"),

@@ -122,8 +122,7 @@ fn a_node_with_another_shard_count_refuses_to_start() {
 
 /// Sets the store's recorded format, as a build of that format would.
 fn mark_store_format(data_dir: &std::path::Path, format: u32) {
-    use meshmail_storage::open::{KvConfig, open_kv};
-    let db = open_kv(&KvConfig::sqlite_in(data_dir)).unwrap();
+    let db = common::open_store(data_dir);
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(db.run("t", move |txn| async move {

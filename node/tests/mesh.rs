@@ -61,7 +61,7 @@ fn generation(node: &Node) -> u64 {
 }
 
 fn account_shard(dir: &Path) -> u32 {
-    let db = meshmail_storage::open::open_kv(&meshmail_storage::open::KvConfig::sqlite_in(dir)).unwrap();
+    let db = common::open_store(dir);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -56,6 +56,12 @@ pub enum KvConfig {
     Fdb {
         /// None = the client library's default cluster file.
         cluster_file: Option<PathBuf>,
+        /// Every key of this store lives under these bytes (UTF-8), so one
+        /// FDB cluster can hold several meshes, or test runs, apart. Empty
+        /// (the default): the whole keyspace. Every node of a mesh must
+        /// name the same prefix.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        key_prefix: String,
     },
 }
 
@@ -96,6 +102,55 @@ impl KvConfig {
     }
 }
 
+/// The variable that makes tests run on FoundationDB: `fdb` (then
+/// [`TEST_FDB_CLUSTER_FILE_ENV`] names the cluster) or `sqlite` (the default).
+pub const TEST_STORE_ENV: &str = "MESHMAIL_TEST_STORE";
+/// The cluster file the FDB test runs use.
+pub const TEST_FDB_CLUSTER_FILE_ENV: &str = "MESHMAIL_FDB_CLUSTER_FILE";
+
+impl KvConfig {
+    /// The store a test runs on: SQLite in `dir`, or, with
+    /// `MESHMAIL_TEST_STORE=fdb`, the FDB cluster of
+    /// `MESHMAIL_FDB_CLUSTER_FILE` under a prefix of `dir`'s own (the same
+    /// for every call with one `dir` in this process, new in every
+    /// process), so tests running side by side on one cluster never see
+    /// each other's keys, and a test that opens its store twice sees one. The backend is a parameter of every test that opens its store
+    /// here: one test function, run once per backend.
+    ///
+    /// Panics when FDB is asked for and cannot be: a test run that was
+    /// meant for FDB must not quietly pass on SQLite.
+    pub fn for_tests(dir: &Path) -> Self {
+        match std::env::var(TEST_STORE_ENV).as_deref() {
+            Ok("fdb") => {
+                let cluster_file = std::env::var_os(TEST_FDB_CLUSTER_FILE_ENV).unwrap_or_else(|| {
+                    panic!("{TEST_STORE_ENV}=fdb needs {TEST_FDB_CLUSTER_FILE_ENV} (a cluster file)")
+                });
+                KvConfig::Fdb {
+                    cluster_file: Some(PathBuf::from(cluster_file)),
+                    key_prefix: test_prefix(dir),
+                }
+            }
+            Ok("sqlite") | Err(std::env::VarError::NotPresent) => Self::sqlite_in(dir),
+            Ok(other) => panic!("{TEST_STORE_ENV}={other}: expected `sqlite` or `fdb`"),
+            Err(e) => panic!("{TEST_STORE_ENV}: {e}"),
+        }
+    }
+
+    /// True when tests run on FoundationDB (see [`KvConfig::for_tests`]).
+    pub fn testing_on_fdb() -> bool {
+        std::env::var(TEST_STORE_ENV).as_deref() == Ok("fdb")
+    }
+}
+
+/// `test-<process run>-<dir digest>/`: see [`KvConfig::for_tests`].
+fn test_prefix(dir: &Path) -> String {
+    use sha2::Digest;
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| uuid::Uuid::now_v7().simple().to_string());
+    let digest = sha2::Sha256::digest(dir.as_os_str().as_encoded_bytes());
+    format!("test-{run}-{}/", hex::encode(&digest[..8]))
+}
+
 /// Opens the configured KV backend.
 pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
     match cfg {
@@ -120,8 +175,12 @@ pub fn open_kv(cfg: &KvConfig) -> Result<Database> {
             Ok(Database::new(Arc::new(SqliteBackend::open(opts)?)))
         }
         #[cfg(feature = "fdb")]
-        KvConfig::Fdb { cluster_file } => Ok(Database::new(Arc::new(crate::kv::fdb::FdbBackend::open(
+        KvConfig::Fdb {
+            cluster_file,
+            key_prefix,
+        } => Ok(Database::new(Arc::new(crate::kv::fdb::FdbBackend::open_prefixed(
             cluster_file.as_deref(),
+            key_prefix.as_bytes(),
         )?))),
         #[cfg(not(feature = "fdb"))]
         KvConfig::Fdb { .. } => Err(crate::error::StorageError::Backend(

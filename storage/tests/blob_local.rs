@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use meshmail_storage::blob::{self, BlobConfig, BlobStore, PreparedBody, SweepReport};
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::BodyRef;
 use meshmail_storage::model::now_ms;
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 use tempfile::TempDir;
@@ -28,8 +28,7 @@ struct Env {
 
 async fn env_with(inline_max_bytes: usize) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteOptions::new(dir.path().join("meshmail.sqlite"));
-    let db = Database::new(Arc::new(SqliteBackend::open(sqlite).unwrap()));
+    let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
     let root = dir.path().join("bodies");
     let cfg = BlobConfig::Local { dir: root.clone() };
     let blobs = BlobStore::open(&cfg, inline_max_bytes).await.unwrap();

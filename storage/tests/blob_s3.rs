@@ -6,13 +6,12 @@
 //! take a lock: a sweep with zero grace deletes every body the current KV
 //! store does not reference, including those of a test running beside it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use meshmail_storage::blob::{self, BlobConfig, BlobStore, PreparedBody};
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::{id_to_string, new_id};
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 use tempfile::TempDir;
@@ -45,8 +44,7 @@ async fn env(test: &str) -> Option<Env> {
         allow_http: true,
     };
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteOptions::new(dir.path().join("meshmail.sqlite"));
-    let db = Database::new(Arc::new(SqliteBackend::open(sqlite).unwrap()));
+    let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
     // Threshold 1 KiB: the 4 KiB bodies below go to S3.
     let blobs = BlobStore::open(&cfg, 1024).await.unwrap();
     let nonce = id_to_string(&new_id());

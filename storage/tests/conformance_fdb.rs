@@ -1,32 +1,54 @@
-//! The conformance suite on FoundationDB. Compiled with `--features fdb`;
-//! runs only when `MESHMAIL_FDB_CLUSTER_FILE` names a cluster file, e.g.
+//! The conformance suite on FoundationDB: the same test functions as
+//! `conformance_sqlite.rs`, on a live cluster. Compiled with
+//! `--features fdb,fault-hooks` (the test build turns `fault-hooks` on);
+//! runs when `MESHMAIL_FDB_CLUSTER_FILE` names a cluster file, e.g.
 //!
 //! ```text
 //! MESHMAIL_FDB_CLUSTER_FILE=/etc/foundationdb/fdb.cluster \
 //!     cargo test -p meshmail-storage --features fdb --test conformance_fdb
 //! ```
-//! Each run writes under its own random prefix, so it is safe on a shared
-//! cluster (it does not clean up: point it at a test cluster).
+//! Without it each test prints `SKIPPED: ...`; with `MESHMAIL_TEST_STORE=fdb`
+//! (what `.ci/run` sets) a missing cluster file fails instead. Each run
+//! writes under its own random prefix, so it is safe on a shared cluster
+//! (it does not clean up: point it at a test cluster).
 #![cfg(feature = "fdb")]
 
 mod conformance;
 
 use std::sync::Arc;
 
-use conformance::Target;
+use conformance::{FaultHooks, Target};
 use meshmail_storage::Database;
+use meshmail_storage::kv::Faults;
 use meshmail_storage::kv::fdb::FdbBackend;
+use meshmail_storage::open::{KvConfig, TEST_FDB_CLUSTER_FILE_ENV};
+
+struct Fdb(FdbBackend);
+
+impl FaultHooks for Fdb {
+    fn faults(&self) -> &Faults {
+        self.0.faults()
+    }
+}
 
 fn target() -> Option<Target> {
-    let Ok(cluster_file) = std::env::var("MESHMAIL_FDB_CLUSTER_FILE") else {
-        eprintln!("MESHMAIL_FDB_CLUSTER_FILE is not set: skipping the FoundationDB conformance suite");
+    let Ok(cluster_file) = std::env::var(TEST_FDB_CLUSTER_FILE_ENV) else {
+        assert!(
+            !KvConfig::testing_on_fdb(),
+            "MESHMAIL_TEST_STORE=fdb but {TEST_FDB_CLUSTER_FILE_ENV} is not set"
+        );
+        eprintln!(
+            "SKIPPED: {TEST_FDB_CLUSTER_FILE_ENV} is not set; start a local cluster as in \
+             ../shared/fdb/README.md (or run .ci/fdb.sh start) and point it at its cluster file"
+        );
         return None;
     };
     let backend = FdbBackend::open(Some(std::path::Path::new(&cluster_file))).expect("open fdb");
     Some(Target {
-        db: Database::new(Arc::new(backend)),
+        db: Database::new(Arc::new(backend.clone())),
         probe_args: vec!["--fdb".into(), cluster_file],
         prefix: format!("conformance-{}", uuid::Uuid::now_v7()),
+        backend: Arc::new(Fdb(backend)),
     })
 }
 
@@ -50,4 +72,6 @@ suite!(
     atomic_add_many_processes,
     limits_are_enforced,
     durable_across_sigkill,
+    unknown_commit_outcome_is_retried_idempotently,
+    store_down_fails_cleanly,
 );

@@ -5,10 +5,18 @@ mod conformance;
 
 use std::sync::Arc;
 
-use conformance::Target;
-use meshmail_storage::kv::Idempotent;
+use conformance::{FaultHooks, Target};
+use meshmail_storage::kv::Faults;
 use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::{Database, StorageError};
+
+struct Sqlite(SqliteBackend);
+
+impl FaultHooks for Sqlite {
+    fn faults(&self) -> &Faults {
+        self.0.faults()
+    }
+}
 
 fn target() -> (tempfile::TempDir, SqliteBackend, Target) {
     let dir = tempfile::tempdir().unwrap();
@@ -19,6 +27,7 @@ fn target() -> (tempfile::TempDir, SqliteBackend, Target) {
         db,
         probe_args: vec!["--sqlite".into(), path.to_string_lossy().into_owned()],
         prefix: "t".into(),
+        backend: Arc::new(Sqlite(backend.clone())),
     };
     (dir, backend, target)
 }
@@ -74,77 +83,16 @@ async fn durable_across_sigkill() {
     }
 }
 
-/// A commit whose outcome is unknown is retried; the idempotency marker makes
-/// the retry a no-op instead of a second application.
 #[tokio::test]
 async fn unknown_commit_outcome_is_retried_idempotently() {
-    let (_d, backend, t) = target();
-    let key = t.key("idem");
-    backend
-        .faults()
-        .commit_unknown_after_apply
-        .store(1, std::sync::atomic::Ordering::SeqCst);
-    let op_id = *uuid::Uuid::now_v7().as_bytes();
-    let k = key.clone();
-    let out =
-        t.db.run_idempotent("t_idem", op_id, move |txn| {
-            let k = k.clone();
-            async move { txn.add_i64(&k, 1) }
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        out,
-        Idempotent::AlreadyApplied,
-        "the retry saw the first attempt's marker"
-    );
-    assert_eq!(conformance::read_i64(&t.db, &key).await, 1, "applied exactly once");
-
-    // Without the marker, a blind retry would have applied it twice: the
-    // check above can fail.
-    backend
-        .faults()
-        .commit_unknown_after_apply
-        .store(1, std::sync::atomic::Ordering::SeqCst);
-    let k = key.clone();
-    t.db.run("t_not_idem", move |txn| {
-        let k = k.clone();
-        async move { txn.add_i64(&k, 1) }
-    })
-    .await
-    .unwrap();
-    assert_eq!(conformance::read_i64(&t.db, &key).await, 3);
+    let (_d, _b, t) = target();
+    conformance::unknown_commit_outcome_is_retried_idempotently(&t).await;
 }
 
-/// A store that is down fails commits with a retryable error, and the retry
-/// loop gives up with a clear error instead of hanging.
 #[tokio::test]
 async fn store_down_fails_cleanly() {
-    let (_d, backend, t) = target();
-    let db = t.db.clone().with_retry_policy(meshmail_storage::kv::RetryPolicy {
-        attempts_max: 3,
-        ..Default::default()
-    });
-    backend
-        .faults()
-        .store_down
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let key = t.key("down");
-    let err = db
-        .run("t_down", move |txn| {
-            let key = key.clone();
-            async move { txn.set(&key, b"x") }
-        })
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, StorageError::RetriesExhausted { attempts: 3, .. }),
-        "{err:?}"
-    );
-    backend
-        .faults()
-        .store_down
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let (_d, _b, t) = target();
+    conformance::store_down_fails_cleanly(&t).await;
 }
 
 /// A store file whose write lock another process holds (each attempt waits

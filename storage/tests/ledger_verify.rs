@@ -1,21 +1,17 @@
 //! The ledger verifier reconciles every acceptance with what it names, and
 //! reports exactly the ones that are not backed by the store.
 
-use std::sync::Arc;
-
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
+use meshmail_storage::StorageError;
 use meshmail_storage::model::messages::{BodyRef, NewMessage};
 use meshmail_storage::model::verify::verify_ledger;
 use meshmail_storage::model::{accounts, domains, mailboxes, messages, new_id};
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::test_keys;
-use meshmail_storage::{Database, StorageError};
 
 #[tokio::test]
 async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::new(Arc::new(
-        SqliteBackend::open(SqliteOptions::new(dir.path().join("m.sqlite"))).unwrap(),
-    ));
+    let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
     let (account, inbox) = db
         .run("setup", |txn| async move {
             domains::add(&txn, "example.org").await?;

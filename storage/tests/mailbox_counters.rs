@@ -3,22 +3,18 @@
 //! and are summed, never moved. The walks over `("mbox", ...)` must skip
 //! the counters.
 
-use std::sync::Arc;
-
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
+use meshmail_storage::StorageError;
 use meshmail_storage::model::mailboxes::{self, Counts};
 use meshmail_storage::model::messages::{self, BodyRef, NewMessage};
 use meshmail_storage::model::summary::Summary;
 use meshmail_storage::model::{accounts, compaction, domains, new_id, quota};
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::test_keys;
-use meshmail_storage::{Database, StorageError};
 
 #[tokio::test]
 async fn counts_of_an_older_store_and_new_deliveries_add_up() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::new(Arc::new(
-        SqliteBackend::open(SqliteOptions::new(dir.path().join("m.sqlite"))).unwrap(),
-    ));
+    let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
     let (account, inbox, mailbox_count) = db
         .run("setup", |txn| async move {
             domains::add(&txn, "example.org").await?;

@@ -5,22 +5,18 @@
 //! get_many, the envelope-only and hot-only readers), and whole rows are
 //! split when they change.
 
-use std::sync::Arc;
-
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::{self, BodyRef, FlagOp, Message, NewMessage};
 use meshmail_storage::model::summary::{BodyPart, Envelope, HeaderText, Summary};
 use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
 use meshmail_storage::model::{message_codec, summary_codec};
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 
 #[tokio::test]
 async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::new(Arc::new(
-        SqliteBackend::open(SqliteOptions::new(dir.path().join("m.sqlite"))).unwrap(),
-    ));
+    let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
     let (account, inbox) = db
         .run("setup", |txn| async move {
             domains::add(&txn, "example.org").await?;

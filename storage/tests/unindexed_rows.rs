@@ -6,22 +6,18 @@
 //! after indexing, on a mailbox whose indexed part already holds flag
 //! changes and expunges, with receivedAt dates out of order and tied.
 
-use std::sync::Arc;
-
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
-use meshmail_storage::kv::sqlite::{SqliteBackend, SqliteOptions};
 use meshmail_storage::model::messages::{self, BodyRef, ChangeKind, FlagOp, NewMessage};
 use meshmail_storage::model::summary::{Envelope, HeaderText, Summary};
 use meshmail_storage::model::unindexed::{self, INDEX_AFTER};
 use meshmail_storage::model::{accounts, domains, mailboxes, message_codec, new_id, threads};
+use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::test_keys;
 use meshmail_storage::{Database, StorageError};
 
 fn store() -> (tempfile::TempDir, Database) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::new(Arc::new(
-        SqliteBackend::open(SqliteOptions::new(dir.path().join("m.sqlite"))).unwrap(),
-    ));
+    let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
     (dir, db)
 }
 

@@ -14,7 +14,30 @@ pub fn meshmail(data_dir: &Path) -> Command {
     cmd.arg("--data-dir")
         .arg(data_dir)
         .env("MESHMAIL_LOG", "warn,ractor_cluster=error");
+    store_env(&mut cmd, data_dir);
     cmd
+}
+
+/// With `MESHMAIL_TEST_STORE=fdb`, every command on `data_dir` runs on the
+/// FDB test cluster under `data_dir`'s own key prefix, the same one
+/// [`open_store`] opens in the test process (see `KvConfig::for_tests`).
+pub fn store_env(cmd: &mut Command, data_dir: &Path) {
+    use meshmail_storage::open::KvConfig;
+    if let KvConfig::Fdb {
+        cluster_file,
+        key_prefix,
+    } = KvConfig::for_tests(data_dir)
+    {
+        let file = cluster_file.expect("for_tests names the cluster file");
+        cmd.env("MESHMAIL_STORE", format!("fdb:{}", file.display()))
+            .env("MESHMAIL_FDB_KEY_PREFIX", key_prefix);
+    }
+}
+
+/// The store of the node(s) on `data_dir`, opened in the test process.
+pub fn open_store(data_dir: &Path) -> meshmail_storage::Database {
+    use meshmail_storage::open::{KvConfig, open_kv};
+    open_kv(&KvConfig::for_tests(data_dir)).expect("open the test store")
 }
 
 pub fn run_ok(cmd: &mut Command, stdin: Option<&str>) -> String {

@@ -439,21 +439,18 @@ impl Walk {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use bytes::Bytes;
 
     use super::*;
     use crate::blob::{BlobConfig, reference};
-    use crate::kv::sqlite::{SqliteBackend, SqliteOptions};
 
     /// The claim re-reads the references itself: the sweep's earlier read of
     /// them may be stale by then (a delivery committed in between).
     #[tokio::test]
     async fn claim_refuses_a_referenced_body() {
         let dir = tempfile::tempdir().unwrap();
-        let sqlite = SqliteOptions::new(dir.path().join("kv.sqlite"));
-        let db = Database::new(Arc::new(SqliteBackend::open(sqlite).unwrap()));
+        let db = crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap();
         let cfg = BlobConfig::Local {
             dir: dir.path().join("bodies"),
         };

@@ -108,6 +108,12 @@ fn map_err(e: FdbError, in_commit: bool) -> StorageError {
 #[derive(Clone)]
 pub struct FdbBackend {
     db: Arc<foundationdb::Database>,
+    /// Prepended to every key this backend reads or writes, and stripped
+    /// from every key it returns: one cluster can hold several meshes (or
+    /// test runs) that never see each other's keys. Empty by default.
+    prefix: Arc<[u8]>,
+    #[cfg(feature = "fault-hooks")]
+    faults: Arc<super::Faults>,
 }
 
 impl std::fmt::Debug for FdbBackend {
@@ -121,6 +127,11 @@ impl FdbBackend {
     /// `FDB_CLUSTER_FILE` variable, then `/etc/foundationdb/fdb.cluster`).
     /// The cluster itself is only contacted by the first transaction.
     pub fn open(cluster_file: Option<&Path>) -> Result<FdbBackend> {
+        Self::open_prefixed(cluster_file, &[])
+    }
+
+    /// As [`FdbBackend::open`], with every key under `prefix` (see the field).
+    pub fn open_prefixed(cluster_file: Option<&Path>, prefix: &[u8]) -> Result<FdbBackend> {
         let path = match cluster_file {
             None => None,
             Some(p) => match p.to_str() {
@@ -137,7 +148,19 @@ impl FdbBackend {
         };
         ensure_network()?;
         let db = foundationdb::Database::new(path).map_err(|e| map_err(e, false))?;
-        Ok(FdbBackend { db: Arc::new(db) })
+        Ok(FdbBackend {
+            db: Arc::new(db),
+            prefix: prefix.into(),
+            #[cfg(feature = "fault-hooks")]
+            faults: Arc::default(),
+        })
+    }
+
+    /// Fault injection for tests (compiled only with `fault-hooks`): an
+    /// unknown outcome after a real commit, or a store that refuses commits.
+    #[cfg(feature = "fault-hooks")]
+    pub fn faults(&self) -> &super::Faults {
+        &self.faults
     }
 }
 
@@ -154,6 +177,9 @@ impl Backend for FdbBackend {
         Ok(Box::new(FdbTxn {
             trx: Mutex::new(Some(trx)),
             read_only,
+            prefix: self.prefix.clone(),
+            #[cfg(feature = "fault-hooks")]
+            faults: self.faults.clone(),
         }))
     }
 }
@@ -163,6 +189,9 @@ impl Backend for FdbBackend {
 struct FdbTxn {
     trx: Mutex<Option<Transaction>>,
     read_only: bool,
+    prefix: Arc<[u8]>,
+    #[cfg(feature = "fault-hooks")]
+    faults: Arc<super::Faults>,
 }
 
 impl FdbTxn {
@@ -173,6 +202,11 @@ impl FdbTxn {
             .as_ref()
             .map(f)
             .ok_or_else(|| StorageError::Backend("FDB transaction used after commit".into()))
+    }
+
+    /// The key as stored: under the backend's prefix.
+    fn full(&self, key: &[u8]) -> Vec<u8> {
+        [&self.prefix[..], key].concat()
     }
 
     /// Mutations cannot report errors through the trait; one issued after
@@ -187,7 +221,7 @@ impl FdbTxn {
 #[async_trait]
 impl BackendTransaction for FdbTxn {
     async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
-        let read = self.with(|t| t.get(key, snapshot))?;
+        let read = self.with(|t| t.get(&self.full(key), snapshot))?;
         let value = read.await.map_err(|e| map_err(e, false))?;
         Ok(value.map(|v| v.to_vec()))
     }
@@ -207,14 +241,15 @@ impl BackendTransaction for FdbTxn {
             limit: Some(limit),
             reverse,
             mode: StreamingMode::WantAll,
-            ..RangeOption::from((begin, end))
+            ..RangeOption::from((self.full(begin), self.full(end)))
         };
         let mut rows = Vec::new();
         let mut iteration = 1;
         loop {
             let read = self.with(|t| t.get_range(&opt, iteration, snapshot))?;
             let batch = read.await.map_err(|e| map_err(e, false))?;
-            rows.extend(batch.iter().map(|kv| (kv.key().to_vec(), kv.value().to_vec())));
+            let unprefixed = |k: &[u8]| k[self.prefix.len()..].to_vec();
+            rows.extend(batch.iter().map(|kv| (unprefixed(kv.key()), kv.value().to_vec())));
             match opt.next_range(&batch) {
                 Some(next) => opt = next,
                 None => break,
@@ -226,19 +261,19 @@ impl BackendTransaction for FdbTxn {
     }
 
     fn set(&self, key: &[u8], value: &[u8]) {
-        self.mutate(|t| t.set(key, value));
+        self.mutate(|t| t.set(&self.full(key), value));
     }
 
     fn clear(&self, key: &[u8]) {
-        self.mutate(|t| t.clear(key));
+        self.mutate(|t| t.clear(&self.full(key)));
     }
 
     fn clear_range(&self, begin: &[u8], end: &[u8]) {
-        self.mutate(|t| t.clear_range(begin, end));
+        self.mutate(|t| t.clear_range(&self.full(begin), &self.full(end)));
     }
 
     fn atomic_add(&self, key: &[u8], operand: &[u8]) {
-        self.mutate(|t| t.atomic_op(key, operand, MutationType::Add));
+        self.mutate(|t| t.atomic_op(&self.full(key), operand, MutationType::Add));
     }
 
     async fn commit(&self) -> Result<()> {
@@ -249,9 +284,14 @@ impl BackendTransaction for FdbTxn {
         let trx = lock(&self.trx)
             .take()
             .ok_or_else(|| StorageError::Backend("FDB transaction committed twice".into()))?;
+        #[cfg(feature = "fault-hooks")]
+        self.faults.before_commit()?;
         trx.commit()
             .await
             .map(drop)
-            .map_err(|e| map_err(FdbError::from(e), true))
+            .map_err(|e| map_err(FdbError::from(e), true))?;
+        #[cfg(feature = "fault-hooks")]
+        self.faults.after_commit()?;
+        Ok(())
     }
 }

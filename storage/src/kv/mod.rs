@@ -11,6 +11,7 @@
 //! add on little-endian integers that adds no read conflict; commit either
 //! applies every mutation or none.
 
+mod faults;
 #[cfg(feature = "fdb")]
 pub mod fdb;
 mod limits;
@@ -19,6 +20,7 @@ mod range;
 mod retry;
 pub mod sqlite;
 
+pub use faults::Faults;
 pub use limits::*;
 pub use range::{RangeCursor, RangeOptions, key_after, prefix_range, strinc};
 pub use retry::{Idempotent, RetryPolicy};

@@ -126,11 +126,9 @@ async fn highest_leased_shard(txn: &Txn) -> Result<Option<u32>> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
     use crate::kv::Database;
-    use crate::kv::sqlite::{SqliteBackend, SqliteOptions};
 
     async fn check(db: &Database, n: u32) -> ShardCountCheck {
         db.run("t", move |txn| async move { check_shard_count(&txn, n).await })
@@ -141,9 +139,7 @@ mod tests {
     #[tokio::test]
     async fn first_start_records_then_others_must_agree() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Database::new(Arc::new(
-            SqliteBackend::open(SqliteOptions::new(dir.path().join("kv.sqlite"))).unwrap(),
-        ));
+        let db = crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap();
         assert_eq!(check(&db, 64).await, ShardCountCheck::Recorded);
         assert_eq!(check(&db, 64).await, ShardCountCheck::Matches);
         assert_eq!(check(&db, 128).await, ShardCountCheck::Mismatch { cluster: 64 });
@@ -152,9 +148,7 @@ mod tests {
     #[tokio::test]
     async fn an_older_store_is_judged_by_its_leases() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Database::new(Arc::new(
-            SqliteBackend::open(SqliteOptions::new(dir.path().join("kv.sqlite"))).unwrap(),
-        ));
+        let db = crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap();
         for shard in [0u32, 7, 15] {
             db.run("lease", move |txn| async move {
                 super::super::nodes::acquire_lease(&txn, shard, "n1", 1).await
@@ -182,9 +176,7 @@ mod tests {
     #[tokio::test]
     async fn a_store_records_the_newest_format_that_opened_it() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Database::new(Arc::new(
-            SqliteBackend::open(SqliteOptions::new(dir.path().join("kv.sqlite"))).unwrap(),
-        ));
+        let db = crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap();
         assert_eq!(check_format(&db).await, StoreFormatCheck::Recorded);
         assert_eq!(check_format(&db).await, StoreFormatCheck::Matches);
 

@@ -267,14 +267,11 @@ pub async fn list_leases(txn: &Txn, from_shard: u32, limit: usize) -> Result<Vec
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
-    use crate::kv::sqlite::{SqliteBackend, SqliteOptions};
 
     fn db(dir: &tempfile::TempDir) -> Database {
-        let sqlite = SqliteOptions::new(dir.path().join("kv.sqlite"));
-        Database::new(Arc::new(SqliteBackend::open(sqlite).unwrap()))
+        crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap()
     }
 
     async fn acquire(db: &Database, shard: u32, node: &str, generation: u64) -> Lease {

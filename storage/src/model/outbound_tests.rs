@@ -1,13 +1,9 @@
-use std::sync::Arc;
-
 use super::*;
 use crate::kv::Database;
-use crate::kv::sqlite::{SqliteBackend, SqliteOptions};
 use crate::model::ledger;
 
 fn db(dir: &tempfile::TempDir) -> Database {
-    let sqlite = SqliteOptions::new(dir.path().join("kv.sqlite"));
-    Database::new(Arc::new(SqliteBackend::open(sqlite).unwrap()))
+    crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap()
 }
 
 fn item(shard: u32) -> OutboundItem {

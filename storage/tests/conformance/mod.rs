@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use foundationdb_tuple::pack;
-use meshmail_storage::kv::{RangeOptions, key_after, prefix_range};
+use meshmail_storage::kv::{Faults, Idempotent, RangeOptions, key_after, prefix_range};
 use meshmail_storage::{Database, StorageError};
 use rand::Rng;
 
@@ -24,6 +24,14 @@ pub struct Target {
     /// A prefix unique to this test run, so runs against a shared cluster do
     /// not see each other.
     pub prefix: String,
+    /// The backend's fault hooks (an unknown commit outcome, a store that
+    /// is down), injected at the backend's own commit.
+    pub backend: Arc<dyn FaultHooks>,
+}
+
+/// A backend whose commits can be made to fail (see [`Faults`]).
+pub trait FaultHooks: Send + Sync {
+    fn faults(&self) -> &Faults;
 }
 
 impl Target {
@@ -416,4 +424,69 @@ pub async fn read_i64(db: &Database, key: &[u8]) -> i64 {
     })
     .await
     .unwrap()
+}
+
+/// A commit whose outcome is unknown (1021 after a real commit) is retried;
+/// the idempotency marker makes the retry a no-op instead of a second
+/// application.
+pub async fn unknown_commit_outcome_is_retried_idempotently(t: &Target) {
+    let key = t.key("idem");
+    let faults = t.backend.faults();
+    faults
+        .commit_unknown_after_apply
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let op_id = *uuid::Uuid::now_v7().as_bytes();
+    let k = key.clone();
+    let out =
+        t.db.run_idempotent("t_idem", op_id, move |txn| {
+            let k = k.clone();
+            async move { txn.add_i64(&k, 1) }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        Idempotent::AlreadyApplied,
+        "the retry saw the first attempt's marker"
+    );
+    assert_eq!(read_i64(&t.db, &key).await, 1, "applied exactly once");
+
+    // Without the marker, a blind retry would have applied it twice: the
+    // check above can fail.
+    faults
+        .commit_unknown_after_apply
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let k = key.clone();
+    t.db.run("t_not_idem", move |txn| {
+        let k = k.clone();
+        async move { txn.add_i64(&k, 1) }
+    })
+    .await
+    .unwrap();
+    assert_eq!(read_i64(&t.db, &key).await, 3);
+}
+
+/// A store that is down fails commits with a retryable error, and the retry
+/// loop gives up with a clear error instead of hanging.
+pub async fn store_down_fails_cleanly(t: &Target) {
+    let db = t.db.clone().with_retry_policy(meshmail_storage::kv::RetryPolicy {
+        attempts_max: 3,
+        ..Default::default()
+    });
+    let faults = t.backend.faults();
+    faults.store_down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let key = t.key("down");
+    let err = db
+        .run("t_down", move |txn| {
+            let key = key.clone();
+            async move { txn.set(&key, b"x") }
+        })
+        .await
+        .unwrap_err();
+    faults.store_down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        matches!(err, StorageError::RetriesExhausted { attempts: 3, .. }),
+        "{err:?}"
+    );
+    assert!(err.is_unavailable(), "{err:?}");
 }

@@ -115,11 +115,9 @@ impl Shared {
     /// Applies a group and answers each member.
     fn commit_group(&self, group: Vec<CommitRequest>) {
         metrics::histogram!("meshmail_kv_sqlite_group_commit_members").record(group.len() as f64);
-        if self.faults.store_down.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Err(e) = self.faults.before_commit() {
             for m in group {
-                let _ = m
-                    .done
-                    .send(Err(StorageError::Unavailable("store is down (injected fault)".into())));
+                let _ = m.done.send(Err(for_each_member(&e)));
             }
             return;
         }
@@ -184,15 +182,7 @@ impl Shared {
 
     /// The test hook: the next N applied commits report an unknown outcome.
     fn injected_unknown(&self) -> Result<()> {
-        use std::sync::atomic::Ordering;
-        let injected = self
-            .faults
-            .commit_unknown_after_apply
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        match injected {
-            Ok(_) => Err(StorageError::CommitUnknown),
-            Err(_) => Ok(()),
-        }
+        self.faults.after_commit()
     }
 }
 

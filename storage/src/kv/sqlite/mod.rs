@@ -20,7 +20,6 @@ pub mod wal_vfs;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -94,14 +93,7 @@ impl SqliteOptions {
     }
 }
 
-/// Test hooks: make commits fail in ways a real store sometimes does.
-#[derive(Debug, Default)]
-pub struct Faults {
-    /// The next N commits are applied, then reported as `CommitUnknown`.
-    pub commit_unknown_after_apply: AtomicU32,
-    /// While set, every commit fails with `Unavailable` (a store that is down).
-    pub store_down: AtomicBool,
-}
+pub use crate::kv::faults::Faults;
 
 struct Writer {
     conn: Connection,
