@@ -172,6 +172,12 @@ impl Authenticator {
                 }
             }
         };
+        tracing::debug!(
+            user = %user,
+            account_found = account.is_some(),
+            password_ok = matches!(ok, Ok(true)),
+            "login checked"
+        );
         match (ok, account) {
             (Ok(true), Some(a)) => {
                 metrics::counter!("meshmail_auth_total", "result" => "ok").increment(1);

@@ -49,9 +49,14 @@ fn status_parses_into_the_shared_struct_and_the_cli_prints_it() {
         status(&node).leases_held == SHARDS
     });
     let s = status(&node);
+    let backend = if meshmail_storage::open::KvConfig::testing_on_fdb() {
+        "fdb"
+    } else {
+        "sqlite"
+    };
     assert_eq!(
         (s.node.as_str(), s.generation, s.backend.as_str()),
-        ("solo", 1, "sqlite")
+        ("solo", 1, backend)
     );
     assert_eq!(u64::from(s.shard_count), SHARDS);
     assert_eq!(s.owners.get("solo"), Some(&SHARDS));
