@@ -147,3 +147,45 @@ fn email_import_names_the_bad_property_and_imports_the_rest() {
     assert_eq!(got["list"][0]["subject"], "imported", "{got}");
     assert_eq!(got["list"][0]["keywords"], json!({"$flagged": true}), "{got}");
 }
+
+#[test]
+fn email_copy_refuses_a_bad_create_alone_and_copies_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path());
+    let inbox = inbox(&node);
+    let made = call(
+        &node,
+        "Mailbox/set",
+        json!({"accountId": "a1", "create": {"k": {"name": "Kept"}}}),
+    );
+    let kept = made["created"]["k"]["id"].as_str().unwrap().to_string();
+    let set = call(
+        &node,
+        "Email/set",
+        json!({"accountId": "a1", "create": {"o": {"mailboxIds": {inbox.clone(): true}, "subject": "original"}}}),
+    );
+    let original = set["created"]["o"]["id"].as_str().unwrap().to_string();
+    let r = call(
+        &node,
+        "Email/copy",
+        json!({"fromAccountId": "a1", "accountId": "a1", "create": {
+            "noId": {"mailboxIds": {kept.clone(): true}},
+            "good": {"id": original, "mailboxIds": {kept.clone(): true}, "keywords": {"$seen": true}},
+        }}),
+    );
+    assert_invalid(&r, "noId", "id");
+    let copy = r["created"]["good"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("good copied: {r}"));
+    assert_ne!(copy, original, "a copy is another email");
+    let got = call(
+        &node,
+        "Email/get",
+        json!({"accountId": "a1", "ids": [copy, original], "properties": ["subject", "keywords", "mailboxIds"]}),
+    );
+    let list = &got["list"];
+    assert_eq!(list[0]["subject"], "original", "{got}");
+    assert_eq!(list[0]["keywords"], json!({"$seen": true}), "{got}");
+    assert_eq!(list[0]["mailboxIds"], json!({kept: true}), "{got}");
+    assert_eq!(list[1]["keywords"], json!({}), "the original keeps its keywords: {got}");
+}

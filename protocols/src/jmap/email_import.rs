@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 
 use meshmail_actors::mailbox_ops::{self, MailboxOp};
+use meshmail_storage::ids::{MailboxId, Uid};
+use meshmail_storage::model::mailboxes::Mailbox;
 use meshmail_storage::model::messages::FlagOp;
 use meshmail_storage::model::now_ms;
 use serde::{Deserialize, Serialize};
@@ -80,49 +82,11 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
     let mut not_created = BTreeMap::new();
     let mut originals = Vec::new();
     for (cid, c) in args.create {
-        let result = async {
-            // A create that does not parse is refused alone (RFC 8620 §5.3).
-            let c = c.0?;
-            let _ = &c.received_at;
-            let (mailbox, uid) = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
-            let to = one_mailbox(call, &c.mailbox_ids, &mailboxes)?;
-            let r = mailbox_ops::request(
-                &ctx,
-                account,
-                MailboxOp::Copy {
-                    from: mailbox,
-                    uids: vec![uid],
-                    to: to.id,
-                    moving: false,
-                },
-            )
-            .await
-            .map_err(|e| SetError::from_op(&e))?;
-            let (_, new_uid) = *r.copied.first().ok_or_else(SetError::not_found)?;
-            if let Some(k) = &c.keywords {
-                let flags = flags_of(k)?;
-                mailbox_ops::request(
-                    &ctx,
-                    account,
-                    MailboxOp::Store {
-                        mailbox: to.id,
-                        uids: vec![new_uid],
-                        op: FlagOp::Replace,
-                        flags,
-                        unchanged_since: None,
-                    },
-                )
-                .await
-                .map_err(|e| SetError::from_op(&e))?;
-            }
-            let size = store::message(&ctx, account, to.id, new_uid)
-                .await
-                .ok()
-                .flatten()
-                .map_or(0, |m| m.body.size);
-            Ok::<_, SetError>(((mailbox, uid), created_view(call, to.id, new_uid, size).await))
-        }
-        .await;
+        // A create that does not parse is refused alone (RFC 8620 §5.3).
+        let result = match c.0 {
+            Ok(c) => copy_one(call, &c, &mailboxes).await,
+            Err(e) => Err(e.into()),
+        };
         match result {
             Ok((orig, view)) => {
                 originals.push(orig);
@@ -164,6 +128,48 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
         out.extend(super::email_set::set(call, destroy).await?);
     }
     Ok(out)
+}
+
+/// One Email/copy create: COPY through the shard actor, then its keywords.
+/// Returns the original's (mailbox, uid) and the copy.
+async fn copy_one(
+    call: &Call<'_>,
+    c: &CopyCreate,
+    mailboxes: &[Mailbox],
+) -> Result<((MailboxId, Uid), CreatedEmail), SetError> {
+    let ctx = &call.shared.ctx;
+    let account = call.caller.account;
+    let _ = &c.received_at;
+    let (mailbox, uid) = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
+    let to = one_mailbox(call, &c.mailbox_ids, mailboxes)?;
+    let copy = MailboxOp::Copy {
+        from: mailbox,
+        uids: vec![uid],
+        to: to.id,
+        moving: false,
+    };
+    let r = mailbox_ops::request(ctx, account, copy)
+        .await
+        .map_err(|e| SetError::from_op(&e))?;
+    let (_, new_uid) = *r.copied.first().ok_or_else(SetError::not_found)?;
+    if let Some(k) = &c.keywords {
+        let store = MailboxOp::Store {
+            mailbox: to.id,
+            uids: vec![new_uid],
+            op: FlagOp::Replace,
+            flags: flags_of(k)?,
+            unchanged_since: None,
+        };
+        mailbox_ops::request(ctx, account, store)
+            .await
+            .map_err(|e| SetError::from_op(&e))?;
+    }
+    let size = store::message(ctx, account, to.id, new_uid)
+        .await
+        .ok()
+        .flatten()
+        .map_or(0, |m| m.body.size);
+    Ok(((mailbox, uid), created_view(call, to.id, new_uid, size).await))
 }
 
 #[derive(Debug, Deserialize)]

@@ -335,22 +335,11 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         ..Default::default()
     };
     for (cid, c) in args.create.unwrap_or_default() {
-        let outcome = async {
-            // A create that does not parse is refused alone (RFC 8620 §5.3).
-            let c = c.0?;
-            let mb = one_mailbox(call, &c.mailbox_ids, &mailboxes)?;
-            let flags = flags_of(&c.keywords)?;
-            let raw = build_message(call, &c).await?;
-            let received = match &c.received_at {
-                Some(s) => {
-                    rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["receivedAt"], "not RFC 3339"))?
-                        * 1000
-                }
-                None => now_ms() as i64,
-            };
-            store_message(call, &mb.name, raw, flags, received).await
-        }
-        .await;
+        // A create that does not parse is refused alone (RFC 8620 §5.3).
+        let outcome = match c.0 {
+            Ok(c) => create_one(call, &c, &mailboxes).await,
+            Err(e) => Err(e.into()),
+        };
         match outcome {
             Ok((m, u, size)) => {
                 let view = created_view(call, m, u, size).await;
@@ -400,6 +389,24 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     }
     resp.new_state = email_state(&store::mailboxes(&ctx, account).await?);
     reply("Email/set", &resp)
+}
+
+/// One Email/set create: builds the message and delivers it.
+async fn create_one(
+    call: &Call<'_>,
+    c: &EmailCreate,
+    mailboxes: &[Mailbox],
+) -> Result<(MailboxId, Uid, u64), SetError> {
+    let mb = one_mailbox(call, &c.mailbox_ids, mailboxes)?;
+    let flags = flags_of(&c.keywords)?;
+    let raw = build_message(call, c).await?;
+    let received = match &c.received_at {
+        Some(s) => {
+            rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["receivedAt"], "not RFC 3339"))? * 1000
+        }
+        None => now_ms() as i64,
+    };
+    store_message(call, &mb.name, raw, flags, received).await
 }
 
 /// One Email/set update: keywords (whole or by patch) and mailboxIds.
