@@ -270,6 +270,25 @@ mod tests {
     }
 
     #[test]
+    fn selected_properties_always_carry_the_id() {
+        let obj = json!({"id": "m1", "name": "INBOX", "role": "inbox"});
+        let props = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for asked in [
+            props(&["id", "name"]),
+            props(&["name", "id"]),
+            props(&["name"]),
+            props(&["id", "id", "name"]),
+        ] {
+            let got = select_properties(obj.clone(), Some(&asked));
+            assert_eq!(got, json!({"id": "m1", "name": "INBOX"}), "{asked:?}");
+        }
+        assert_eq!(select_properties(obj.clone(), None), obj);
+        // An object without an id (Email/parse) answers null when asked.
+        let parsed = select_properties(json!({"subject": "x"}), Some(&props(&["id", "subject"])));
+        assert_eq!(parsed, json!({"id": null, "subject": "x"}));
+    }
+
+    #[test]
     fn back_references_resolve_or_fail() {
         let earlier = vec![inv("Email/query", json!({"ids": ["e1_1", "e1_2"]}), "q")];
         let args = json!({"#ids": {"resultOf": "q", "name": "Email/query", "path": "/ids"}, "accountId": "a1"});
@@ -294,16 +313,24 @@ mod tests {
     }
 }
 
-/// Keeps only the properties asked for (`id` always). `None`: all.
+/// Keeps only the properties asked for (`id` always, RFC 8620 §5.1).
+/// `None`: all. A property the object lacks is `null`.
 pub fn select_properties(value: Value, properties: Option<&[String]>) -> Value {
-    let (Some(props), Value::Object(mut m)) = (properties, value.clone()) else {
-        return value;
+    let (props, mut m) = match (properties, value) {
+        (Some(props), Value::Object(m)) => (props, m),
+        (_, value) => return value,
     };
     let mut out = Map::with_capacity(props.len() + 1);
     if let Some(id) = m.remove("id") {
         out.insert("id".into(), id);
     }
     for p in props {
+        // Each value is moved out once: a second look (a listed `id`, taken
+        // above, or a property listed twice) must keep the first, not
+        // overwrite it with null — the `"id": null` of issue 39.
+        if out.contains_key(p) {
+            continue;
+        }
         let v = m.remove(p).unwrap_or(Value::Null);
         out.insert(p.clone(), v);
     }

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 
 use meshmail_actors::mailbox_ops::{self, MailboxOp};
+use meshmail_storage::ids::{MailboxId, Uid};
+use meshmail_storage::model::mailboxes::Mailbox;
 use meshmail_storage::model::messages::FlagOp;
 use meshmail_storage::model::now_ms;
 use serde::{Deserialize, Serialize};
@@ -16,6 +18,7 @@ use super::dispatch::{Call, Output, begin_set, parse, reply};
 use super::email_get::{self, EmailGetArgs, email_state};
 use super::email_set::{CreatedEmail, created_view, flags_of, one_mailbox, rfc3339_seconds, store_message};
 use super::ids;
+use super::object::{Object, Properties};
 use super::store;
 use super::wire::{MethodError, SetError};
 
@@ -28,7 +31,7 @@ struct CopyArgs {
     account_id: String,
     #[serde(default)]
     if_in_state: Option<String>,
-    create: BTreeMap<String, CopyCreate>,
+    create: BTreeMap<String, Object<CopyCreate>>,
     #[serde(default)]
     on_success_destroy_original: bool,
     #[serde(default)]
@@ -44,6 +47,10 @@ struct CopyCreate {
     keywords: Option<BTreeMap<String, bool>>,
     #[serde(default)]
     received_at: Option<String>,
+}
+
+impl Properties for CopyCreate {
+    const REQUIRED: &'static [&'static str] = &["id", "mailboxIds"];
 }
 
 #[derive(Serialize)]
@@ -75,47 +82,11 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
     let mut not_created = BTreeMap::new();
     let mut originals = Vec::new();
     for (cid, c) in args.create {
-        let _ = &c.received_at;
-        let result = async {
-            let (mailbox, uid) = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
-            let to = one_mailbox(call, &c.mailbox_ids, &mailboxes)?;
-            let r = mailbox_ops::request(
-                &ctx,
-                account,
-                MailboxOp::Copy {
-                    from: mailbox,
-                    uids: vec![uid],
-                    to: to.id,
-                    moving: false,
-                },
-            )
-            .await
-            .map_err(|e| SetError::from_op(&e))?;
-            let (_, new_uid) = *r.copied.first().ok_or_else(SetError::not_found)?;
-            if let Some(k) = &c.keywords {
-                let flags = flags_of(k)?;
-                mailbox_ops::request(
-                    &ctx,
-                    account,
-                    MailboxOp::Store {
-                        mailbox: to.id,
-                        uids: vec![new_uid],
-                        op: FlagOp::Replace,
-                        flags,
-                        unchanged_since: None,
-                    },
-                )
-                .await
-                .map_err(|e| SetError::from_op(&e))?;
-            }
-            let size = store::message(&ctx, account, to.id, new_uid)
-                .await
-                .ok()
-                .flatten()
-                .map_or(0, |m| m.body.size);
-            Ok::<_, SetError>(((mailbox, uid), created_view(call, to.id, new_uid, size).await))
-        }
-        .await;
+        // A create that does not parse is refused alone (RFC 8620 §5.3).
+        let result = match c.0 {
+            Ok(c) => copy_one(call, &c, &mailboxes).await,
+            Err(e) => Err(e.into()),
+        };
         match result {
             Ok((orig, view)) => {
                 originals.push(orig);
@@ -159,6 +130,48 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
     Ok(out)
 }
 
+/// One Email/copy create: COPY through the shard actor, then its keywords.
+/// Returns the original's (mailbox, uid) and the copy.
+async fn copy_one(
+    call: &Call<'_>,
+    c: &CopyCreate,
+    mailboxes: &[Mailbox],
+) -> Result<((MailboxId, Uid), CreatedEmail), SetError> {
+    let ctx = &call.shared.ctx;
+    let account = call.caller.account;
+    let _ = &c.received_at;
+    let (mailbox, uid) = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
+    let to = one_mailbox(call, &c.mailbox_ids, mailboxes)?;
+    let copy = MailboxOp::Copy {
+        from: mailbox,
+        uids: vec![uid],
+        to: to.id,
+        moving: false,
+    };
+    let r = mailbox_ops::request(ctx, account, copy)
+        .await
+        .map_err(|e| SetError::from_op(&e))?;
+    let (_, new_uid) = *r.copied.first().ok_or_else(SetError::not_found)?;
+    if let Some(k) = &c.keywords {
+        let store = MailboxOp::Store {
+            mailbox: to.id,
+            uids: vec![new_uid],
+            op: FlagOp::Replace,
+            flags: flags_of(k)?,
+            unchanged_since: None,
+        };
+        mailbox_ops::request(ctx, account, store)
+            .await
+            .map_err(|e| SetError::from_op(&e))?;
+    }
+    let size = store::message(ctx, account, to.id, new_uid)
+        .await
+        .ok()
+        .flatten()
+        .map_or(0, |m| m.body.size);
+    Ok(((mailbox, uid), created_view(call, to.id, new_uid, size).await))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ImportArgs {
@@ -166,7 +179,7 @@ struct ImportArgs {
     account_id: String,
     #[serde(default)]
     if_in_state: Option<String>,
-    emails: BTreeMap<String, ImportEmail>,
+    emails: BTreeMap<String, Object<ImportEmail>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,6 +191,11 @@ struct ImportEmail {
     keywords: BTreeMap<String, bool>,
     #[serde(default)]
     received_at: Option<String>,
+}
+
+impl Properties for ImportEmail {
+    /// RFC 8621 §4.8: `keywords` may be left out (no keywords).
+    const REQUIRED: &'static [&'static str] = &["blobId", "mailboxIds"];
 }
 
 #[derive(Serialize)]
@@ -201,6 +219,8 @@ pub async fn import(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Out
     let mut not_created = BTreeMap::new();
     for (cid, e) in args.emails {
         let result = async {
+            // An email that does not parse is refused alone (RFC 8620 §5.3).
+            let e = e.0?;
             let mb = one_mailbox(call, &e.mailbox_ids, &mailboxes)?;
             let flags = flags_of(&e.keywords)?;
             let blob_id = call.resolve_id(&e.blob_id).unwrap_or(e.blob_id.clone());
@@ -327,4 +347,16 @@ pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Resul
         resp.parsed.insert(blob_id, v);
     }
     reply("Email/parse", &resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::object::assert_required;
+    use super::*;
+
+    #[test]
+    fn imports_and_copies_need_their_source_and_mailbox() {
+        assert_required::<ImportEmail>(serde_json::json!({"blobId": "b", "mailboxIds": {"m1": true}}));
+        assert_required::<CopyCreate>(serde_json::json!({"id": "e1_1", "mailboxIds": {"m1": true}}));
+    }
 }

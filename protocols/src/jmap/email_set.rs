@@ -25,6 +25,7 @@ use super::dispatch::{Call, Output, begin_set, parse, reply, set_count};
 use super::email_get::{email_state, flag_of_keyword, valid_keyword};
 use super::ids;
 use super::mailbox::SetResponse;
+use super::object::{Object, Properties};
 use super::store;
 use super::wire::{MethodError, SetError};
 use crate::ingest::ingest;
@@ -37,7 +38,7 @@ struct SetArgs {
     #[serde(default)]
     if_in_state: Option<String>,
     #[serde(default)]
-    create: Option<BTreeMap<String, EmailCreate>>,
+    create: Option<BTreeMap<String, Object<EmailCreate>>>,
     #[serde(default)]
     update: Option<BTreeMap<String, Map<String, Value>>>,
     #[serde(default)]
@@ -106,6 +107,11 @@ pub struct EmailCreate {
     attachments: Option<Vec<BodyPartIn>>,
     #[serde(default)]
     body_values: BTreeMap<String, BodyValueIn>,
+}
+
+impl Properties for EmailCreate {
+    /// RFC 8621 §4.1.1: an Email is in at least one mailbox.
+    const REQUIRED: &'static [&'static str] = &["mailboxIds"];
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -329,20 +335,11 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         ..Default::default()
     };
     for (cid, c) in args.create.unwrap_or_default() {
-        let outcome = async {
-            let mb = one_mailbox(call, &c.mailbox_ids, &mailboxes)?;
-            let flags = flags_of(&c.keywords)?;
-            let raw = build_message(call, &c).await?;
-            let received = match &c.received_at {
-                Some(s) => {
-                    rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["receivedAt"], "not RFC 3339"))?
-                        * 1000
-                }
-                None => now_ms() as i64,
-            };
-            store_message(call, &mb.name, raw, flags, received).await
-        }
-        .await;
+        // A create that does not parse is refused alone (RFC 8620 §5.3).
+        let outcome = match c.0 {
+            Ok(c) => create_one(call, &c, &mailboxes).await,
+            Err(e) => Err(e.into()),
+        };
         match outcome {
             Ok((m, u, size)) => {
                 let view = created_view(call, m, u, size).await;
@@ -392,6 +389,24 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     }
     resp.new_state = email_state(&store::mailboxes(&ctx, account).await?);
     reply("Email/set", &resp)
+}
+
+/// One Email/set create: builds the message and delivers it.
+async fn create_one(
+    call: &Call<'_>,
+    c: &EmailCreate,
+    mailboxes: &[Mailbox],
+) -> Result<(MailboxId, Uid, u64), SetError> {
+    let mb = one_mailbox(call, &c.mailbox_ids, mailboxes)?;
+    let flags = flags_of(&c.keywords)?;
+    let raw = build_message(call, c).await?;
+    let received = match &c.received_at {
+        Some(s) => {
+            rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["receivedAt"], "not RFC 3339"))? * 1000
+        }
+        None => now_ms() as i64,
+    };
+    store_message(call, &mb.name, raw, flags, received).await
 }
 
 /// One Email/set update: keywords (whole or by patch) and mailboxIds.
@@ -493,4 +508,14 @@ pub async fn update_one(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_email_create_needs_only_mailbox_ids() {
+        super::super::object::assert_required::<EmailCreate>(serde_json::json!({"mailboxIds": {"m1": true}}));
+    }
 }

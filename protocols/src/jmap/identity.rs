@@ -14,6 +14,7 @@ use super::dispatch::{
     Call, ChangesArgs, ChangesResponse, GetArgs, GetResponse, Output, PlainSetArgs, begin_set, parse, reply, set_count,
 };
 use super::mailbox::SetResponse;
+use super::object::{Properties, parse_object};
 use super::wire::{MethodError, SetError};
 use crate::smtp::accept::sender_allowed;
 
@@ -155,6 +156,14 @@ struct IdentityPatch {
     html_signature: Option<String>,
 }
 
+impl Properties for IdentityCreate {
+    const REQUIRED: &'static [&'static str] = &["email"];
+}
+
+impl Properties for IdentityPatch {
+    const REQUIRED: &'static [&'static str] = &[];
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Created {
@@ -181,8 +190,7 @@ async fn save(call: &Call<'_>, identity: Identity) -> Result<(), StorageError> {
 }
 
 async fn create_one(call: &Call<'_>, count: usize, value: Value) -> Result<Identity, SetError> {
-    let c: IdentityCreate =
-        serde_json::from_value(value).map_err(|e| SetError::new("invalidProperties", e.to_string()))?;
+    let c: IdentityCreate = parse_object(value)?;
     if count >= IDENTITIES_MAX {
         return Err(SetError::new(
             "overQuota",
@@ -237,8 +245,7 @@ fn patched(mut i: Identity, value: Value) -> Result<Identity, SetError> {
     if let Value::Object(m) = &mut value {
         m.remove("email");
     }
-    let p: IdentityPatch =
-        serde_json::from_value(value).map_err(|e| SetError::new("invalidProperties", e.to_string()))?;
+    let p: IdentityPatch = parse_object(value)?;
     if let Some(x) = p.name {
         i.name = x;
     }
@@ -351,4 +358,14 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     }
     resp.new_state = identities(call).await?.1;
     reply("Identity/set", &resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_create_needs_only_an_email() {
+        super::super::object::assert_required::<IdentityCreate>(serde_json::json!({"email": "a@example.test"}));
+    }
 }

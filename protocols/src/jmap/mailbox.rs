@@ -15,6 +15,7 @@ use super::dispatch::{
     Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_get_size, parse, reply, select_properties,
 };
 use super::ids::{self, StateVector};
+use super::object::{Object, Properties};
 use super::store;
 use super::wire::{MethodError, SetError};
 
@@ -345,7 +346,7 @@ struct SetArgs {
     #[serde(default)]
     if_in_state: Option<String>,
     #[serde(default)]
-    create: Option<BTreeMap<String, MailboxCreate>>,
+    create: Option<BTreeMap<String, Object<MailboxCreate>>>,
     #[serde(default)]
     update: Option<BTreeMap<String, Map<String, Value>>>,
     #[serde(default)]
@@ -366,6 +367,10 @@ struct MailboxCreate {
     is_subscribed: Option<bool>,
     #[serde(default)]
     sort_order: Option<u32>,
+}
+
+impl Properties for MailboxCreate {
+    const REQUIRED: &'static [&'static str] = &["name"];
 }
 
 #[derive(Serialize)]
@@ -428,66 +433,18 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         ..Default::default()
     };
     for (cid, c) in args.create.unwrap_or_default() {
-        let _ = c.sort_order;
-        let current = store::mailboxes(&ctx, account).await?;
-        let parent = match c.parent_id.as_deref().map(|p| call.resolve_id(p)) {
-            None => None,
-            Some(Some(p)) => match ids::parse_mailbox(&p).and_then(|id| current.iter().find(|m| m.id == id)) {
-                Some(m) => Some(m.clone()),
-                None => {
-                    resp.not_created
-                        .insert(cid, SetError::invalid_properties(&["parentId"], "no such mailbox"));
-                    continue;
-                }
-            },
-            Some(None) => {
-                resp.not_created
-                    .insert(cid, SetError::invalid_properties(&["parentId"], "unknown creation id"));
-                continue;
-            }
+        // A create that does not parse is refused alone (RFC 8620 §5.3).
+        let outcome = match c.0 {
+            Ok(c) => create_one(call, c).await?,
+            Err(e) => Err(e.into()),
         };
-        if c.name.is_empty() || c.name.contains(DELIMITER) || c.name.len() > 255 {
-            resp.not_created
-                .insert(cid, SetError::invalid_properties(&["name"], "1..255 bytes, no '/'"));
-            continue;
-        }
-        let name = full_name(parent.as_ref(), &c.name);
-        let special_use = c.role.as_deref().and_then(special_use_of);
-        match mailbox_ops::request(
-            &ctx,
-            account,
-            MailboxOp::Create {
-                name: name.clone(),
-                special_use,
-            },
-        )
-        .await
-        {
-            Ok(_) => {
-                let after = store::mailboxes(&ctx, account).await?;
-                if let Some(m) = after.iter().find(|m| m.name == name) {
-                    if c.is_subscribed == Some(false) {
-                        let _ = mailbox_ops::request(
-                            &ctx,
-                            account,
-                            MailboxOp::Subscribe {
-                                name: name.clone(),
-                                subscribed: false,
-                            },
-                        )
-                        .await;
-                    }
-                    let id = ids::mailbox_id(m.id);
-                    call.created.insert(cid.clone(), id.clone());
-                    resp.created.insert(cid, Created { id });
-                }
-            }
-            Err(OpError::AlreadyExists(_)) => {
-                resp.not_created
-                    .insert(cid, SetError::new("alreadyExists", format!("{name} exists")));
+        match outcome {
+            Ok(id) => {
+                call.created.insert(cid.clone(), id.clone());
+                resp.created.insert(cid, Created { id });
             }
             Err(e) => {
-                resp.not_created.insert(cid, SetError::from_op(&e));
+                resp.not_created.insert(cid, e);
             }
         }
     }
@@ -511,37 +468,88 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         }
     }
     for id in args.destroy.unwrap_or_default() {
-        let current = store::mailboxes_with_counts(&ctx, account).await?;
-        let Some((m, c)) = ids::parse_mailbox(&id).and_then(|n| current.iter().find(|(m, _)| m.id == n).cloned())
-        else {
-            resp.not_destroyed.insert(id, SetError::not_found());
-            continue;
-        };
-        if m.name == "INBOX" {
-            resp.not_destroyed
-                .insert(id, SetError::new("forbidden", "the inbox cannot be destroyed"));
-            continue;
-        }
-        let prefix = format!("{}{DELIMITER}", m.name);
-        if current.iter().any(|(o, _)| o.name.starts_with(&prefix)) {
-            resp.not_destroyed
-                .insert(id, SetError::new("mailboxHasChild", "the mailbox has children"));
-            continue;
-        }
-        if c.messages > 0 && !args.on_destroy_remove_emails {
-            resp.not_destroyed
-                .insert(id, SetError::new("mailboxHasEmail", "the mailbox is not empty"));
-            continue;
-        }
-        match mailbox_ops::request(&ctx, account, MailboxOp::Delete { name: m.name.clone() }).await {
-            Ok(_) => resp.destroyed.push(id),
+        match destroy_one(call, &id, args.on_destroy_remove_emails).await? {
+            Ok(()) => resp.destroyed.push(id),
             Err(e) => {
-                resp.not_destroyed.insert(id, SetError::from_op(&e));
+                resp.not_destroyed.insert(id, e);
             }
         }
     }
     resp.new_state = state_of(&store::mailboxes(&ctx, account).await?);
     reply("Mailbox/set", &resp)
+}
+
+/// One Mailbox/set create: the new mailbox's id, or why not. The outer
+/// error is a failed read of the store (the method fails).
+async fn create_one(call: &Call<'_>, c: MailboxCreate) -> Result<Result<String, SetError>, MethodError> {
+    let ctx = &call.shared.ctx;
+    let account = call.caller.account;
+    let _ = c.sort_order;
+    let current = store::mailboxes(ctx, account).await?;
+    let parent = match c.parent_id.as_deref().map(|p| call.resolve_id(p)) {
+        None => None,
+        Some(Some(p)) => match ids::parse_mailbox(&p).and_then(|id| current.iter().find(|m| m.id == id)) {
+            Some(m) => Some(m.clone()),
+            None => return Ok(Err(SetError::invalid_properties(&["parentId"], "no such mailbox"))),
+        },
+        Some(None) => return Ok(Err(SetError::invalid_properties(&["parentId"], "unknown creation id"))),
+    };
+    if c.name.is_empty() || c.name.contains(DELIMITER) || c.name.len() > 255 {
+        return Ok(Err(SetError::invalid_properties(&["name"], "1..255 bytes, no '/'")));
+    }
+    let name = full_name(parent.as_ref(), &c.name);
+    let special_use = c.role.as_deref().and_then(special_use_of);
+    let op = MailboxOp::Create {
+        name: name.clone(),
+        special_use,
+    };
+    match mailbox_ops::request(ctx, account, op).await {
+        Ok(_) => {}
+        Err(OpError::AlreadyExists(_)) => return Ok(Err(SetError::new("alreadyExists", format!("{name} exists")))),
+        Err(e) => return Ok(Err(SetError::from_op(&e))),
+    }
+    let after = store::mailboxes(ctx, account).await?;
+    let Some(m) = after.iter().find(|m| m.name == name) else {
+        // Deleted again between the create and this read.
+        return Ok(Err(SetError::new(
+            "serverFail",
+            format!("{name} vanished after its creation"),
+        )));
+    };
+    if c.is_subscribed == Some(false) {
+        let op = MailboxOp::Subscribe {
+            name: name.clone(),
+            subscribed: false,
+        };
+        let _ = mailbox_ops::request(ctx, account, op).await;
+    }
+    Ok(Ok(ids::mailbox_id(m.id)))
+}
+
+/// One Mailbox/set destroy. The outer error is a failed read of the store.
+async fn destroy_one(call: &Call<'_>, id: &str, remove_emails: bool) -> Result<Result<(), SetError>, MethodError> {
+    let ctx = &call.shared.ctx;
+    let account = call.caller.account;
+    let current = store::mailboxes_with_counts(ctx, account).await?;
+    let Some((m, c)) = ids::parse_mailbox(id).and_then(|n| current.iter().find(|(m, _)| m.id == n).cloned()) else {
+        return Ok(Err(SetError::not_found()));
+    };
+    if m.name == "INBOX" {
+        return Ok(Err(SetError::new("forbidden", "the inbox cannot be destroyed")));
+    }
+    let prefix = format!("{}{DELIMITER}", m.name);
+    if current.iter().any(|(o, _)| o.name.starts_with(&prefix)) {
+        return Ok(Err(SetError::new("mailboxHasChild", "the mailbox has children")));
+    }
+    if c.messages > 0 && !remove_emails {
+        return Ok(Err(SetError::new("mailboxHasEmail", "the mailbox is not empty")));
+    }
+    Ok(
+        mailbox_ops::request(ctx, account, MailboxOp::Delete { name: m.name.clone() })
+            .await
+            .map(|_| ())
+            .map_err(|e| SetError::from_op(&e)),
+    )
 }
 
 async fn update_one(
@@ -611,4 +619,14 @@ async fn update_one(
             .map_err(|e| SetError::from_op(&e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mailbox_create_needs_only_a_name() {
+        super::super::object::assert_required::<MailboxCreate>(serde_json::json!({"name": "x"}));
+    }
 }

@@ -5,6 +5,8 @@
 //!   error types, result-reference pointers, ids and state strings. Pure.
 //! - [`dispatch`]: runs a request — capability and limit checks,
 //!   back-references, creation ids, one method after the other.
+//! - [`object`]: one created or imported object parsed on its own, so a bad
+//!   one is its own `invalidProperties` and the others still run.
 //! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`]),
 //!   [`email_query`] (query, changes, snippets), [`email_set`] (set), [`email_import`]
 //!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
@@ -41,6 +43,7 @@ pub mod email_set;
 pub mod identity;
 pub mod ids;
 pub mod mailbox;
+pub mod object;
 pub mod pointer;
 pub mod push;
 pub mod session;

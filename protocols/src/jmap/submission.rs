@@ -24,6 +24,7 @@ use super::email_get::utc_date;
 use super::identity::identities;
 use super::ids;
 use super::mailbox::{Comparator, QueryResponse, SetResponse, clamp_position};
+use super::object::{Object, Properties};
 use super::store;
 use super::wire::{MethodError, SetError};
 use crate::smtp::accept::{Accepted, RcptOutcome, Recipient, accept_message, resolve_recipient, sender_allowed};
@@ -314,7 +315,7 @@ struct SubmissionSetArgs {
     #[serde(default)]
     if_in_state: Option<String>,
     #[serde(default)]
-    create: Option<BTreeMap<String, SubmissionCreate>>,
+    create: Option<BTreeMap<String, Object<SubmissionCreate>>>,
     #[serde(default)]
     update: Option<BTreeMap<String, Value>>,
     #[serde(default)]
@@ -332,6 +333,10 @@ struct SubmissionCreate {
     email_id: String,
     #[serde(default)]
     envelope: Option<EnvelopeIn>,
+}
+
+impl Properties for SubmissionCreate {
+    const REQUIRED: &'static [&'static str] = &["identityId", "emailId"];
 }
 
 #[derive(Debug, Deserialize)]
@@ -545,7 +550,12 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     };
     let mut succeeded: BTreeMap<String, String> = BTreeMap::new();
     for (cid, c) in args.create.unwrap_or_default() {
-        match submit_one(call, &c).await {
+        // A create that does not parse is refused alone (RFC 8620 §5.3).
+        let outcome = match c.0 {
+            Ok(c) => submit_one(call, &c).await,
+            Err(e) => Err(e.into()),
+        };
+        match outcome {
             Ok(s) => {
                 let id = submission_id(&s.id);
                 call.created.insert(cid.clone(), id.clone());
@@ -634,6 +644,13 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "From: a@x\r\nTo: b@y\r\n\r\nBcc: stays in the body\r\n"
+        );
+    }
+
+    #[test]
+    fn a_submission_create_needs_an_identity_and_an_email() {
+        super::super::object::assert_required::<SubmissionCreate>(
+            serde_json::json!({"identityId": "i0", "emailId": "e1_1"}),
         );
     }
 

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::dispatch::{Call, GetArgs, GetResponse, Output, PlainSetArgs, begin_set, parse, reply, set_count};
 use super::mailbox::SetResponse;
+use super::object::{Properties, parse_object};
 use super::wire::{MethodError, SetError};
 
 #[derive(Serialize)]
@@ -88,6 +89,10 @@ struct VacationPatch {
     html_body: Option<Option<String>>,
 }
 
+impl Properties for VacationPatch {
+    const REQUIRED: &'static [&'static str] = &[];
+}
+
 /// A property a patch may set to null: absent → None, null → Some(None).
 pub(super) mod nullable {
     use serde::{Deserialize, Deserializer};
@@ -124,11 +129,10 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
             resp.not_updated.insert(id, SetError::not_found());
             continue;
         }
-        let p: VacationPatch = match serde_json::from_value(patch) {
+        let p: VacationPatch = match parse_object(patch) {
             Ok(p) => p,
             Err(e) => {
-                resp.not_updated
-                    .insert(id, SetError::new("invalidProperties", e.to_string()));
+                resp.not_updated.insert(id, e.into());
                 continue;
             }
         };
