@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The tests that run a second time on FoundationDB: what .ci/run runs after
+# `eval "$(.ci/fdb.sh start)"`, and what a developer runs the same way.
+#
+#   eval "$(.ci/fdb.sh start)" && MESHMAIL_TEST_STORE=fdb .ci/fdb-tests.sh
+#
+# The same test functions as the SQLite pass (the backend is a parameter:
+# KvConfig::for_tests), not copies. Left out, because they test SQLite
+# itself: conformance_sqlite (its FDB twin is conformance_fdb), wal_runs,
+# and the smtp test of SQLite's WAL timings. Node tests: SMTP in, IMAP
+# read-back and IDLE, JMAP, outbound queue, quarantine, crash recovery,
+# the mesh (leases, failover), big mailboxes, ops/status.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${MESHMAIL_FDB_CLUSTER_FILE:?run eval \"\$(.ci/fdb.sh start)\" first}"
+if [[ "${MESHMAIL_TEST_STORE:-}" != fdb ]]; then
+    echo "MESHMAIL_TEST_STORE=fdb is not set: these tests would run on SQLite" >&2
+    exit 2
+fi
+
+log() { printf '\n=== FoundationDB: %s (%s)\n' "$*" "$(date +%T)"; }
+
+# The issue's sizes for the big operations (200,000 acceptances).
+export MESHMAIL_BIG_OPS=full
+
+log "storage: the KV conformance suite, the model, the ledger, blobs, big operations"
+cargo test -p meshmail-storage --features fdb --lib \
+    --test conformance_fdb --test ledger_verify --test unindexed_rows \
+    --test mailbox_counters --test message_rows --test blob_local --test blob_s3 \
+    --test big_operations
+
+log "actors and mesh: the compactor, leases and fencing"
+cargo test -p meshmail-actors -p meshmail-mesh --features meshmail-storage/fdb \
+    --test compactor --test leases
+
+log "node: SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
+cargo test -p meshmail-node --features fdb \
+    --test smtp --test imap --test jmap --test jmap_mesh --test outbound \
+    --test quarantine --test crash --test mesh --test big_mailbox \
+    --test imap_state --test ops --test vacation --test fdb_limits \
+    -- --skip a_commit_times_its_wal_write_and_fsync_apart
