@@ -37,5 +37,5 @@ log "node: SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
 cargo test -p meshmail-node --features fdb \
     --test smtp --test imap --test jmap --test jmap_mesh --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
-    --test imap_state --test ops --test vacation --test fdb_limits \
+    --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb \
     -- --skip a_commit_times_its_wal_write_and_fsync_apart

@@ -67,7 +67,7 @@ fn status_parses_into_the_shared_struct_and_the_cli_prints_it() {
 
     let out = run_ok(meshmail(dir.path()).args(["status", "--node", node.addr("http")]), None);
     assert!(out.contains("live view of solo#1"), "{out}");
-    assert!(out.contains("backend sqlite"), "{out}");
+    assert!(out.contains(&format!("backend {backend}")), "{out}");
     assert!(
         out.contains(&format!(
             "shards owned (of {SHARDS}): this node runs {SHARDS}, holds {SHARDS} leases"
