@@ -9,7 +9,9 @@
 # itself: conformance_sqlite (its FDB twin is conformance_fdb), wal_runs,
 # and the smtp test of SQLite's WAL timings. Node tests: SMTP in, IMAP
 # read-back and IDLE, JMAP, outbound queue, quarantine, crash recovery,
-# the mesh (leases, failover), big mailboxes, ops/status.
+# the mesh (leases, failover), big mailboxes, ops/status, FDB's limits
+# (fdb_limits), `up --store fdb` (up_fdb) and a cluster killed and
+# restarted under SMTP (fdb_outage, on a private cluster of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${MESHMAIL_FDB_CLUSTER_FILE:?run eval \"\$(.ci/fdb.sh start)\" first}"
@@ -37,5 +39,5 @@ log "node: SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
 cargo test -p meshmail-node --features fdb \
     --test smtp --test imap --test jmap --test jmap_mesh --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
-    --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb \
+    --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb --test fdb_outage \
     -- --skip a_commit_times_its_wal_write_and_fsync_apart

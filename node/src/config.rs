@@ -776,7 +776,8 @@ impl Config {
                 })
             }
         }
-        if let Some(prefix) = &overrides.fdb_key_prefix {
+        // An empty prefix (e.g. MESHMAIL_FDB_KEY_PREFIX="") is no prefix.
+        if let Some(prefix) = overrides.fdb_key_prefix.as_ref().filter(|p| !p.is_empty()) {
             match &mut cfg.store {
                 Some(KvConfig::Fdb { key_prefix, .. }) => *key_prefix = prefix.clone(),
                 _ => {

@@ -417,14 +417,27 @@ impl State {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
         let submission = matches!(self.shared.mode, Mode::Submission { .. });
-        let checked = super::accept::check_recipient(
-            &self.shared.ctx,
-            &mailbox,
-            submission,
-            &self.shared.routing,
-            self.shared.rcpt_cache.as_deref(),
+        // Bounded like DATA's commit: a store that cannot be read (FDB
+        // unreachable: each attempt waits out its 5 s timeout, the retry
+        // budget is 20 s) is a 451 within the delivery timeout, not a
+        // client left waiting on RCPT.
+        let checked = tokio::time::timeout(
+            self.shared.delivery_timeout,
+            super::accept::check_recipient(
+                &self.shared.ctx,
+                &mailbox,
+                submission,
+                &self.shared.routing,
+                self.shared.rcpt_cache.as_deref(),
+            ),
         )
-        .await;
+        .await
+        .unwrap_or_else(|_| {
+            metrics::counter!("meshmail_smtp_rcpt_store_timeouts_total").increment(1);
+            Err(meshmail_storage::StorageError::Unavailable(
+                "the store did not answer RCPT's read in time".into(),
+            ))
+        });
         let reply = match checked.map(|c| (c.outcome, c.all_over_quota, c.vacation_off)) {
             Ok((RcptOutcome::Accept(_), true, _)) => {
                 metrics::counter!("meshmail_smtp_rcpt_over_quota_total").increment(1);
