@@ -16,7 +16,16 @@ pub async fn domain_add(cfg: &Config, domain: &str) -> anyhow::Result<()> {
     let d = db
         .run("admin_domain_add", move |txn| {
             let domain = domain.clone();
-            async move { domains::add(&txn, &domain).await }
+            async move {
+                // A commit with an unknown outcome (FDB's 1021) may have
+                // added it: the retry finds it and is done.
+                if txn.maybe_committed()
+                    && let Some(d) = domains::get(&txn, &domain).await?
+                {
+                    return Ok(d);
+                }
+                domains::add(&txn, &domain).await
+            }
         })
         .await?;
     println!("added domain {}", d.name);
@@ -52,7 +61,18 @@ pub async fn account_add(cfg: &Config, email: &str, password_stdin: bool) -> any
     let account = db
         .run("admin_account_add", move |txn| {
             let (email, hash) = (email.clone(), hash.clone());
-            async move { accounts::add(&txn, &email, &hash).await }
+            async move {
+                // After an unknown commit outcome (FDB's 1021) the retry may
+                // find the account the first attempt added: its hash (salted,
+                // so unique to this command) says it is ours, not a clash.
+                if txn.maybe_committed()
+                    && let Some(a) = accounts::get(&txn, &email).await?
+                    && a.password_hash == hash
+                {
+                    return Ok(a);
+                }
+                accounts::add(&txn, &email, &hash).await
+            }
         })
         .await?;
     println!("added account {} (id {})", account.email, account.id);
