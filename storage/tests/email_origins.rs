@@ -12,6 +12,11 @@ use meshmail_storage::model::{accounts, domains, mailboxes, message_codec, new_i
 use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::{Database, StorageError};
 
+/// (mailbox, UID): a first place or a current one.
+type Place = (MailboxId, Uid);
+/// Where a message is now and its origin, as a test compares them.
+type Found = Option<(Place, Option<Place>)>;
+
 struct Store {
     _dir: tempfile::TempDir,
     db: Database,
@@ -86,7 +91,7 @@ impl Store {
     }
 
     /// (where the message first stored at `first` is, its origin).
-    async fn find(&self, first: (MailboxId, Uid)) -> Option<((MailboxId, Uid), Option<(MailboxId, Uid)>)> {
+    async fn find(&self, first: Place) -> Found {
         let account = self.account;
         let (whole, hot) = self
             .db
@@ -143,9 +148,7 @@ impl Store {
     }
 }
 
-fn placement_of(
-    found: Option<(MailboxId, messages::MessageMeta)>,
-) -> Option<((MailboxId, Uid), Option<(MailboxId, Uid)>)> {
+fn placement_of(found: Option<(MailboxId, messages::MessageMeta)>) -> Found {
     found.map(|(m, row)| ((m, row.uid), row.origin))
 }
 
