@@ -83,6 +83,16 @@ pub fn messages(account: AccountId, mailbox: MailboxId) -> (Vec<u8>, Vec<u8>) {
     prefix_range(&pack(&("msg", account, mailbox)))
 }
 
+/// Where a moved message is now: `(first mailbox, first UID)` → its
+/// current `(mailbox, UID)` (value: mailbox i64 LE then UID u32 LE). The
+/// message's JMAP id / IMAP EMAILID names its first place, so a read by id
+/// whose row is gone follows this key. Written only by a move (in the
+/// move's transaction), cleared with the moved row; never for a message
+/// still where it was first stored.
+pub fn email_placement(account: AccountId, first_mailbox: MailboxId, first_uid: Uid) -> Vec<u8> {
+    pack(&("eplc", account, first_mailbox, first_uid))
+}
+
 /// A message's write-once summary (envelope and body structure, see
 /// `model::message_codec`), apart from its hot `msg` row so that flag
 /// changes and scans of flags never read or rewrite it.

@@ -339,7 +339,10 @@ fn meta_use(k: &SearchKey) -> MetaUse {
         | K::Keyword(_)
         | K::Unkeyword(_)
         | K::ModSeq { .. }
-        | K::ThreadId(_) => MetaUse::Live,
+        | K::ThreadId(_)
+        // A moved message's EMAILID names its origin, which only its hot
+        // row holds (a bare UID would give the id of its current place).
+        | K::EmailId(_) => MetaUse::Live,
         K::Before(_) | K::On(_) | K::Since(_) | K::Larger(_) | K::Smaller(_) => MetaUse::Fixed,
         // The sent day falls back to the internal date.
         K::SentBefore(_) | K::SentOn(_) | K::SentSince(_) => MetaUse::Fixed,
@@ -356,7 +359,6 @@ fn meta_use(k: &SearchKey) -> MetaUse {
         | K::Header(..)
         | K::Uid(_)
         | K::Sequence(_)
-        | K::EmailId(_)
         | K::Not(_)
         | K::Or(..)
         | K::And(_) => MetaUse::Nothing,

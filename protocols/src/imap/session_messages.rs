@@ -463,12 +463,13 @@ fn render(
                 f.modseq(m.modseq);
                 has_modseq = true;
             }
-            // The same ids JMAP gives the message (OBJECTID, RFC 8474).
+            // The same ids JMAP gives the message (OBJECTID, RFC 8474):
+            // named by its first place, so a MOVE keeps them.
             FetchAttr::EmailId => {
-                f.object_id("EMAILID", &crate::jmap::ids::email_id(sel.id, m.uid));
+                f.object_id("EMAILID", &crate::jmap::ids::email_id(m.first_place(sel.id)));
             }
             FetchAttr::ThreadId => {
-                let id = crate::jmap::ids::thread_id(m.thread_id.as_deref(), sel.id, m.uid);
+                let id = crate::jmap::ids::thread_id(m.thread_id.as_deref(), m.first_place(sel.id));
                 f.object_id("THREADID", &id);
             }
             FetchAttr::Envelope => {

@@ -54,8 +54,9 @@ impl From<MethodError> for BlobError {
 pub async fn read(shared: &JmapShared, account: AccountId, blob_id: &str) -> Result<BlobData, BlobError> {
     let ctx = &shared.ctx;
     match ids::parse_blob(blob_id).ok_or(BlobError::NotFound)? {
+        // Message blob ids name the message's first place, as its email id.
         BlobRef::Message(m, u) => {
-            let msg = store::message(ctx, account, m, u).await?.ok_or(BlobError::NotFound)?;
+            let (_, msg) = store::email(ctx, account, (m, u)).await?.ok_or(BlobError::NotFound)?;
             Ok(BlobData {
                 bytes: store::body(ctx, &msg).await?,
                 media_type: "message/rfc822".into(),
@@ -63,7 +64,7 @@ pub async fn read(shared: &JmapShared, account: AccountId, blob_id: &str) -> Res
             })
         }
         BlobRef::Part(m, u, part) => {
-            let msg = store::message(ctx, account, m, u).await?.ok_or(BlobError::NotFound)?;
+            let (_, msg) = store::email(ctx, account, (m, u)).await?.ok_or(BlobError::NotFound)?;
             let raw = store::body(ctx, &msg).await?;
             let (bytes, media_type, name) = email_parts::part_contents(&raw, &part).ok_or(BlobError::NotFound)?;
             Ok(BlobData {

@@ -202,10 +202,11 @@ pub fn envelope_properties(env: &Envelope) -> Map<String, Value> {
 
 fn meta(mailbox: i64, msg: &Message) -> EmailMeta {
     let env = &msg.summary.envelope;
+    let first = msg.first_place(mailbox);
     EmailMeta {
-        id: ids::email_id(mailbox, msg.uid),
-        blob_id: ids::message_blob_id(mailbox, msg.uid),
-        thread_id: ids::thread_id(msg.thread_id.as_deref(), mailbox, msg.uid),
+        id: ids::email_id(first),
+        blob_id: ids::message_blob_id(first),
+        thread_id: ids::thread_id(msg.thread_id.as_deref(), first),
         mailbox_ids: BTreeMap::from([(ids::mailbox_id(mailbox), true)]),
         keywords: keywords(msg),
         size: msg.body.size,
@@ -264,7 +265,7 @@ pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
             let mut all = Vec::new();
             for m in &mailboxes {
                 for msg in store::mailbox_messages(&ctx, account, m.id).await? {
-                    all.push(ids::email_id(m.id, msg.uid));
+                    all.push(ids::email_id(msg.first_place(m.id)));
                     if all.len() > call.shared.limits.max_objects_in_get {
                         return Err(MethodError::RequestTooLarge);
                     }
@@ -286,16 +287,14 @@ pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         }
     }
     let parsed: Vec<Option<(i64, u32)>> = wanted.iter().map(|i| ids::parse_email(i)).collect();
-    let keys: Vec<(i64, u32)> = parsed.iter().flatten().copied().collect();
-    let mut rows = store::messages(&ctx, account, keys).await?.into_iter();
+    let firsts: Vec<(i64, u32)> = parsed.iter().flatten().copied().collect();
+    // Each id is looked up where it was first stored, then where a move
+    // took it (`store::emails`).
+    let mut found = store::emails(&ctx, account, firsts).await?.into_iter();
     let mut list = Vec::new();
     let mut not_found = Vec::new();
-    for (id, key) in wanted.into_iter().zip(parsed) {
-        let Some((mailbox, _)) = key else {
-            not_found.push(id);
-            continue;
-        };
-        let Some(msg) = rows.next().flatten() else {
+    for (id, first) in wanted.into_iter().zip(parsed) {
+        let Some((mailbox, msg)) = first.and_then(|_| found.next().flatten()) else {
             not_found.push(id);
             continue;
         };
@@ -331,7 +330,7 @@ async fn render(
     }
     if needs_body {
         let raw = store::body(&call.shared.ctx, msg).await?;
-        let origin = Origin::stored(mailbox, msg.uid);
+        let origin = Origin::stored(msg.first_place(mailbox));
         let limit = if args.max_body_value_bytes > 0 {
             args.max_body_value_bytes
         } else {

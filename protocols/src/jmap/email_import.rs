@@ -117,7 +117,7 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
             Value::Array(
                 originals
                     .iter()
-                    .map(|(m, u)| Value::String(ids::email_id(*m, *u)))
+                    .map(|first| Value::String(ids::email_id(*first)))
                     .collect(),
             ),
         );
@@ -131,7 +131,7 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
 }
 
 /// One Email/copy create: COPY through the shard actor, then its keywords.
-/// Returns the original's (mailbox, uid) and the copy.
+/// Returns the original's first place (its id) and the copy.
 async fn copy_one(
     call: &Call<'_>,
     c: &CopyCreate,
@@ -140,7 +140,8 @@ async fn copy_one(
     let ctx = &call.shared.ctx;
     let account = call.caller.account;
     let _ = &c.received_at;
-    let (mailbox, uid) = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
+    let first = ids::parse_email(&c.id).ok_or_else(SetError::not_found)?;
+    let (mailbox, uid) = super::email_set::current_place(call, &c.id).await?;
     let to = one_mailbox(call, &c.mailbox_ids, mailboxes)?;
     let copy = MailboxOp::Copy {
         from: mailbox,
@@ -169,7 +170,7 @@ async fn copy_one(
         .ok()
         .flatten()
         .map_or(0, |m| m.body.size);
-    Ok(((mailbox, uid), created_view(call, to.id, new_uid, size).await))
+    Ok((first, created_view(call, to.id, new_uid, size).await))
 }
 
 #[derive(Debug, Deserialize)]

@@ -246,9 +246,10 @@ pub enum BlobSource {
 }
 
 impl Origin {
-    pub fn stored(mailbox: MailboxId, uid: Uid) -> Origin {
+    /// The parts of a stored message, named by its first place (its id).
+    pub fn stored(first: (MailboxId, Uid)) -> Origin {
         Origin {
-            source: BlobSource::Message(mailbox, uid),
+            source: BlobSource::Message(first.0, first.1),
             path: None,
         }
     }
@@ -270,7 +271,7 @@ impl Origin {
             None => part.to_string(),
         };
         match &self.source {
-            BlobSource::Message(m, u) => ids::part_blob_id(*m, *u, &full),
+            BlobSource::Message(m, u) => ids::part_blob_id((*m, *u), &full),
             BlobSource::Upload(h) => ids::upload_part_blob_id(h, &full),
         }
     }
@@ -465,7 +466,7 @@ mod tests {
             .iter()
             .position(|p| matches!(p.body, PartType::Message(_)))
             .unwrap();
-        let blob = ids::parse_blob(&ids::part_blob_id(1, 2, &attached.to_string())).unwrap();
+        let blob = ids::parse_blob(&ids::part_blob_id((1, 2), &attached.to_string())).unwrap();
         let (inner_raw, media_type, _) = part_contents(raw, &attached.to_string()).unwrap();
         assert_eq!(media_type, "message/rfc822");
         let inner = MessageParser::default().parse(&inner_raw[..]).unwrap();
@@ -489,7 +490,7 @@ mod tests {
     fn parts_and_values() {
         let raw = b"From: a@x\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b\r\nContent-Type: application/pdf; name=x.pdf\r\nContent-Disposition: attachment; filename=x.pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nAAEC\r\n--b--\r\n";
         let msg = MessageParser::default().parse(&raw[..]).unwrap();
-        let tree = body_part(raw, &msg, 0, Some(&Origin::stored(1, 2)), 0);
+        let tree = body_part(raw, &msg, 0, Some(&Origin::stored((1, 2))), 0);
         assert_eq!(tree.media_type, "multipart/mixed");
         let subs = tree.sub_parts.unwrap();
         assert_eq!(subs.len(), 2);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use meshmail_storage::StorageError;
 use meshmail_storage::ids::{MailboxId, Uid};
-use meshmail_storage::model::messages::{self, ChangeKind, Message};
+use meshmail_storage::model::messages::{self, Change, ChangeKind, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -246,7 +246,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
         &mailboxes,
     );
     if let Some(q) = indexed {
-        let (position, uids, total) =
+        let (position, ids, total) =
             email_query_index::page(&ctx, account, q, args.position.unwrap_or(0), limit).await?;
         return reply(
             "Email/query",
@@ -255,7 +255,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
                 query_state: email_state(&mailboxes),
                 can_calculate_changes: true,
                 position,
-                ids: uids.into_iter().map(|u| ids::email_id(q.mailbox, u)).collect(),
+                ids,
                 total: args.calculate_total.unwrap_or(false).then_some(total),
                 limit: (args.limit.is_some_and(|l| l > max)).then_some(max),
             },
@@ -308,9 +308,12 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
     }
     if args.collapse_threads.unwrap_or(false) {
         let mut seen = HashSet::new();
-        rows.retain(|r| seen.insert(ids::thread_id(r.msg.thread_id.as_deref(), r.mailbox, r.msg.uid)));
+        rows.retain(|r| seen.insert(ids::thread_id(r.msg.thread_id.as_deref(), r.msg.first_place(r.mailbox))));
     }
-    let all_ids: Vec<String> = rows.iter().map(|r| ids::email_id(r.mailbox, r.msg.uid)).collect();
+    let all_ids: Vec<String> = rows
+        .iter()
+        .map(|r| ids::email_id(r.msg.first_place(r.mailbox)))
+        .collect();
     let total = all_ids.len();
     let position = match &args.anchor {
         Some(a) => {
@@ -370,6 +373,41 @@ pub struct EmailChanges {
     pub expunged_threads: BTreeSet<String>,
 }
 
+impl EmailChanges {
+    /// One change-log entry of `mailbox`, about the email `id`. Emails are
+    /// named by their first place, so a move (the source's `moved`
+    /// expunge, the destination's `Added` with an origin) is an update of
+    /// one email. Mailboxes' logs are read one after the other, not in
+    /// time order, so each outcome is decided whatever the order: born
+    /// (an `Added` without origin) and gone (an expunge not part of a
+    /// move) in the window cancel out; born is created; gone is destroyed;
+    /// anything else is updated.
+    fn apply(&mut self, mailbox: MailboxId, ch: &Change, id: String) {
+        let born = ch.kind == ChangeKind::Added && ch.origin.is_none();
+        let gone = ch.kind == ChangeKind::Expunged && !ch.moved;
+        if ch.kind == ChangeKind::Expunged {
+            let first = ch.first_place(mailbox);
+            self.expunged_threads
+                .insert(ids::thread_id(ch.thread_id.as_deref(), first));
+        } else {
+            self.touched.push((mailbox, ch.uid));
+        }
+        if born {
+            self.updated.remove(&id);
+            if !self.destroyed.remove(&id) {
+                self.created.insert(id);
+            }
+        } else if gone {
+            self.updated.remove(&id);
+            if !self.created.remove(&id) {
+                self.destroyed.insert(id);
+            }
+        } else if !self.created.contains(&id) && !self.destroyed.contains(&id) {
+            self.updated.insert(id);
+        }
+    }
+}
+
 /// Reads the change log from `since` (a state vector) up to `max` changes.
 pub async fn compute_changes(call: &Call<'_>, since: &str, max: usize) -> Result<EmailChanges, MethodError> {
     let old = StateVector::decode(since).ok_or(MethodError::CannotCalculateChanges)?;
@@ -419,7 +457,7 @@ pub async fn compute_changes(call: &Call<'_>, since: &str, max: usize) -> Result
                     done = true;
                     break;
                 }
-                let id = ids::email_id(mailbox, ch.uid);
+                let id = ids::email_id(ch.first_place(mailbox));
                 let new_id = !out.created.contains(&id) && !out.updated.contains(&id) && !out.destroyed.contains(&id);
                 if new_id && count >= max {
                     out.has_more = true;
@@ -429,26 +467,7 @@ pub async fn compute_changes(call: &Call<'_>, since: &str, max: usize) -> Result
                 if new_id {
                     count += 1;
                 }
-                match ch.kind {
-                    ChangeKind::Added => {
-                        out.created.insert(id);
-                        out.touched.push((mailbox, ch.uid));
-                    }
-                    ChangeKind::Flags => {
-                        if !out.created.contains(&id) {
-                            out.updated.insert(id);
-                        }
-                        out.touched.push((mailbox, ch.uid));
-                    }
-                    ChangeKind::Expunged => {
-                        out.expunged_threads
-                            .insert(ids::thread_id(ch.thread_id.as_deref(), mailbox, ch.uid));
-                        if !out.created.remove(&id) {
-                            out.updated.remove(&id);
-                            out.destroyed.insert(id);
-                        }
-                    }
-                }
+                out.apply(mailbox, ch, id);
                 at = ch.modseq;
             }
             if page.len() < CHANGES_PAGE {
@@ -567,7 +586,7 @@ pub async fn snippets(call: &mut Call<'_>, args: Map<String, Value>) -> Result<O
         terms(f, &mut t);
     }
     let parsed: Vec<Option<(MailboxId, Uid)>> = args.email_ids.iter().map(|i| ids::parse_email(i)).collect();
-    let rows = store::messages(
+    let rows = store::emails(
         &call.shared.ctx,
         call.caller.account,
         parsed.iter().flatten().copied().collect(),
@@ -581,7 +600,7 @@ pub async fn snippets(call: &mut Call<'_>, args: Map<String, Value>) -> Result<O
     };
     for (id, p) in args.email_ids.into_iter().zip(parsed) {
         match p.and_then(|_| rows.next().flatten()) {
-            Some(msg) => {
+            Some((_, msg)) => {
                 let subject = msg.summary.envelope.subject.map(|s| s.decoded).unwrap_or_default();
                 resp.list.push(Snippet {
                     email_id: id,

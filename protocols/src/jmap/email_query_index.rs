@@ -4,7 +4,7 @@
 //! other query takes the general path in [`super::email_query`], which
 //! gives the same order (ties broken by UID in the sort's direction).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::StorageError;
@@ -61,25 +61,28 @@ pub fn indexed(
     })
 }
 
-/// One page of an indexed query: (position, UIDs, total).
+/// One page of an indexed query: (position, email ids, total). The ids
+/// come from the index (a moved message's origin is in its index value),
+/// so a page reads no rows.
 pub async fn page(
     ctx: &NodeCtx,
     account: AccountId,
     q: IndexedQuery,
     position: i64,
     limit: usize,
-) -> Result<(usize, Vec<Uid>, usize), MethodError> {
-    let (position, uids, total) = ctx
+) -> Result<(usize, Vec<String>, usize), MethodError> {
+    let (position, dated, total) = ctx
         .db
         .read("jmap_query_index", move |txn| async move {
             let total = mailboxes::counts(&txn, account, q.mailbox).await?.messages.max(0) as usize;
             let position = clamp_position(position, total);
-            let uids = messages::uids_by_date(&txn, account, q.mailbox, q.newest_first, position, limit).await?;
-            Ok::<_, StorageError>((position, uids, total))
+            let page = messages::by_date(&txn, account, q.mailbox, q.newest_first, position, limit).await?;
+            Ok::<_, StorageError>((position, page, total))
         })
         .await?;
     metrics::counter!("meshmail_jmap_query_indexed_total").increment(1);
-    Ok((position, uids, total))
+    let ids = dated.iter().map(|d| ids::email_id(d.first_place(q.mailbox))).collect();
+    Ok((position, ids, total))
 }
 
 /// Messages before a new one in the order that /queryChanges will place
@@ -165,7 +168,8 @@ pub async fn query_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Res
     if floor > since || log.len() > QUERY_CHANGES_MAX {
         return Err(MethodError::CannotCalculateChanges);
     }
-    let mut removed = BTreeSet::new();
+    // Removed rows by UID, each with the first place its id names.
+    let mut removed = BTreeMap::new();
     let mut entered = BTreeSet::new();
     for ch in &log {
         match ch.kind {
@@ -174,7 +178,7 @@ pub async fn query_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Res
             }
             ChangeKind::Expunged => {
                 entered.remove(&ch.uid);
-                removed.insert(ch.uid);
+                removed.insert(ch.uid, ch.first_place(mailbox));
             }
             ChangeKind::Flags => {}
         }
@@ -202,7 +206,7 @@ pub async fn query_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Res
                         RANK_MAX,
                     )
                     .await?;
-                    out.push((uid, rank));
+                    out.push((msg.first_place(mailbox), rank));
                 }
                 Ok::<_, StorageError>(out)
             }
@@ -212,10 +216,10 @@ pub async fn query_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Res
         return Err(MethodError::TooManyChanges);
     }
     let mut added = Vec::with_capacity(ranks.len());
-    for (uid, rank) in ranks {
+    for (first, rank) in ranks {
         let index = rank.ok_or(MethodError::CannotCalculateChanges)?;
         added.push(Added {
-            id: ids::email_id(mailbox, uid),
+            id: ids::email_id(first),
             index,
         });
     }
@@ -232,7 +236,7 @@ pub async fn query_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Res
                 .calculate_total
                 .unwrap_or(false)
                 .then_some(counts.messages.max(0) as usize),
-            removed: removed.into_iter().map(|u| ids::email_id(mailbox, u)).collect(),
+            removed: removed.into_values().map(ids::email_id).collect(),
             added,
         },
     )

@@ -309,10 +309,12 @@ pub(super) async fn created_view(call: &Call<'_>, mailbox: MailboxId, uid: Uid, 
         .ok()
         .flatten()
         .and_then(|m| m.thread_id);
+    // A new message: where it is stored is its first place.
+    let first = (mailbox, uid);
     CreatedEmail {
-        id: ids::email_id(mailbox, uid),
-        blob_id: ids::message_blob_id(mailbox, uid),
-        thread_id: ids::thread_id(thread.as_deref(), mailbox, uid),
+        id: ids::email_id(first),
+        blob_id: ids::message_blob_id(first),
+        thread_id: ids::thread_id(thread.as_deref(), first),
         size,
     }
 }
@@ -364,9 +366,12 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     }
     for id in args.destroy.unwrap_or_default() {
         let real = call.resolve_id(&id).unwrap_or_else(|| id.clone());
-        let Some((mailbox, uid)) = ids::parse_email(&real) else {
-            resp.not_destroyed.insert(id, SetError::not_found());
-            continue;
+        let (mailbox, uid) = match current_place(call, &real).await {
+            Ok(place) => place,
+            Err(e) => {
+                resp.not_destroyed.insert(id, e);
+                continue;
+            }
         };
         match mailbox_ops::request(
             &ctx,
@@ -389,6 +394,18 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     }
     resp.new_state = email_state(&store::mailboxes(&ctx, account).await?);
     reply("Email/set", &resp)
+}
+
+/// Where the email `id` is now (it names its first place): the mailbox
+/// and UID a STORE, MOVE or EXPUNGE of it goes to. Read from a snapshot: a
+/// move racing the operation makes the operation find nothing (notFound),
+/// never touch another message, since UIDs are not reused.
+pub(super) async fn current_place(call: &Call<'_>, id: &str) -> Result<(MailboxId, Uid), SetError> {
+    let first = ids::parse_email(id).ok_or_else(SetError::not_found)?;
+    let found = store::email(&call.shared.ctx, call.caller.account, first)
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))?;
+    found.map(|(m, msg)| (m, msg.uid)).ok_or_else(SetError::not_found)
 }
 
 /// One Email/set create: builds the message and delivers it.
@@ -418,11 +435,12 @@ pub async fn update_one(
 ) -> Result<(), SetError> {
     let ctx = &call.shared.ctx;
     let account = call.caller.account;
-    let (mailbox, uid) = ids::parse_email(id).ok_or_else(SetError::not_found)?;
-    let msg = store::message(ctx, account, mailbox, uid)
+    let first = ids::parse_email(id).ok_or_else(SetError::not_found)?;
+    let (mailbox, msg) = store::email(ctx, account, first)
         .await
         .map_err(|e| SetError::new("serverFail", e.to_string()))?
         .ok_or_else(SetError::not_found)?;
+    let uid = msg.uid;
     let mut replace: Option<Vec<String>> = None;
     let (mut add, mut remove) = (Vec::new(), Vec::new());
     let mut target: Option<BTreeMap<String, bool>> = None;

@@ -2,14 +2,18 @@
 //!
 //! Ids (RFC 8620 §1.2: `[A-Za-z0-9_-]`, 1–255 chars):
 //! - account `a<account id>`, mailbox `m<mailbox id>`;
-//! - email `e<mailbox>_<uid>`: a message row is one (mailbox, UID), so an
-//!   email lives in exactly one mailbox and a move gives it a new id
-//!   (destroyed here, created there — what IMAP MOVE does to UIDs too);
-//! - thread `t<hex>` (assigned at delivery) or `u<mailbox>_<uid>` for a
-//!   message stored before threads existed (a thread of its own);
-//! - blob `b<mailbox>_<uid>` (a message's raw bytes), `b<mailbox>_<uid>_<part>`
-//!   (one decoded body part, part ids with `-` for `.`), `U<sha256>` (an
-//!   upload of this account).
+//! - email `e<mailbox>_<uid>` of the message's *first place*, where it was
+//!   first stored (delivery, import, create, COPY), kept across moves (RFC
+//!   8621 §4: ids are immutable; IMAP EMAILID is the same string, RFC 8474).
+//!   A message never moved is still there; a moved one is found through its
+//!   placement key (`storage::model::placement`). A COPY is another email,
+//!   with its own first place. Mailbox ids and UIDs are never reused in an
+//!   account, so a first place names one message for ever;
+//! - thread `t<hex>` (assigned at delivery) or `u<mailbox>_<uid>` (the first
+//!   place) for a message stored before threads existed (a thread of its own);
+//! - blob `b<mailbox>_<uid>` (a message's raw bytes, by its first place),
+//!   `b<mailbox>_<uid>_<part>` (one decoded body part, part ids with `-` for
+//!   `.`), `U<sha256>` (an upload of this account).
 //!
 //! State strings come from the change log: every mailbox carries its
 //! HIGHESTMODSEQ, raised in the same transaction as every change to it and
@@ -38,19 +42,27 @@ pub fn parse_mailbox(s: &str) -> Option<MailboxId> {
     digits(s.strip_prefix('m')?)
 }
 
-pub fn email_id(mailbox: MailboxId, uid: Uid) -> String {
+/// A message's first place: (mailbox, UID) where it was first stored.
+pub type FirstPlace = (MailboxId, Uid);
+
+/// The id of the email first stored at `first` (`Message::first_place`).
+pub fn email_id(first: FirstPlace) -> String {
+    let (mailbox, uid) = first;
     format!("e{mailbox}_{uid}")
 }
 
-pub fn parse_email(s: &str) -> Option<(MailboxId, Uid)> {
+/// The first place an email id names.
+pub fn parse_email(s: &str) -> Option<FirstPlace> {
     let (m, u) = s.strip_prefix('e')?.split_once('_')?;
     Some((digits(m)?, digits(u)?))
 }
 
-pub fn thread_id(stored: Option<&str>, mailbox: MailboxId, uid: Uid) -> String {
+/// A message's thread id: its stored thread, else a thread of its own
+/// named by its first place.
+pub fn thread_id(stored: Option<&str>, first: FirstPlace) -> String {
     match stored {
         Some(t) => format!("t{t}"),
-        None => format!("u{mailbox}_{uid}"),
+        None => format!("u{}_{}", first.0, first.1),
     }
 }
 
@@ -58,6 +70,7 @@ pub fn thread_id(stored: Option<&str>, mailbox: MailboxId, uid: Uid) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThreadRef {
     Stored(String),
+    /// The thread of the one message whose first place this is.
     Single(MailboxId, Uid),
 }
 
@@ -70,7 +83,7 @@ pub fn parse_thread(s: &str) -> Option<ThreadRef> {
     Some(ThreadRef::Single(digits(m)?, digits(u)?))
 }
 
-/// What a blob id names.
+/// What a blob id names (messages by their first place).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlobRef {
     Message(MailboxId, Uid),
@@ -80,12 +93,12 @@ pub enum BlobRef {
     UploadPart(String, String),
 }
 
-pub fn message_blob_id(mailbox: MailboxId, uid: Uid) -> String {
-    format!("b{mailbox}_{uid}")
+pub fn message_blob_id(first: FirstPlace) -> String {
+    format!("b{}_{}", first.0, first.1)
 }
 
-pub fn part_blob_id(mailbox: MailboxId, uid: Uid, part: &str) -> String {
-    format!("b{mailbox}_{uid}_{}", part.replace('.', "-"))
+pub fn part_blob_id(first: FirstPlace, part: &str) -> String {
+    format!("b{}_{}_{}", first.0, first.1, part.replace('.', "-"))
 }
 
 pub fn upload_blob_id(hash: &str) -> String {
@@ -227,16 +240,16 @@ mod tests {
 
     #[test]
     fn ids_round_trip_and_refuse() {
-        assert_eq!(parse_email(&email_id(3, 42)), Some((3, 42)));
+        assert_eq!(parse_email(&email_id((3, 42))), Some((3, 42)));
         assert_eq!(parse_email("e3"), None);
         assert_eq!(parse_email("e3_x"), None);
         assert_eq!(parse_mailbox("m7"), Some(7));
         assert_eq!(parse_mailbox("m-7"), None);
         assert_eq!(
-            parse_blob(&part_blob_id(1, 2, "1.2")),
+            parse_blob(&part_blob_id((1, 2), "1.2")),
             Some(BlobRef::Part(1, 2, "1.2".into()))
         );
-        assert_eq!(parse_blob(&message_blob_id(1, 2)), Some(BlobRef::Message(1, 2)));
+        assert_eq!(parse_blob(&message_blob_id((1, 2))), Some(BlobRef::Message(1, 2)));
         let h = "ab".repeat(32);
         assert_eq!(parse_blob(&upload_blob_id(&h)), Some(BlobRef::Upload(h.clone())));
         assert_eq!(

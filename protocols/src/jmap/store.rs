@@ -41,7 +41,8 @@ pub async fn mailboxes_with_counts(ctx: &NodeCtx, account: AccountId) -> Result<
         .await?)
 }
 
-/// The messages named, in one transaction (missing ones are None).
+/// The messages stored at these places now, in one transaction (missing
+/// ones are None). Places, not ids: see [`emails`] for those.
 pub async fn messages(
     ctx: &NodeCtx,
     account: AccountId,
@@ -62,6 +63,39 @@ pub async fn messages(
         .await?)
 }
 
+/// The emails named by their first places (what an email id names, see
+/// `ids`), each with the mailbox it is in now, in one transaction
+/// (missing ones are None).
+pub async fn emails(
+    ctx: &NodeCtx,
+    account: AccountId,
+    firsts: Vec<(MailboxId, Uid)>,
+) -> Result<Vec<Option<(MailboxId, Message)>>, MethodError> {
+    Ok(ctx
+        .db
+        .read("jmap_emails", move |txn| {
+            let firsts = firsts.clone();
+            async move {
+                let mut out = Vec::with_capacity(firsts.len());
+                for first in firsts {
+                    out.push(messages::find(&txn, account, first).await?);
+                }
+                Ok::<_, StorageError>(out)
+            }
+        })
+        .await?)
+}
+
+/// The email first stored at `first` and the mailbox it is in now.
+pub async fn email(
+    ctx: &NodeCtx,
+    account: AccountId,
+    first: (MailboxId, Uid),
+) -> Result<Option<(MailboxId, Message)>, MethodError> {
+    Ok(emails(ctx, account, vec![first]).await?.pop().flatten())
+}
+
+/// The message stored at (mailbox, UID) now, whatever its id.
 pub async fn message(
     ctx: &NodeCtx,
     account: AccountId,

@@ -415,9 +415,9 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
     let email_id = call
         .resolve_id(&c.email_id)
         .ok_or_else(|| SetError::invalid_properties(&["emailId"], "unknown creation id"))?;
-    let (mailbox, uid) = ids::parse_email(&email_id).ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
+    let first = ids::parse_email(&email_id).ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
     let ctx = &call.shared.ctx;
-    let msg = store::message(ctx, call.caller.account, mailbox, uid)
+    let (_, msg) = store::email(ctx, call.caller.account, first)
         .await
         .map_err(|e| SetError::new("serverFail", e.to_string()))?
         .ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
@@ -517,7 +517,7 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         id: new_id(),
         identity_id: identity.id.clone(),
         email_id: email_id.clone(),
-        thread_id: ids::thread_id(msg.thread_id.as_deref(), mailbox, uid),
+        thread_id: ids::thread_id(msg.thread_id.as_deref(), first),
         mail_from: mail_from.clone(),
         rcpt_to: rcpt_names,
         send_at_ms: now_ms(),

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use meshmail_storage::ids::{MailboxId, Uid};
+use meshmail_storage::model::messages::Message;
 use meshmail_storage::model::threads;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -36,29 +37,35 @@ struct GetResponse {
 async fn members(call: &Call<'_>, t: &ThreadRef) -> Result<Vec<String>, MethodError> {
     let ctx = &call.shared.ctx;
     let account = call.caller.account;
-    let keys: Vec<(MailboxId, Uid)> = match t {
-        ThreadRef::Single(m, u) => vec![(*m, *u)],
+    // (mailbox now, row) of each member: a one-message thread is named by
+    // its message's first place (an email id); a stored thread's members
+    // are indexed where they are now.
+    let rows: Vec<(MailboxId, Message)> = match t {
+        ThreadRef::Single(m, u) => store::emails(ctx, account, vec![(*m, *u)]).await?,
         ThreadRef::Stored(id) => {
             let id = id.clone();
-            ctx.db
+            let places: Vec<(MailboxId, Uid)> = ctx
+                .db
                 .read("jmap_thread", move |txn| {
                     let id = id.clone();
                     async move { threads::members(&txn, account, &id).await }
                 })
-                .await?
+                .await?;
+            let rows = store::messages(ctx, account, places.clone()).await?;
+            places.iter().zip(rows).map(|((m, _), r)| r.map(|r| (*m, r))).collect()
         }
-    };
-    let rows = store::messages(ctx, account, keys.clone()).await?;
-    let mut found: Vec<(i64, String)> = keys
-        .iter()
-        .zip(rows)
-        .filter_map(|((m, u), row)| {
-            let row = row?;
+    }
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut found: Vec<(i64, String)> = rows
+        .into_iter()
+        .filter_map(|(m, row)| {
             // A fallback thread id must name a message without a stored thread.
             if matches!(t, ThreadRef::Single(..)) && row.thread_id.is_some() {
                 return None;
             }
-            Some((row.internal_date_ms, ids::email_id(*m, *u)))
+            Some((row.internal_date_ms, ids::email_id(row.first_place(m))))
         })
         .collect();
     found.sort();
@@ -102,10 +109,11 @@ pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Ou
     let mut created = BTreeSet::new();
     let mut updated = BTreeSet::new();
     let mut destroyed = BTreeSet::new();
-    for ((m, u), row) in ch.touched.iter().zip(rows) {
+    for ((m, _), row) in ch.touched.iter().zip(rows) {
         let Some(row) = row else { continue };
-        let t = ids::thread_id(row.thread_id.as_deref(), *m, *u);
-        let id = ids::email_id(*m, *u);
+        let first = row.first_place(*m);
+        let t = ids::thread_id(row.thread_id.as_deref(), first);
+        let id = ids::email_id(first);
         let t_ref = ids::parse_thread(&t).expect("ids we make parse");
         let n = members(call, &t_ref).await?.len();
         // A thread whose only member is new is new.

@@ -15,6 +15,14 @@
 //! | acceptance_id | `0`, or `1` + 16 bytes |
 //! | thread_id | `0` none, `1` + 16 bytes (32 lowercase hex chars), `2` + length + text |
 //!
+//! Version 3 (first byte `0x03`): a version-2 row followed by the
+//! message's *origin*, the (mailbox, UID) it was first stored at, as two
+//! varints. Only a moved row has an origin (its JMAP id and IMAP EMAILID
+//! name that first place, see `messages::copy_to`), so every row that was
+//! never moved stays byte-identical to version 2 and readable by builds
+//! that predate origins. Such a build refuses a version-3 row as corrupt
+//! rather than rewriting it without its origin.
+//!
 //! The write-once summary (the `msum` key) has its own versioned form,
 //! [`super::summary_codec`].
 //!
@@ -40,6 +48,9 @@ use crate::error::{Result, StorageError};
 pub const VERSION_1: u8 = 1;
 /// The first byte of a version-2 row (hot fields only).
 pub const VERSION_2: u8 = 2;
+/// The first byte of a version-3 row (hot fields, then the origin of a
+/// moved message).
+pub const VERSION_3: u8 = 3;
 
 /// A row as stored: split (version 2; the summary is under its own key)
 /// or whole (version 1 and JSON rows of earlier builds).
@@ -50,11 +61,22 @@ pub enum StoredRow {
     Whole(Box<Message>),
 }
 
-/// The hot row of the current form (version 2).
+/// The hot row of the current form: version 2, or version 3 when the
+/// message has an origin (it was moved).
 pub fn encode_meta(m: &MessageMeta) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + m.flags.iter().map(|f| f.len() + 1).sum::<usize>());
-    out.push(VERSION_2);
-    put_meta(&mut out, m);
+    match m.origin {
+        None => {
+            out.push(VERSION_2);
+            put_meta(&mut out, m);
+        }
+        Some((mailbox, uid)) => {
+            out.push(VERSION_3);
+            put_meta(&mut out, m);
+            varint(&mut out, zigzag(mailbox));
+            varint(&mut out, u64::from(uid));
+        }
+    }
     out
 }
 
@@ -131,6 +153,7 @@ fn from_json_row(raw: &[u8]) -> Result<Message> {
         body: row.body,
         acceptance_id: row.acceptance_id,
         thread_id: row.thread_id,
+        origin: None,
     };
     Ok(Message::from_parts(meta, summary))
 }
@@ -180,14 +203,7 @@ fn put_meta(out: &mut Vec<u8>, m: &MessageMeta) {
 /// Reads a row in any form.
 pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
     match raw.first() {
-        Some(&VERSION_2) => {
-            let mut r = Reader::new(raw, 1);
-            let meta = r
-                .meta()
-                .and_then(|m| r.end().map(|()| m))
-                .map_err(|d: String| corrupt(&d))?;
-            Ok(StoredRow::Split(meta))
-        }
+        Some(&VERSION_2 | &VERSION_3) => Ok(StoredRow::Split(decode_split(raw)?)),
         Some(&VERSION_1) => {
             let (meta, env, body) = Reader::new(raw, 1).v1_parts().map_err(|d: String| corrupt(&d))?;
             let summary = summary_codec::from_json_parts(env, body)?;
@@ -203,18 +219,29 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
 /// hold (version 1 stops before it; only JSON rows are parsed whole).
 pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
     match raw.first() {
-        Some(&VERSION_2) => {
-            let mut r = Reader::new(raw, 1);
-            r.meta()
-                .and_then(|m| r.end().map(|()| m))
-                .map_err(|d: String| corrupt(&d))
-        }
+        Some(&VERSION_2 | &VERSION_3) => decode_split(raw),
         Some(&VERSION_1) => Reader::new(raw, 1).meta().map_err(|d: String| corrupt(&d)),
         _ => match decode_row(raw)? {
             StoredRow::Whole(m) => Ok(m.meta()),
             StoredRow::Split(m) => Ok(m),
         },
     }
+}
+
+/// A hot row of version 2 or 3 (the origin follows the version-2 fields).
+fn decode_split(raw: &[u8]) -> Result<MessageMeta> {
+    let mut r = Reader::new(raw, 1);
+    let read = |r: &mut Reader<'_>| -> std::result::Result<MessageMeta, String> {
+        let mut meta = r.meta()?;
+        if raw[0] == VERSION_3 {
+            let mailbox = unzigzag(r.varint()?);
+            let uid = u32::try_from(r.varint()?).map_err(|_| "origin uid out of range".to_string())?;
+            meta.origin = Some((mailbox, uid));
+        }
+        r.end()?;
+        Ok(meta)
+    };
+    read(&mut r).map_err(|d| corrupt(&d))
 }
 
 /// A whole row of the earlier forms (version 1 or JSON); a version-2 row
@@ -296,6 +323,7 @@ impl<'a> Reader<'a> {
             body: BodyRef { hash, size, inline },
             acceptance_id,
             thread_id,
+            origin: None,
         })
     }
 
@@ -356,6 +384,7 @@ mod tests {
             },
             acceptance_id: Some([7; 16]),
             thread_id: Some(hex::encode([9u8; 16])),
+            origin: None,
         }
     }
 
@@ -408,6 +437,30 @@ mod tests {
         assert_eq!(decode_meta(&json).unwrap(), m.meta());
         // A split row is not a whole one.
         assert!(decode(&encode_meta(&m.meta())).is_err());
+    }
+
+    #[test]
+    fn only_moved_rows_take_version_3() {
+        let m = sample().meta();
+        // No origin: the version-2 bytes earlier builds wrote and read.
+        let v2 = encode_meta(&m);
+        assert_eq!(v2[0], VERSION_2);
+        let moved = MessageMeta {
+            origin: Some((7, 4_000_000_001)),
+            ..m.clone()
+        };
+        let v3 = encode_meta(&moved);
+        assert_eq!(v3[0], VERSION_3);
+        // The same fields, the origin appended.
+        assert_eq!(&v3[1..v2.len()], &v2[1..]);
+        assert_eq!(decode_meta(&v3).unwrap(), moved);
+        assert_eq!(decode_row(&v3).unwrap(), StoredRow::Split(moved.clone()));
+        for cut in v2.len()..v3.len() {
+            assert!(decode_meta(&v3[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut extra = v3.clone();
+        extra.push(0);
+        assert!(decode_meta(&extra).is_err());
     }
 
     #[test]

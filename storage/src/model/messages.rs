@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::date_order::{date_rank, uids_by_date};
+pub use super::date_order::{Dated, by_date, date_rank, uids_by_date};
 use super::ledger::{self, LedgerState};
 use super::mailboxes::{self, Counts};
 use super::message_codec::{self, StoredRow};
@@ -12,6 +12,8 @@ pub use super::message_reads::{
     RANGE_KEYS_MAX, get, get_envelopes_many, get_many, get_meta, get_meta_many, list, list_between, list_meta,
     unseen_uids,
 };
+use super::placement;
+pub use super::placement::{find, find_meta};
 use super::summary::Summary;
 use super::summary_codec;
 use super::threads;
@@ -51,6 +53,8 @@ pub struct Message {
     /// The conversation this message belongs to (see [`super::threads`]);
     /// None for rows stored before threads were computed.
     pub thread_id: Option<String>,
+    /// Where a moved message was first stored (see [`MessageMeta::origin`]).
+    pub origin: Option<(MailboxId, Uid)>,
 }
 
 impl Message {
@@ -68,7 +72,14 @@ impl Message {
             body: self.body.clone(),
             acceptance_id: self.acceptance_id,
             thread_id: self.thread_id.clone(),
+            origin: self.origin,
         }
+    }
+
+    /// The (mailbox, UID) this message was first stored at, given the
+    /// mailbox it is in now: what its JMAP id and IMAP EMAILID name.
+    pub fn first_place(&self, mailbox: MailboxId) -> (MailboxId, Uid) {
+        self.origin.unwrap_or((mailbox, self.uid))
     }
 
     /// The hot part and the summary, moved out.
@@ -81,6 +92,7 @@ impl Message {
             body: self.body,
             acceptance_id: self.acceptance_id,
             thread_id: self.thread_id,
+            origin: self.origin,
         };
         (meta, self.summary)
     }
@@ -95,6 +107,7 @@ impl Message {
             summary,
             acceptance_id: meta.acceptance_id,
             thread_id: meta.thread_id,
+            origin: meta.origin,
         }
     }
 }
@@ -111,6 +124,13 @@ pub struct MessageMeta {
     pub body: BodyRef,
     pub acceptance_id: Option<[u8; 16]>,
     pub thread_id: Option<String>,
+    /// Where the message was first stored (delivery, import, create or
+    /// COPY), if it has been moved since; None for a message still where it
+    /// was first stored, and for rows of builds before origins. Its JMAP id
+    /// and IMAP EMAILID name that first place, so they survive moves. Relies
+    /// on mailbox ids (a per-account sequence) and UIDs (`uid_next` never
+    /// decreases) never being reused within an account.
+    pub origin: Option<(MailboxId, Uid)>,
 }
 
 impl MessageMeta {
@@ -129,7 +149,14 @@ impl MessageMeta {
             },
             acceptance_id: None,
             thread_id: None,
+            origin: None,
         }
+    }
+
+    /// The (mailbox, UID) this message was first stored at, given the
+    /// mailbox it is in now: what its JMAP id and IMAP EMAILID name.
+    pub fn first_place(&self, mailbox: MailboxId) -> (MailboxId, Uid) {
+        self.origin.unwrap_or((mailbox, self.uid))
     }
 
     pub fn is_seen(&self) -> bool {
@@ -158,6 +185,34 @@ pub struct Change {
     /// cannot read it from the row, which is gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
+    /// The first place of a moved message (see [`MessageMeta::origin`]):
+    /// JMAP `/changes` names the email by it. Absent for a message never
+    /// moved, and in entries of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<(MailboxId, Uid)>,
+    /// On the `Expunged` entry of a move's source: the message lives on
+    /// elsewhere, so JMAP reports an update, not a destroy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moved: bool,
+}
+
+impl Change {
+    /// The entry for `kind` of the stored row `row` at its own MODSEQ.
+    pub fn of(row: &MessageMeta, kind: ChangeKind) -> Change {
+        Change {
+            modseq: row.modseq,
+            uid: row.uid,
+            kind,
+            thread_id: None,
+            origin: row.origin,
+            moved: false,
+        }
+    }
+
+    /// The first place of the message this entry is about (its JMAP id).
+    pub fn first_place(&self, mailbox: MailboxId) -> (MailboxId, Uid) {
+        self.origin.unwrap_or((mailbox, self.uid))
+    }
 }
 
 /// A message to append.
@@ -198,6 +253,7 @@ pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &New
         body: msg.body.clone(),
         acceptance_id: Some(msg.acceptance_id),
         thread_id: Some(thread_id),
+        origin: None,
     };
     // One row; the unseen, receivedAt and change-log keys come later.
     unindexed::put(txn, account, &mut mb, &row, &msg.summary).await?;
@@ -257,11 +313,13 @@ pub(super) fn index_unseen(txn: &Txn, account: AccountId, mailbox: MailboxId, ro
     txn.set(&keyspace::unseen(account, mailbox, row.uid), b"")
 }
 
-/// The receivedAt index entry of a stored row.
+/// The receivedAt index entry of a stored row; its value carries the
+/// origin of a moved row, so an Email/query answered from the index names
+/// emails by their ids without reading rows (see [`super::placement`]).
 pub(super) fn index_date(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
     txn.set(
         &keyspace::message_by_date(account, mailbox, row.internal_date_ms, row.uid),
-        &row.uid.to_le_bytes(),
+        &placement::encode_date_value(row),
     )
 }
 
@@ -303,12 +361,7 @@ pub async fn changes_since(
                 .iter()
                 .filter(|m| m.modseq > since)
                 .take(limit - out.len())
-                .map(|m| Change {
-                    modseq: m.modseq,
-                    uid: m.uid,
-                    kind: ChangeKind::Added,
-                    thread_id: None,
-                }),
+                .map(|m| Change::of(m, ChangeKind::Added)),
         );
     }
     Ok(out)
@@ -321,8 +374,22 @@ pub async fn change_floor(txn: &Txn, account: AccountId, mailbox: MailboxId) -> 
 }
 
 /// Removes a message (IMAP EXPUNGE): the row, the counters, a change-log
-/// entry. Returns the body reference the caller must release.
+/// entry, and the placement key of a moved one. Returns the body
+/// reference the caller must release.
 pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<BodyRef>> {
+    expunge_as(txn, account, mailbox, uid, false).await
+}
+
+/// [`expunge`], `moved` when the message lives on elsewhere (the source
+/// of a move: its change entry says so, and the placement key, now the
+/// destination's, stays).
+async fn expunge_as(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uid: Uid,
+    moved: bool,
+) -> Result<Option<BodyRef>> {
     let Some(msg) = get_meta(txn, account, mailbox, uid).await? else {
         return Ok(None);
     };
@@ -343,6 +410,9 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
     if let Some(t) = &msg.thread_id {
         threads::remove_member(txn, account, t, mailbox, uid)?;
     }
+    if let (Some((m, u)), false) = (msg.origin, moved) {
+        txn.clear(&keyspace::email_placement(account, m, u))?;
+    }
     mailboxes::add_counts(
         txn,
         account,
@@ -357,10 +427,14 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
         txn,
         account,
         mailbox,
-        mb.highest_modseq,
-        uid,
-        ChangeKind::Expunged,
-        msg.thread_id.clone(),
+        &Change {
+            modseq: mb.highest_modseq,
+            uid,
+            kind: ChangeKind::Expunged,
+            thread_id: msg.thread_id.clone(),
+            origin: msg.origin,
+            moved,
+        },
     )?;
     if let Some(aid) = msg.acceptance_id {
         ledger::record(
@@ -472,7 +546,7 @@ pub async fn store_flags_many(
             StoredRow::Split(_) => put_meta(txn, account, mailbox, &meta)?,
             StoredRow::Whole(m) => put_split(txn, account, mailbox, &meta, &m.summary)?,
         }
-        log_change(txn, account, mailbox, meta.modseq, uid, ChangeKind::Flags, None)?;
+        log_change(txn, account, mailbox, &Change::of(&meta, ChangeKind::Flags))?;
         out.push((uid, Ok((meta.flags, meta.modseq))));
     }
     if let Some((before, after)) = record {
@@ -523,7 +597,11 @@ fn same_flags(a: &[String], b: &[String]) -> bool {
 /// Copies a message into another mailbox of the same account (IMAP COPY;
 /// MOVE is COPY + EXPUNGE in one transaction). The copy shares the body
 /// (the caller takes a blob reference) and, for a MOVE, the acceptance id,
-/// whose ledger entry follows it. Returns the new UID.
+/// whose ledger entry follows it, and the message's identity: the new row
+/// keeps the source's origin (or takes the source's place as its origin)
+/// and the placement key points at it, so its JMAP id / EMAILID stay. A
+/// plain COPY is another message: no origin, an id of its own. Returns
+/// the new UID.
 pub async fn copy_to(
     txn: &Txn,
     account: AccountId,
@@ -553,8 +631,12 @@ pub async fn copy_to(
         uid: new_uid,
         modseq: mb.highest_modseq,
         acceptance_id: if moving { msg.acceptance_id } else { None },
+        origin: moving.then(|| msg.first_place(from)),
         ..msg.meta()
     };
+    if let Some((m, u)) = row.origin {
+        placement::put(txn, account, (m, u), (to, new_uid))?;
+    }
     put_split(txn, account, to, &row, &msg.summary)?;
     index_date(txn, account, to, &row)?;
     index_unseen(txn, account, to, &row)?;
@@ -571,14 +653,14 @@ pub async fn copy_to(
             bytes: row.body.size as i64,
         },
     )?;
-    log_change(txn, account, to, row.modseq, new_uid, ChangeKind::Added, None)?;
+    log_change(txn, account, to, &Change::of(&row, ChangeKind::Added))?;
     if moving {
         // The source row goes without an "expunged" ledger entry: the
         // acceptance now lives at its new place.
         let mut unlinked = msg.meta();
         unlinked.acceptance_id = None;
         put_meta(txn, account, from, &unlinked)?;
-        expunge(txn, account, from, uid).await?;
+        expunge_as(txn, account, from, uid, true).await?;
         if let Some(aid) = msg.acceptance_id {
             ledger::record(
                 txn,
@@ -597,25 +679,8 @@ pub async fn copy_to(
 
 /// One change-log entry (CONDSTORE/QRESYNC, JMAP /changes), written in the
 /// same transaction as the change it records.
-pub(super) fn log_change(
-    txn: &Txn,
-    account: AccountId,
-    mailbox: MailboxId,
-    modseq: u64,
-    uid: Uid,
-    kind: ChangeKind,
-    thread_id: Option<String>,
-) -> Result<()> {
-    put_record(
-        txn,
-        &keyspace::change(account, mailbox, modseq),
-        &Change {
-            modseq,
-            uid,
-            kind,
-            thread_id,
-        },
-    )
+pub(super) fn log_change(txn: &Txn, account: AccountId, mailbox: MailboxId, change: &Change) -> Result<()> {
+    put_record(txn, &keyspace::change(account, mailbox, change.modseq), change)
 }
 
 /// The forms earlier builds stored a message row in (for tests that build

@@ -24,6 +24,7 @@ pub mod messages;
 pub mod mta_sts;
 pub mod nodes;
 pub mod outbound;
+pub mod placement;
 pub mod quarantine;
 pub mod quota;
 pub mod secrets;

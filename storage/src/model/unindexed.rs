@@ -108,7 +108,7 @@ pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox, t
         for meta in &rows {
             messages::index_date(txn, account, mb.id, meta)?;
             messages::index_unseen(txn, account, mb.id, meta)?;
-            messages::log_change(txn, account, mb.id, meta.modseq, meta.uid, ChangeKind::Added, None)?;
+            messages::log_change(txn, account, mb.id, &messages::Change::of(meta, ChangeKind::Added))?;
             if let Some(thread) = &meta.thread_id {
                 // Rows delivered by builds that wrote it at delivery have
                 // it already: writing it again changes nothing.
