@@ -40,7 +40,7 @@ cargo test -p meshmail-actors -p meshmail-mesh --features meshmail-storage/fdb \
 
 log "node: SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
 cargo test -p meshmail-node --features fdb \
-    --test smtp --test imap --test jmap --test jmap_mesh --test outbound \
+    --test smtp --test imap --test jmap --test jmap_mesh --test jmap_email_ids --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
     --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb --test fdb_outage \
     -- --skip a_commit_times_its_wal_write_and_fsync_apart
