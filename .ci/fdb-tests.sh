@@ -42,5 +42,5 @@ log "node: SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
 cargo test -p meshmail-node --features fdb \
     --test smtp --test imap --test jmap --test jmap_mesh --test jmap_email_ids --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
-    --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb --test fdb_outage \
+    --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
     -- --skip a_commit_times_its_wal_write_and_fsync_apart

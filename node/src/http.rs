@@ -65,6 +65,10 @@ pub fn router(info: Arc<NodeInfo>) -> Router {
             "/admin/faults/kill-supervisor",
             axum::routing::post(crate::http_faults::kill_supervisor),
         )
+        .route(
+            "/admin/faults/commit-unknown",
+            axum::routing::post(crate::http_faults::commit_unknown),
+        )
         .with_state(info)
 }
 

@@ -1,6 +1,7 @@
 //! Fault injection over HTTP for chaos runs and tests: drop every mesh
 //! link, partition this node for a while, probe the write fence, make its
-//! wall clock jump, kill the root supervisor. Routed
+//! wall clock jump, kill the root supervisor, make the store's next commits
+//! report an unknown outcome after applying them. Routed
 //! only in a build with fault hooks (`faults::COMPILED`; a release build
 //! answers 404), and even then answering 403 unless the node runs with
 //! `MESHMAIL_FAULT_HOOKS=1`.
@@ -138,4 +139,44 @@ pub async fn kill_supervisor(
     tracing::warn!("fault injection: killing the {name}");
     cell.kill();
     (StatusCode::OK, format!("{name} killed\n"))
+}
+
+#[derive(Deserialize)]
+pub struct CommitUnknownParams {
+    n: u32,
+}
+
+/// `POST /admin/faults/commit-unknown?n=N`: the store's next N commits are
+/// applied, then reported as `commit_unknown_result` (FDB's 1021), through
+/// the backend's own hook (SQLite, or FoundationDB in a fault-hooks build).
+/// What it shows: the retries that follow never store a message twice.
+pub async fn commit_unknown(
+    State(info): State<Arc<NodeInfo>>,
+    Query(p): Query<CommitUnknownParams>,
+) -> impl IntoResponse {
+    if let Err(e) = faults_enabled() {
+        return e;
+    }
+    let Some(faults) = info.db.faults() else {
+        return (
+            StatusCode::NOT_IMPLEMENTED,
+            format!(
+                "the {} backend of this build has no fault hooks\n",
+                info.db.backend_name()
+            ),
+        );
+    };
+    let n = p.n.min(1_000);
+    faults
+        .commit_unknown_after_apply
+        .store(n, std::sync::atomic::Ordering::SeqCst);
+    tracing::warn!(
+        n,
+        backend = info.db.backend_name(),
+        "fault injection: next commits end with an unknown outcome"
+    );
+    (
+        StatusCode::OK,
+        format!("the next {n} commits report an unknown outcome\n"),
+    )
 }

@@ -36,24 +36,6 @@ fn start(dir: &Path, name: &str, seeds: &str) -> Node {
     Node::start(dir, &args, &[("MESHMAIL_FAULT_HOOKS", "1")])
 }
 
-fn http_post(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
 /// (owner, epoch) of `shard` in `node`'s last lease scan.
 fn lease_of(node: &Node, shard: u64) -> Option<(String, u64)> {
     status(node)["leases"]
@@ -112,11 +94,11 @@ fn a_node_whose_clock_jumped_past_the_lease_period_cannot_write_under_a_lost_lea
     };
     let probe = format!("/admin/faults/fence-probe?shard={shard}&epoch={epoch}");
     // While it holds the lease its write commits: the check below can pass or fail.
-    assert_eq!(http_post(c.addr("http"), &probe).0, 200);
+    assert_eq!(common::http_post(c.addr("http"), &probe).0, 200);
 
     // node-c's clock jumps an hour ahead.
     let real_before = meshmail_storage::clock::system_now_ms();
-    let (code, body) = http_post(c.addr("http"), &format!("/admin/faults/clock-jump?offset_s={JUMP_S}"));
+    let (code, body) = common::http_post(c.addr("http"), &format!("/admin/faults/clock-jump?offset_s={JUMP_S}"));
     assert_eq!(code, 200, "{body}");
     let skewed_now: u64 = body.rsplit("now_ms ").next().unwrap().trim().parse().unwrap();
     assert!(
@@ -130,7 +112,7 @@ fn a_node_whose_clock_jumped_past_the_lease_period_cannot_write_under_a_lost_lea
     );
 
     // Cut it off until its peers have taken the shard over (a higher epoch).
-    let (code, body) = http_post(c.addr("http"), "/admin/faults/partition?ms=6000");
+    let (code, body) = common::http_post(c.addr("http"), "/admin/faults/partition?ms=6000");
     assert_eq!(code, 200, "{body}");
     let took = wait_for("node-c's shard to be taken over", Duration::from_secs(30), || {
         lease_of(&a, shard).is_some_and(|(node, e)| node != "node-c" && e > epoch)
@@ -139,7 +121,7 @@ fn a_node_whose_clock_jumped_past_the_lease_period_cannot_write_under_a_lost_lea
 
     // node-c still believes, by its lease cache and its clock, that it holds
     // the shard at `epoch`; the store refuses the write anyway.
-    let (code, body) = http_post(c.addr("http"), &probe);
+    let (code, body) = common::http_post(c.addr("http"), &probe);
     assert_eq!(
         code, 409,
         "a write under a lost lease committed on the skewed node: {body}"
@@ -162,7 +144,7 @@ fn a_node_whose_clock_jumped_past_the_lease_period_cannot_write_under_a_lost_lea
         .collect();
     assert!(!skewed.is_empty(), "no lease of node-c carries its skewed acquired_ms");
     // The old epoch stays fenced after the heal too.
-    assert_eq!(http_post(c.addr("http"), &probe).0, 409);
-    let (code, _) = http_post(c.addr("http"), "/admin/faults/clock-jump?offset_s=0");
+    assert_eq!(common::http_post(c.addr("http"), &probe).0, 409);
+    let (code, _) = common::http_post(c.addr("http"), "/admin/faults/clock-jump?offset_s=0");
     assert_eq!(code, 200);
 }

@@ -170,6 +170,11 @@ impl Backend for FdbBackend {
         "fdb"
     }
 
+    #[cfg(feature = "fault-hooks")]
+    fn faults(&self) -> Option<&super::Faults> {
+        Some(&self.faults)
+    }
+
     async fn begin(&self, read_only: bool) -> Result<Box<dyn BackendTransaction>> {
         let trx = self.db.create_trx().map_err(|e| map_err(e, false))?;
         trx.set_option(TransactionOption::Timeout(TIMEOUT_MS))
@@ -177,6 +182,8 @@ impl Backend for FdbBackend {
         Ok(Box::new(FdbTxn {
             trx: Mutex::new(Some(trx)),
             read_only,
+            #[cfg(feature = "fault-hooks")]
+            wrote: Default::default(),
             prefix: self.prefix.clone(),
             #[cfg(feature = "fault-hooks")]
             faults: self.faults.clone(),
@@ -189,6 +196,10 @@ impl Backend for FdbBackend {
 struct FdbTxn {
     trx: Mutex<Option<Transaction>>,
     read_only: bool,
+    /// Whether any mutation was issued: FDB commits a transaction without
+    /// one locally, never reaching the cluster, so no fault applies to it.
+    #[cfg(feature = "fault-hooks")]
+    wrote: std::sync::atomic::AtomicBool,
     prefix: Arc<[u8]>,
     #[cfg(feature = "fault-hooks")]
     faults: Arc<super::Faults>,
@@ -212,6 +223,8 @@ impl FdbTxn {
     /// Mutations cannot report errors through the trait; one issued after
     /// commit is a caller bug, so make it visible rather than silent.
     fn mutate(&self, f: impl FnOnce(&Transaction)) {
+        #[cfg(feature = "fault-hooks")]
+        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Err(e) = self.with(f) {
             tracing::error!(error = %e, "mutation dropped");
         }
@@ -285,13 +298,19 @@ impl BackendTransaction for FdbTxn {
             .take()
             .ok_or_else(|| StorageError::Backend("FDB transaction committed twice".into()))?;
         #[cfg(feature = "fault-hooks")]
-        self.faults.before_commit()?;
+        let wrote = self.wrote.load(std::sync::atomic::Ordering::Relaxed);
+        #[cfg(feature = "fault-hooks")]
+        if wrote {
+            self.faults.before_commit()?;
+        }
         trx.commit()
             .await
             .map(drop)
             .map_err(|e| map_err(FdbError::from(e), true))?;
         #[cfg(feature = "fault-hooks")]
-        self.faults.after_commit()?;
+        if wrote {
+            self.faults.after_commit()?;
+        }
         Ok(())
     }
 }

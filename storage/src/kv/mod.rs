@@ -69,6 +69,12 @@ pub trait Backend: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Starts a transaction. `read_only` transactions are never committed.
     async fn begin(&self, read_only: bool) -> Result<Box<dyn BackendTransaction>>;
+    /// The backend's commit fault hooks, where it has them (SQLite always;
+    /// FoundationDB with the `fault-hooks` feature): tests and the node's
+    /// fault endpoint inject through here.
+    fn faults(&self) -> Option<&Faults> {
+        None
+    }
 }
 
 /// A handle to a transactional store with FDB's limits and a retry loop.
@@ -111,6 +117,11 @@ impl Database {
 
     pub fn backend_name(&self) -> &'static str {
         self.backend.name()
+    }
+
+    /// The backend's commit fault hooks, if it has them (see [`Backend::faults`]).
+    pub fn faults(&self) -> Option<&Faults> {
+        self.backend.faults()
     }
 
     pub fn limits(&self) -> &Limits {

@@ -325,6 +325,10 @@ impl Backend for SqliteBackend {
         "sqlite"
     }
 
+    fn faults(&self) -> Option<&Faults> {
+        Some(&self.shared.faults)
+    }
+
     async fn begin(&self, read_only: bool) -> Result<Box<dyn BackendTransaction>> {
         Ok(Box::new(SqliteTxn {
             shared: self.shared.clone(),
