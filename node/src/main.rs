@@ -22,6 +22,7 @@ mod http_mesh;
 mod https;
 mod listeners;
 mod mesh;
+mod metrics_help;
 mod serve;
 mod store;
 mod tls;

@@ -83,6 +83,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .context("metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
+    crate::metrics_help::describe_all();
     // Histogram samples pile up in the recorder until a render drains them:
     // a node nobody scrapes must not grow for that.
     let upkeep = metrics.clone();
