@@ -218,6 +218,17 @@ async fn select(
         Some(&format!("UIDNEXT {}", mb.uid_next)),
         "Predicted next UID",
     ));
+    // IMAP4rev1 clients expect the first unseen message's number (RFC 3501
+    // §6.3.1; IMAP4rev2 dropped it, RFC 9051 §7.1).
+    if !st.rev2
+        && let Some(seq) = first_unseen(st, account, &sel).await
+    {
+        out.extend_from_slice(&response::untagged(
+            Status::Ok,
+            Some(&format!("UNSEEN {seq}")),
+            "First unseen",
+        ));
+    }
     // OBJECTID (RFC 8474 §4): the JMAP Mailbox id.
     out.extend_from_slice(&response::untagged(
         Status::Ok,
@@ -241,6 +252,29 @@ async fn select(
     let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
     st.tagged(conn, tag, Status::Ok, Some(code), "SELECT completed");
     Transition::Select(Box::new(sel))
+}
+
+/// The sequence number of the first message without `\Seen` in the view,
+/// from the mailbox's unseen index (one short range read). None when all
+/// are seen, the store does not answer (the SELECT goes on without it), or
+/// the mailbox predates the index.
+async fn first_unseen(st: &State, account: AccountId, sel: &Selected) -> Option<u32> {
+    /// Unseen UIDs read: those that arrived after the view was taken are skipped.
+    const CANDIDATES: usize = 16;
+    if !sel.unseen_index || sel.uids.is_empty() {
+        return None;
+    }
+    let mailbox = sel.id;
+    let uids = st
+        .shared
+        .ctx
+        .db
+        .read("imap_first_unseen", move |txn| async move {
+            meshmail_storage::model::messages::unseen_uids(&txn, account, mailbox, 1, CANDIDATES).await
+        })
+        .await
+        .ok()?;
+    uids.into_iter().find_map(|uid| sel.seq_of(uid))
 }
 
 async fn status_values(
