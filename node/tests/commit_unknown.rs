@@ -13,18 +13,6 @@ use common::{Node, http_post, metric_in, run_ok, setup_account, smtp_send};
 const USER: &str = "once@example.org";
 const MESSAGES: usize = 5;
 
-fn inbox_count(imap: &str) -> usize {
-    let (host, port) = imap.rsplit_once(':').unwrap();
-    let out = std::process::Command::new("python3")
-        .args(["-c", &format!(
-            "import imaplib; c=imaplib.IMAP4('{host}',{port}); c.login('{USER}','pw'); print(int(c.select('INBOX')[1][0]))"
-        )])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().parse().unwrap()
-}
-
 #[test]
 fn an_unknown_commit_outcome_stores_each_message_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -53,7 +41,11 @@ fn an_unknown_commit_outcome_stores_each_message_once() {
         "meshmail_kv_retries_total{op=\"deliver_batch\",reason=\"commit_unknown\"}",
     );
     assert!(unknown >= 1.0, "no delivery met the unknown outcome:\n{metrics}");
-    assert_eq!(inbox_count(node.addr("imap")), MESSAGES, "each message stored once");
+    assert_eq!(
+        common::inbox_count(node.addr("imap"), USER, "pw"),
+        MESSAGES,
+        "each message stored once"
+    );
     let report = run_ok(common::meshmail(dir.path()).args(["verify", "ledger"]), None);
     assert!(report.contains(&format!("ledger entries: {MESSAGES}")), "{report}");
     assert!(report.contains(&format!("delivered:      {MESSAGES}")), "{report}");

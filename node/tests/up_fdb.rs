@@ -60,18 +60,6 @@ fn stop(mut up: Child) {
     assert!(status.success(), "up exited with {status}");
 }
 
-fn inbox_count(imap: &str) -> String {
-    let (host, port) = imap.rsplit_once(':').unwrap();
-    let out = Command::new("python3")
-        .args(["-c", &format!(
-            "import imaplib; c=imaplib.IMAP4('{host}',{port}); c.login('demo@example.test','demo'); print(int(c.select('INBOX')[1][0]))"
-        )])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
 fn fdbserver_running(dir: &std::path::Path) -> bool {
     let needle = dir.join("fdb").to_string_lossy().into_owned();
     std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
@@ -103,7 +91,7 @@ fn up_runs_the_mesh_on_a_foundationdb_cluster_of_its_own() {
         "Subject: on fdb\r\n\r\nhi\r\n",
     );
     assert_eq!(code, 250, "{text}");
-    assert_eq!(inbox_count(&imap), "1");
+    assert_eq!(common::inbox_count(&imap, "demo@example.test", "demo"), 1);
     assert!(
         !dir.path().join("meshmail.sqlite").exists(),
         "the nodes opened SQLite instead of the cluster"
@@ -115,6 +103,6 @@ fn up_runs_the_mesh_on_a_foundationdb_cluster_of_its_own() {
 
     // The second run starts the same database again: the message is there.
     let second = up(dir.path(), &bin, offset);
-    assert_eq!(inbox_count(&imap), "1");
+    assert_eq!(common::inbox_count(&imap, "demo@example.test", "demo"), 1);
     stop(second);
 }

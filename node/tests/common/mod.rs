@@ -311,3 +311,16 @@ pub fn http_post(addr: &str, path: &str) -> (u16, String) {
         .unwrap_or_default();
     (code, body)
 }
+
+/// The number of messages in `user`'s INBOX, over IMAP (imaplib, LOGIN).
+pub fn inbox_count(imap: &str, user: &str, password: &str) -> usize {
+    let (host, port) = imap.rsplit_once(':').unwrap();
+    let out = Command::new("python3")
+        .args(["-c", &format!(
+            "import imaplib; c=imaplib.IMAP4('{host}',{port}); c.login('{user}','{password}'); print(int(c.select('INBOX')[1][0]))"
+        )])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().parse().unwrap()
+}
