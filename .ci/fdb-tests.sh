@@ -32,15 +32,15 @@ log "storage: the KV conformance suite, the model, the ledger, blobs, big operat
 cargo test -p meshmail-storage --features fdb --lib \
     --test conformance_fdb --test ledger_verify --test unindexed_rows \
     --test mailbox_counters --test message_rows --test blob_local --test blob_s3 \
-    --test big_operations --test email_origins
+    --test big_operations --test email_origins --no-fail-fast
 
 log "actors and mesh: the compactor, leases and fencing"
 cargo test -p meshmail-actors -p meshmail-mesh --features meshmail-storage/fdb \
-    --test compactor --test leases
+    --test compactor --test leases --no-fail-fast
 
 log "node: SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
 cargo test -p meshmail-node --features fdb \
     --test smtp --test imap --test jmap --test jmap_mesh --test jmap_email_ids --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
     --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
-    -- --skip a_commit_times_its_wal_write_and_fsync_apart
+    --no-fail-fast -- --skip a_commit_times_its_wal_write_and_fsync_apart

@@ -138,6 +138,9 @@ pub fn setup_account(data_dir: &Path, email: &str, password: &str) {
 }
 
 pub fn write_config(dir: &Path, text: &str) -> PathBuf {
+    // On FoundationDB nothing else has created the data directory yet
+    // (SQLite's file does, on the embedded default).
+    std::fs::create_dir_all(dir).unwrap();
     let p = dir.join("meshmail.toml");
     std::fs::write(&p, text).unwrap();
     p
