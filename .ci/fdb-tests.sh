@@ -34,12 +34,11 @@ cargo test -p meshmail-storage --features fdb --lib \
     --test mailbox_counters --test message_rows --test blob_local --test blob_s3 \
     --test big_operations --test email_origins --no-fail-fast
 
-log "actors and mesh: the compactor, leases and fencing"
-cargo test -p meshmail-actors -p meshmail-mesh --features meshmail-storage/fdb \
-    --test compactor --test leases --no-fail-fast
-
-log "node: SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
-cargo test -p meshmail-node --features fdb \
+# One invocation for actors, mesh and node: storage, actors and mesh are
+# compiled once with the node's features instead of once more for these two.
+log "actors, mesh, node: compactor, leases and fencing; SMTP, IMAP, JMAP, IDLE, outbound, quarantine, crash, mesh, ops"
+cargo test -p meshmail-actors -p meshmail-mesh -p meshmail-node --features meshmail-node/fdb \
+    --test compactor --test leases \
     --test smtp --test imap --test jmap --test jmap_mesh --test jmap_email_ids --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
     --test imap_state --test ops --test vacation --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
