@@ -53,4 +53,27 @@ c.select("INBOX")
 if "UNSEEN" in c.untagged_responses:
     fail(f"UNSEEN with every message seen: {c.untagged_responses['UNSEEN']!r}")
 c.logout()
+# SEARCH HEADER matches any occurrence of the field, unfolded,
+# case-insensitive substring (RFC 3501 §6.4.4): repeated and folded fields.
+msg = (b"From: a@example.net\r\nSubject: headers\r\n"
+       b"X-Extra: first value\r\n"
+       b"X-Extra: this is\r\n another VALUE\r\n"
+       b"x-extra: third\r\n\r\nbody\r\n")
+c = session()
+typ, data = c.append("INBOX", None, None, msg)
+if typ != "OK":
+    fail(f"APPEND: {typ} {data}")
+c.select("INBOX")
+typ, data = c.search(None, "HEADER", "X-Extra", '"first"')
+want = data[0].split()
+if len(want) != 1:
+    fail(f"HEADER X-Extra first: {data}")
+for needle in ('"another"', '"is another value"', '"third"', '"THIRD"'):
+    typ, data = c.search(None, "HEADER", "X-Extra", needle)
+    if data[0].split() != want:
+        fail(f"HEADER X-Extra {needle}: {data}, want {want} (the message with repeated and folded X-Extra)")
+typ, data = c.search(None, "HEADER", "X-Extra", '"value this"')
+if data[0].split():
+    fail(f"HEADER X-Extra matched across two fields: {data}")
+c.logout()
 print("imap compliance: ok")

@@ -64,11 +64,17 @@ impl MessageView for View<'_> {
     fn envelope(&self) -> &Envelope {
         self.envelope
     }
+    /// Every field of that name, one per line: a key matches any
+    /// occurrence (RFC 3501 §6.4.4), never text spanning two of them
+    /// (a search string holds no line break).
     fn header(&self, name: &str) -> Option<String> {
-        self.headers
+        let values: Vec<&str> = self
+            .headers
             .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!values.is_empty()).then(|| values.join("\n"))
     }
     fn text(&self, body_only: bool) -> Option<String> {
         self.text.as_ref().map(|(head, body)| {
@@ -93,8 +99,13 @@ fn parse_for_search(raw: &[u8]) -> (Vec<(String, String)>, (String, String)) {
         .iter()
         .map(|h| {
             let value = match h.value() {
-                mail_parser::HeaderValue::Text(t) => t.to_string(),
-                _ => msg.header_raw(h.name()).unwrap_or_default().trim().to_string(),
+                mail_parser::HeaderValue::Text(t) => unfold(t.as_bytes()),
+                // This occurrence's own bytes (not the first field of the
+                // name), unfolded: a folded line matches as one.
+                _ => unfold(
+                    raw.get(h.offset_start as usize..h.offset_end as usize)
+                        .unwrap_or_default(),
+                ),
             };
             (h.name().to_string(), value)
         })
@@ -103,6 +114,17 @@ fn parse_for_search(raw: &[u8]) -> (Vec<(String, String)>, (String, String)) {
     let mut body = String::new();
     searchable_text(&msg, &mut body, 0);
     (headers, (head, body))
+}
+
+/// A raw header value as one line (RFC 5322 §2.2.3): each line break with
+/// the whitespace around it becomes one space.
+fn unfold(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    text.split(['\r', '\n'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The text BODY and TEXT search: every text part decoded (transfer
