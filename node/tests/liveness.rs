@@ -14,19 +14,6 @@ use std::time::Duration;
 
 use common::{LISTENERS_ON_PORT_0, Node, http_get, meshmail, write_config};
 
-fn http_post(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 /// Kills a supervisor through the fault endpoint and waits (bounded) for
 /// the node to exit non-zero.
 fn killed_supervisor_takes_the_node_down(path: &str) {
@@ -37,8 +24,8 @@ fn killed_supervisor_takes_the_node_down(path: &str) {
     let ready = http_get(&http, "/ready");
     assert!(ready.contains("200 OK") && ready.contains("ready"), "{ready}");
 
-    let killed = http_post(&http, path);
-    assert!(killed.contains("200 OK"), "{killed}");
+    let (code, killed) = common::http_post(&http, path);
+    assert_eq!(code, 200, "{killed}");
     let status = exit_within(&mut node, Duration::from_secs(30))
         .unwrap_or_else(|| panic!("the node must exit once a vital supervisor is gone ({path})"));
     assert!(

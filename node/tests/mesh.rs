@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::mpsc;
@@ -283,24 +283,6 @@ fn observe(node: &Node) -> mpsc::Receiver<(String, String, u64)> {
     rx
 }
 
-fn http_post(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (
-        code,
-        out.split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default(),
-    )
-}
-
 #[test]
 fn restarted_node_has_a_higher_generation_and_a_stale_one_is_fenced() {
     let tmp = tempfile::tempdir().unwrap();
@@ -346,7 +328,7 @@ fn restarted_node_has_a_higher_generation_and_a_stale_one_is_fenced() {
     };
     let probe = format!("/admin/faults/fence-probe?shard={shard}&epoch={epoch}");
     // While it owns the shard, the probe commits: the check can pass.
-    assert_eq!(http_post(c.addr("http"), &probe).0, 200);
+    assert_eq!(common::http_post(c.addr("http"), &probe).0, 200);
     let c_pid = c.child.id() as i32;
     // SAFETY: signalling a child process of this test.
     unsafe { libc::kill(c_pid, libc::SIGSTOP) };
@@ -358,7 +340,7 @@ fn restarted_node_has_a_higher_generation_and_a_stale_one_is_fenced() {
     });
     unsafe { libc::kill(c_pid, libc::SIGCONT) };
     // The resumed stale incarnation cannot commit a single write.
-    let (code, body) = http_post(c.addr("http"), &probe);
+    let (code, body) = common::http_post(c.addr("http"), &probe);
     assert_eq!(code, 409, "{body}");
     assert!(body.contains("fenced"), "{body}");
     // Nor link: its peers saw a higher generation of its name.
@@ -399,7 +381,7 @@ fn dropped_links_reconnect_and_a_drained_node_hands_everything_over() {
     let mut times = Vec::new();
     for i in 0..20 {
         let victim = nodes[i % 3];
-        let (code, body) = http_post(victim.addr("http"), "/admin/faults/drop-links");
+        let (code, body) = common::http_post(victim.addr("http"), "/admin/faults/drop-links");
         assert_eq!(code, 200, "{body}");
         let started = Instant::now();
         wait_for("links to come back", Duration::from_secs(15), || {
@@ -506,7 +488,7 @@ fn links_come_back_promptly_after_a_partition_heals() {
     let mut times = Vec::new();
     for (i, ms) in [(0usize, 2500u64), (1, 3000), (2, 2500)] {
         let victim = nodes[i];
-        let (code, body) = http_post(victim.addr("http"), &format!("/admin/faults/partition?ms={ms}"));
+        let (code, body) = common::http_post(victim.addr("http"), &format!("/admin/faults/partition?ms={ms}"));
         assert_eq!(code, 200, "{body}");
         let heal = Instant::now() + Duration::from_millis(ms);
         wait_for("the partition to take effect", Duration::from_secs(5), || {
