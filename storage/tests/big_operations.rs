@@ -9,10 +9,11 @@
 //! `MESHMAIL_BIG_OPS=full`; a tenth of them otherwise, enough for the walk
 //! to take many chunks.
 
+mod common;
+
 use meshmail_storage::StorageError;
-use meshmail_storage::model::messages::{self, BodyRef, NewMessage};
+use meshmail_storage::model::messages;
 use meshmail_storage::model::verify::verify_ledger;
-use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
 use meshmail_storage::open::{KvConfig, open_kv};
 
 /// Deliveries per transaction: ~1,000 keys and ~300 KB written each,
@@ -30,30 +31,12 @@ async fn the_ledger_verifier_walks_200000_acceptances_in_bounded_transactions() 
     let acceptances: usize = if full_size() { 200_000 } else { 20_000 };
     let dir = tempfile::tempdir().unwrap();
     let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
-    let (account, inbox) = db
-        .run("setup", |txn| async move {
-            domains::add(&txn, "example.org").await?;
-            let a = accounts::add(&txn, "big@example.org", "$argon2id$x").await?;
-            let inbox = mailboxes::find(&txn, a.id, "INBOX").await?.unwrap();
-            Ok::<_, StorageError>((a.id, inbox.id))
-        })
-        .await
-        .unwrap();
+    let (account, inbox) = common::account_with_inbox(&db, "big@example.org").await;
     let started = std::time::Instant::now();
     for _ in 0..acceptances / FILL_BATCH {
         db.run("deliver", move |txn| async move {
             for _ in 0..FILL_BATCH {
-                let msg = NewMessage {
-                    body: BodyRef {
-                        hash: "00".repeat(32),
-                        size: 10,
-                        inline: true,
-                    },
-                    flags: vec![],
-                    internal_date_ms: 0,
-                    summary: Default::default(),
-                    acceptance_id: new_id(),
-                };
+                let msg = common::placeholder_message();
                 messages::append(&txn, account, inbox, &msg).await?;
             }
             Ok::<(), StorageError>(())

@@ -1,10 +1,12 @@
 //! The ledger verifier reconciles every acceptance with what it names, and
 //! reports exactly the ones that are not backed by the store.
 
+mod common;
+
 use meshmail_storage::StorageError;
-use meshmail_storage::model::messages::{BodyRef, NewMessage};
+use meshmail_storage::model::messages::{self, NewMessage};
+use meshmail_storage::model::new_id;
 use meshmail_storage::model::verify::verify_ledger;
-use meshmail_storage::model::{accounts, domains, mailboxes, messages, new_id};
 use meshmail_storage::open::{KvConfig, open_kv};
 use meshmail_storage::test_keys;
 
@@ -12,15 +14,7 @@ use meshmail_storage::test_keys;
 async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_kv(&KvConfig::for_tests(dir.path())).unwrap();
-    let (account, inbox) = db
-        .run("setup", |txn| async move {
-            domains::add(&txn, "example.org").await?;
-            let a = accounts::add(&txn, "bob@example.org", "$argon2id$x").await?;
-            let inbox = mailboxes::find(&txn, a.id, "INBOX").await?.unwrap();
-            Ok::<_, StorageError>((a.id, inbox.id))
-        })
-        .await
-        .unwrap();
+    let (account, inbox) = common::account_with_inbox(&db, "bob@example.org").await;
     // 250 deliveries in batches of 50, so the verifier needs several chunks.
     let mut ids = Vec::new();
     for _ in 0..5 {
@@ -31,15 +25,8 @@ async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
             async move {
                 for id in batch {
                     let msg = NewMessage {
-                        body: BodyRef {
-                            hash: "00".repeat(32),
-                            size: 10,
-                            inline: true,
-                        },
-                        flags: vec![],
-                        internal_date_ms: 0,
-                        summary: Default::default(),
                         acceptance_id: id,
+                        ..common::placeholder_message()
                     };
                     messages::append(&txn, account, inbox, &msg).await?;
                 }
