@@ -36,6 +36,9 @@ fn local_only(scn: &Scenario) -> Option<String> {
     if scn.outbound.enabled {
         return Some("run the outbound rig ([outbound] configures the nodes)".into());
     }
+    if scn.store.kind == crate::scenario::StoreKind::Fdb {
+        return Some("start its own store ([store] kind = \"fdb\" starts a FoundationDB cluster)".into());
+    }
     if scn.disk.tmpfs_mib.is_some() {
         return Some("put the data directory on a tmpfs ([disk]: disk faults need the store's files)".into());
     }

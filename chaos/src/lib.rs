@@ -22,5 +22,6 @@ pub mod scenario;
 pub mod schedule;
 pub mod starve;
 pub mod store_outage;
+pub mod store_rig;
 pub mod summary;
 pub mod write_gap;

@@ -15,8 +15,9 @@ use serde::Serialize;
 
 use crate::netns::Netns;
 use crate::outbound::{OutboundDriver, OutboundFindings, OutboundRig};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, StoreKind};
 use crate::schedule::{FaultKind, Planned};
+use crate::store_rig::StoreRig;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Action {
@@ -355,10 +356,9 @@ async fn links_up(view: View, node: String, http: String) -> Result<bool, String
 }
 
 /// With `[netns] enabled`: creates the namespaces (after removing stale
-/// ones) and moves every node into its own, behind relays for its client
-/// ports. Returns the namespaces (None: transport faults only) and what the
-/// report calls the network.
-fn place_in_namespaces(scn: &Scenario, mesh: &mut LocalMesh) -> anyhow::Result<(Option<Netns>, String)> {
+/// ones). Returns them (None: transport faults only) and what the report
+/// calls the network.
+fn create_namespaces(scn: &Scenario) -> anyhow::Result<(Option<Netns>, String)> {
     if !scn.netns.enabled {
         return Ok((None, "transport".into()));
     }
@@ -372,7 +372,14 @@ fn place_in_namespaces(scn: &Scenario, mesh: &mut LocalMesh) -> anyhow::Result<(
     for gone in crate::netns::remove_stale() {
         eprintln!("chaos: removed {gone} (left by a runner that is gone)");
     }
-    let mut net = Netns::create(scn.nodes)?;
+    let net = Netns::create(scn.nodes)?;
+    let netem = if net.netem { "netem" } else { "no netem in this kernel" };
+    Ok((Some(net), format!("netns ({netem})")))
+}
+
+/// Moves every node into its own namespace, behind relays for its client
+/// ports.
+fn place_in_namespaces(net: &mut Netns, mesh: &mut LocalMesh) -> anyhow::Result<()> {
     for (i, slot) in mesh.slots.iter_mut().enumerate() {
         let port = |a: &str| a.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).unwrap_or(0);
         let a = slot.addrs.clone();
@@ -389,48 +396,49 @@ fn place_in_namespaces(scn: &Scenario, mesh: &mut LocalMesh) -> anyhow::Result<(
         slot.launch_prefix = net.launch_prefix(i);
         net.relay(i, &[port(&a.smtp), port(&a.submission), port(&a.imap), port(&a.http)])?;
     }
-    let netem = if net.netem { "netem" } else { "no netem in this kernel" };
     eprintln!(
-        "chaos: nodes in namespaces {}..{} on 10.213.x.0/24 ({netem})",
+        "chaos: nodes in namespaces {}..{} on 10.213.x.0/24",
         net.ns(0),
-        net.ns(scn.nodes - 1)
+        net.ns(mesh.slots.len() - 1)
     );
-    Ok((Some(net), format!("netns ({netem})")))
+    Ok(())
 }
 
-/// Runs a scenario to the end; the report is written by the caller.
-/// With `attach`, against that mesh instead of one started here (see `attach.rs`).
-pub async fn run(
-    mut scn: Scenario,
+/// What a run starts before its nodes: the mesh's data and processes'
+/// settings, the namespaces, the outbound rig and the store rig.
+struct Prepared {
+    mesh: LocalMesh,
+    netns: Option<Netns>,
+    network: String,
+    outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
+    store: Option<StoreRig>,
+}
+
+/// Sets up everything [`Prepared`] holds. The namespaces come first: a
+/// `[store] kind = "fdb"` rig listens on their bridge, and the admin
+/// commands that create the accounts need that store.
+async fn prepare(
+    scn: &mut Scenario,
     out: &Path,
     bin: &Path,
     attach: Option<&meshmail_soak::attached::ClusterFile>,
-) -> anyhow::Result<RunOutput> {
-    let seed = scn.seed.unwrap_or_else(|| rand::rng().random());
-    let mut mesh = match attach {
-        Some(cluster) => {
-            crate::attach::check(&mut scn, cluster).await?;
-            LocalMesh::attach(bin, cluster, scn.load.accounts, &out.join("logs")).await?
-        }
-        None => {
-            let mut env = Vec::new();
-            if scn.needs_fault_hooks() {
-                env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
-            }
-            LocalMesh::setup(
-                bin,
-                &out.join("data"),
-                scn.nodes,
-                scn.load.accounts,
-                scn.base_port,
-                env,
-                &out.join("logs"),
-            )
-            .await?
+) -> anyhow::Result<Prepared> {
+    if let Some(cluster) = attach {
+        crate::attach::check(scn, cluster).await?;
+        let mesh = LocalMesh::attach(bin, cluster, scn.load.accounts, &out.join("logs")).await?;
+        let (netns, network) = create_namespaces(scn)?;
+        return finish_prepare(mesh, netns, network, None, None);
+    }
+    let (netns, mut network) = create_namespaces(scn)?;
+    let store = match scn.store.kind {
+        StoreKind::Shared => None,
+        StoreKind::Fdb => {
+            let bridge = netns.as_ref().map(|n| n.host_ip().parse()).transpose()?;
+            Some(StoreRig::start(&scn.store, out, bridge).await?)
         }
     };
     // The nodes' config file, when the scenario needs one: top-level keys
-    // first, then the outbound rig's tables.
+    // first, then the outbound rig's tables, then the store's.
     let mut node_config = String::new();
     if scn.disk.blob_bodies {
         node_config.push_str("inline_max_bytes = 0\n\n");
@@ -442,13 +450,75 @@ pub async fn run(
     } else {
         None
     };
-    if !node_config.is_empty() {
-        let path = out.join("node.toml");
-        std::fs::write(&path, node_config)?;
-        mesh.extra_args = vec!["--config".into(), path.display().to_string()];
+    let mut env = Vec::new();
+    if scn.needs_fault_hooks() {
+        env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
     }
+    let config_path = out.join("node.toml");
+    if let Some(rig) = &store {
+        node_config.push('\n');
+        node_config.push_str(&rig.config_toml);
+        // Through the environment, the admin commands (accounts, verify
+        // ledger) find the store too, not only `serve`.
+        env.push(("MESHMAIL_CONFIG".into(), config_path.display().to_string()));
+        network = format!("{network}; store: {}", rig.describe);
+    }
+    if !node_config.is_empty() {
+        std::fs::write(&config_path, node_config)?;
+    }
+    let mut mesh = LocalMesh::setup(
+        bin,
+        &out.join("data"),
+        scn.nodes,
+        scn.load.accounts,
+        scn.base_port,
+        env,
+        &out.join("logs"),
+    )
+    .await?;
+    mesh.separate_data_dirs = store.is_some();
+    if config_path.exists() {
+        mesh.extra_args = vec!["--config".into(), config_path.display().to_string()];
+    }
+    finish_prepare(mesh, netns, network, outbound, store)
+}
+
+fn finish_prepare(
+    mut mesh: LocalMesh,
+    mut netns: Option<Netns>,
+    network: String,
+    outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
+    store: Option<StoreRig>,
+) -> anyhow::Result<Prepared> {
+    if let Some(net) = &mut netns {
+        place_in_namespaces(net, &mut mesh)?;
+    }
+    Ok(Prepared {
+        mesh,
+        netns,
+        network,
+        outbound,
+        store,
+    })
+}
+
+/// Runs a scenario to the end; the report is written by the caller.
+/// With `attach`, against that mesh instead of one started here (see `attach.rs`).
+pub async fn run(
+    mut scn: Scenario,
+    out: &Path,
+    bin: &Path,
+    attach: Option<&meshmail_soak::attached::ClusterFile>,
+) -> anyhow::Result<RunOutput> {
+    let seed = scn.seed.unwrap_or_else(|| rand::rng().random());
+    let Prepared {
+        mesh,
+        netns,
+        network,
+        outbound,
+        store,
+    } = prepare(&mut scn, out, bin, attach).await?;
     let n = scn.nodes;
-    let (netns, network) = place_in_namespaces(&scn, &mut mesh)?;
     let mut r = Run {
         h: Harness::new(mesh),
         view: Arc::new(Mutex::new(vec![None; n])),
@@ -479,8 +549,11 @@ pub async fn run(
     };
     eprintln!("chaos: seed {seed}, {} faults planned", r.plan.len());
     let result = drive(&scn, &mut r, out).await;
-    // Whatever happened, no node outlives the run.
+    // Whatever happened, no node outlives the run, nor its store.
     r.h.mesh.stop_all().await;
+    if let Some(rig) = store {
+        rig.stop().await;
+    }
     let end = result?;
     let plot_notes = r.h.plots(out);
     let memory = crate::summary::Memory::of(&r.h.samples.lock().expect("samples").procs, &end.memory_trend_pct);

@@ -1,7 +1,7 @@
 //! The scenario file (TOML; documented in chaos/README.md) and the
 //! interval distributions the fault schedules draw from.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use meshmail_soak::load::LoadConfig;
 use rand::Rng;
@@ -72,6 +72,44 @@ pub struct Scenario {
     /// The data directory on a small tmpfs, for disk faults (see `disk.rs`).
     #[serde(default)]
     pub disk: DiskConfig,
+    /// Where the nodes keep their data (see `store_rig.rs`).
+    #[serde(default)]
+    pub store: StoreConfig,
+}
+
+/// `[store]`: by default the nodes share one data directory (one SQLite
+/// file, one blob directory), as `meshmail up` runs them. With `kind =
+/// "fdb"` they are separate hosts: each node has a data directory of its
+/// own (only its cluster certificate in it) and shares nothing on the
+/// filesystem with the others; the store is a FoundationDB cluster the
+/// runner starts, and bodies go to an S3 server, both reached over the
+/// network (the namespaces' bridge with `[netns] enabled`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    #[serde(default)]
+    pub kind: StoreKind,
+    /// Where `fdbserver` and `fdbcli` are (default: `MESHMAIL_FDB_BIN`,
+    /// which `.ci/fdb.sh start` exports, else `PATH`).
+    pub fdb_bin: Option<PathBuf>,
+    /// The S3 server the bodies go to, as the runner reaches it (default:
+    /// `MESHMAIL_TEST_S3_ENDPOINT`, which `.ci/s3-emulator.sh start`
+    /// exports); relayed onto the bridge for the namespaced nodes.
+    pub s3_endpoint: Option<String>,
+    /// The bucket (default: `meshmail-chaos-<runner pid>`, created by the
+    /// runner): a bucket of the run's own, since the nodes' blob sweeper
+    /// deletes what their store does not name.
+    pub s3_bucket: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// One shared data directory: SQLite and local blobs.
+    #[default]
+    Shared,
+    /// FoundationDB + S3, a data directory per node.
+    Fdb,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -361,6 +399,19 @@ impl Scenario {
                         .collect::<Vec<_>>()
                         .join(", ")
                 )));
+            }
+        }
+        if self.store.kind == StoreKind::Fdb {
+            // Those faults act on the shared SQLite file and data directory.
+            if self.disk.tmpfs_mib.is_some()
+                || self
+                    .schedule
+                    .iter()
+                    .any(|e| e.fault.needs_disk() || matches!(e.fault, FaultKind::StoreLock | FaultKind::StoreSlow))
+            {
+                return bad(
+                    "[store] kind = \"fdb\" has no shared data directory: no disk or store_lock/store_slow faults",
+                );
             }
         }
         if self.disk.tmpfs_mib.is_some_and(|m| !(8..=65_536).contains(&m)) {

@@ -27,7 +27,6 @@ mod serve;
 mod store;
 mod tls;
 mod up;
-mod up_fdb;
 mod up_restart;
 mod vitals;
 mod webmail;

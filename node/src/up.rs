@@ -21,8 +21,8 @@ use tokio::process::{Child, Command};
 
 use crate::cli::UpArgs;
 use crate::config::Config;
-use crate::up_fdb::LocalFdb;
 use crate::up_restart::{CrashLoop, RestartPolicy};
+use meshmail_storage::fdb_local::{self, LocalFdb};
 use meshmail_storage::open::KvConfig;
 
 pub const DEMO_DOMAIN: &str = "example.test";
@@ -230,8 +230,13 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
     result
 }
 
+/// The local cluster's port: FDB's default, plus `up`'s port offset.
+const FDB_PORT_BASE: u32 = 4500;
+
 /// With `--store fdb`, no cluster file and `fdbserver` at hand: the local
-/// cluster `up` runs itself, and the config pointing at it.
+/// cluster `up` runs itself (files in `<data-dir>/fdb/`), and the config
+/// pointing at it. Stopped after the nodes on Ctrl-C; a second `up` on the
+/// same data directory serves the same database again.
 async fn local_store(cfg: &Config, args: &UpArgs) -> anyhow::Result<(Config, Option<LocalFdb>)> {
     let mut cfg = cfg.clone();
     let KvConfig::Fdb {
@@ -241,7 +246,7 @@ async fn local_store(cfg: &Config, args: &UpArgs) -> anyhow::Result<(Config, Opt
     else {
         return Ok((cfg, None));
     };
-    let Some(bin) = crate::up_fdb::find_bin(args.fdb_bin.as_deref()) else {
+    let Some(bin) = fdb_local::find_bin(args.fdb_bin.as_deref()) else {
         if let Some(d) = &args.fdb_bin {
             bail!("--fdb-bin {}: no fdbserver and fdbcli there", d.display());
         }
@@ -249,7 +254,11 @@ async fn local_store(cfg: &Config, args: &UpArgs) -> anyhow::Result<(Config, Opt
         return Ok((cfg, None));
     };
     std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating {}", cfg.data_dir.display()))?;
-    let fdb = LocalFdb::start(&bin, &cfg.data_dir, args.base_port_offset).await?;
+    // FDB's default port plus `up`'s offset: two `up`s side by side
+    // (offsets apart) get two clusters.
+    let port = u16::try_from(FDB_PORT_BASE + args.base_port_offset).context("--base-port-offset too large")?;
+    let listen = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let fdb = LocalFdb::start(&bin, &cfg.data_dir.join("fdb"), listen).await?;
     cfg.store = Some(KvConfig::Fdb {
         cluster_file: Some(fdb.cluster_file.clone()),
         key_prefix,

@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use crate::bench_mailbox::figure;
 use crate::bench_smtp::{recipients, setup_accounts};
+use crate::bench_store::{BenchStore, RunStore};
 use crate::imap_client::ImapClient;
 use crate::node_proc::{NodeProc, meshmail_binary};
 use crate::smtp_load::{self, LoadSpec};
@@ -137,7 +138,8 @@ pub fn run(args: ColdstartArgs) -> anyhow::Result<()> {
 
 /// Fills the store over SMTP in steps of [`FILL_STEP`], printing progress.
 fn fill(bin: &Path, dir: &Path, rcpts: &[String], args: &ColdstartArgs) -> anyhow::Result<f64> {
-    setup_accounts(dir, rcpts, 8192)?;
+    let kv = RunStore::new(&BenchStore::Sqlite).kv_config(dir, 8192);
+    setup_accounts(&kv, rcpts)?;
     let node = NodeProc::start(bin, dir, &[])?;
     let started = Instant::now();
     let mut sent = 0;

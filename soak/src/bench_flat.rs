@@ -33,6 +33,7 @@ use serde::Serialize;
 use crate::bench_smtp::{
     RunFigures, SmtpArgs, config_args, measure_window, median, meshmail_run, recipients, setup_accounts, store_disk,
 };
+use crate::bench_store::{BenchStore, RunStore};
 use crate::http::prom_values;
 use crate::node_proc::NodeProc;
 use crate::smtp_load::{self, LoadSpec};
@@ -53,9 +54,16 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
         "--flat-at sizes must ascend: {:?}",
         args.flat_at
     );
+    // The fills and restarts here assume the store lives in the data
+    // directory; FDB runs use the modes of `bench smtp` instead.
+    anyhow::ensure!(
+        args.fdb_cluster.is_none(),
+        "--flat-at runs on SQLite only (no --fdb-cluster)"
+    );
     let dir = tempfile::tempdir()?;
     let rcpts = recipients(args.mailboxes);
-    setup_accounts(dir.path(), &rcpts, args.sqlite_page_size)?;
+    let store = RunStore::new(&BenchStore::Sqlite);
+    setup_accounts(&store.kv_config(dir.path(), args.sqlite_page_size), &rcpts)?;
     // (mode, config) of the windows at each point, in turn.
     let mut configs: Vec<(&'static str, &Option<PathBuf>)> = Vec::new();
     if args.baseline_node_config.is_some() {
@@ -152,7 +160,7 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
     }
     drop(node);
     if let Some(last) = windows.iter_mut().rev().find(|w| w.figures.mode != "empty") {
-        store_disk(&mut last.figures, dir.path(), spec.first)?;
+        store_disk(&mut last.figures, dir.path(), spec.first, &BenchStore::Sqlite)?;
     }
     print_report(args, &windows);
     for (point, h) in &fills {

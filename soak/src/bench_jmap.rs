@@ -18,9 +18,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
+use crate::jmap_conn::{Conn, REQUEST_TIMEOUT, check_ok};
 use crate::node_proc::{NodeProc, meshmail_binary, setup_account};
 
 #[derive(Debug, Args)]
@@ -51,8 +50,6 @@ pub struct JmapArgs {
 
 const PASSWORD: &str = "bench";
 const USERS: usize = 5;
-/// Every request and connect has this deadline.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn user(i: usize) -> String {
     // One domain per user: `setup_account` adds the domain too.
@@ -91,99 +88,6 @@ pub struct RunFigures {
     pub node_peak_rss_kib: u64,
 }
 
-/// A kept-alive HTTP/1.1 connection (JSON bodies with Content-Length).
-struct Conn {
-    r: BufReader<tokio::net::tcp::OwnedReadHalf>,
-    w: tokio::net::tcp::OwnedWriteHalf,
-    host: String,
-}
-
-impl Conn {
-    async fn open(addr: &str) -> anyhow::Result<Conn> {
-        let s = tokio::time::timeout(REQUEST_TIMEOUT, TcpStream::connect(addr)).await??;
-        s.set_nodelay(true)?;
-        let (r, w) = s.into_split();
-        Ok(Conn {
-            r: BufReader::new(r),
-            w,
-            host: addr.to_string(),
-        })
-    }
-
-    async fn request(&mut self, method: &str, path: &str, auth: &str, body: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-        tokio::time::timeout(REQUEST_TIMEOUT, self.request_inner(method, path, auth, body))
-            .await
-            .context("request timed out")?
-    }
-
-    async fn request_inner(
-        &mut self,
-        method: &str,
-        path: &str,
-        auth: &str,
-        body: &str,
-    ) -> anyhow::Result<(u16, Vec<u8>)> {
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            self.host,
-            body.len()
-        );
-        self.w.write_all(head.as_bytes()).await?;
-        self.w.write_all(body.as_bytes()).await?;
-        let mut status_line = String::new();
-        self.r.read_line(&mut status_line).await?;
-        let status: u16 = status_line
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .context("bad status line")?;
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            if self.r.read_line(&mut line).await? == 0 {
-                bail!("connection closed in headers");
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse()?;
-            }
-        }
-        let mut out = vec![0; length];
-        self.r.read_exact(&mut out).await?;
-        Ok((status, out))
-    }
-}
-
-fn basic(u: &str) -> String {
-    use base64_lite::encode;
-    format!("Basic {}", encode(format!("{u}:{PASSWORD}").as_bytes()))
-}
-
-/// Standard base64, enough for one header.
-mod base64_lite {
-    pub fn encode(b: &[u8]) -> String {
-        const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for c in b.chunks(3) {
-            let n = (u32::from(c[0]) << 16)
-                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-                | u32::from(*c.get(2).unwrap_or(&0));
-            for i in 0..4 {
-                out.push(if i <= c.len() {
-                    T[((n >> (18 - 6 * i)) & 63) as usize] as char
-                } else {
-                    '='
-                });
-            }
-        }
-        out
-    }
-}
-
 const USING: &str = r#"["urn:ietf:params:jmap:core","urn:ietf:params:jmap:mail","urn:ietf:params:jmap:submission"]"#;
 
 fn inbox_request(account: &str) -> String {
@@ -192,20 +96,10 @@ fn inbox_request(account: &str) -> String {
     )
 }
 
-fn check_ok(status: u16, body: &[u8], what: &str) -> anyhow::Result<()> {
-    if status != 200 && status != 201 {
-        bail!("{what}: HTTP {status}: {}", String::from_utf8_lossy(body));
-    }
-    if body.windows(9).any(|w| w == b"\"error\",{") {
-        bail!("{what}: {}", String::from_utf8_lossy(body));
-    }
-    Ok(())
-}
-
 /// Sign-in as the webmail does it, on a new connection.
 async fn login(addr: &str, i: usize) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let auth = basic(&user(i));
+    let auth = crate::jmap_conn::basic(&user(i), PASSWORD);
     let account = format!("a{}", i + 1);
     let mut c = Conn::open(addr).await?;
     let (s, b) = c.request("GET", "/.well-known/jmap", &auth, "").await?;
@@ -312,7 +206,7 @@ async fn run_once(
 
     let mut reads = hist();
     let mut c = Conn::open(&addr).await?;
-    let (auth, body) = (basic(&user(0)), inbox_request("a1"));
+    let (auth, body) = (crate::jmap_conn::basic(&user(0), PASSWORD), inbox_request("a1"));
     for _ in 0..args.reads {
         let t = Instant::now();
         let (s, b) = c.request("POST", "/jmap/api", &auth, &body).await?;
@@ -328,7 +222,7 @@ async fn run_once(
         let (addr, sends) = (addr.clone(), sends.clone());
         tasks.push(tokio::spawn(async move {
             let mut c = Conn::open(&addr).await?;
-            let auth = basic(&user(1));
+            let auth = crate::jmap_conn::basic(&user(1), PASSWORD);
             for n in 0..per_sender {
                 let to = user(2 + (n + s) % (USERS - 2));
                 let t = Instant::now();

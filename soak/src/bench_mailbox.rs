@@ -34,10 +34,11 @@ use anyhow::{Context, bail, ensure};
 use clap::Args;
 use serde::Serialize;
 
+use crate::bench_store::{BenchStore, RunStore};
 use crate::dovecot_imap::{self, DovecotImap};
 use crate::imap_client::ImapClient;
 use crate::mail_gen::{self, GenMessage};
-use crate::node_proc::{NodeProc, meshmail_binary, setup_account};
+use crate::node_proc::{NodeProc, meshmail_binary, setup_account_on};
 
 #[derive(Debug, Args)]
 pub struct MailboxArgs {
@@ -83,6 +84,12 @@ pub struct MailboxArgs {
     /// `--baseline-config 'search_cache_mb = 0'` (no envelope cache).
     #[arg(long)]
     pub baseline_config: Option<String>,
+    /// Also measure server `meshmail-fdb`: this build with its store on
+    /// the FoundationDB cluster of this cluster file, under a key prefix
+    /// of its own (needs this bench and meshmail built with `--features
+    /// fdb`; `.ci/fdb.sh start` makes a one-process cluster).
+    #[arg(long)]
+    pub fdb_cluster: Option<PathBuf>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -141,20 +148,28 @@ struct Server {
 }
 
 enum Guard {
-    Meshmail { _node: NodeProc, _dir: tempfile::TempDir },
-    Dovecot { _server: DovecotImap },
+    /// Dropped in this order: the node stops before its keys are cleared.
+    Meshmail {
+        _node: NodeProc,
+        _store: RunStore,
+        _dir: tempfile::TempDir,
+    },
+    Dovecot {
+        _server: DovecotImap,
+    },
 }
 
 pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
     ensure!(args.runs >= 1, "--runs must be at least 1");
-    let mut servers = vec![start_meshmail(
-        "meshmail",
-        &meshmail_binary(args.meshmail.as_deref())?,
-        "",
-    )?];
+    let bin = meshmail_binary(args.meshmail.as_deref())?;
+    let mut servers = vec![start_meshmail("meshmail", &bin, "", &BenchStore::Sqlite)?];
     if let Some(base) = &args.baseline_meshmail {
         let extra = args.baseline_config.as_deref().unwrap_or_default();
-        servers.push(start_meshmail("meshmail-base", base, extra)?);
+        servers.push(start_meshmail("meshmail-base", base, extra, &BenchStore::Sqlite)?);
+    }
+    if let Some(cluster) = &args.fdb_cluster {
+        let fdb = BenchStore::fdb_or_sqlite(Some(cluster));
+        servers.push(start_meshmail("meshmail-fdb", &bin, "", &fdb)?);
     }
     match (args.peer.as_str(), dovecot_imap::binary()) {
         ("off", _) => println!("note: peer off: Dovecot not run"),
@@ -240,20 +255,27 @@ pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
 
 /// `extra`: TOML merged into the `[imap]` table of the node's config (a
 /// table header in it starts a table of its own).
-fn start_meshmail(name: &str, bin: &std::path::Path, extra: &str) -> anyhow::Result<Server> {
+fn start_meshmail(name: &str, bin: &std::path::Path, extra: &str, on: &BenchStore) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
-    setup_account(bin, dir.path(), USER, PASSWORD)?;
+    let store = RunStore::new(on);
+    let global = store.global_args();
+    setup_account_on(bin, dir.path(), &global, USER, PASSWORD)?;
     let cfg = dir.path().join("bench.toml");
     let extra = extra.trim().strip_prefix("[imap]").unwrap_or(extra);
     std::fs::write(
         &cfg,
         format!("[imap]\nallow_plaintext_auth_on_loopback = true\n{extra}\n"),
     )?;
-    let node = NodeProc::start(bin, dir.path(), &["--config", cfg.to_str().context("utf-8 path")?])?;
+    let config = ["--config", cfg.to_str().context("utf-8 path")?];
+    let node = NodeProc::start_with_global(bin, dir.path(), &global, &config)?;
     Ok(Server {
         name: name.to_string(),
         addr: node.addr("imap")?,
-        _guard: Guard::Meshmail { _node: node, _dir: dir },
+        _guard: Guard::Meshmail {
+            _node: node,
+            _store: store,
+            _dir: dir,
+        },
     })
 }
 

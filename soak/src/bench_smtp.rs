@@ -23,6 +23,7 @@ use meshmail_storage::model::{accounts, domains};
 use meshmail_storage::open::{KvConfig, open_kv};
 use serde::Serialize;
 
+use crate::bench_store::{self, BenchStore, RunStore};
 use crate::machine_cpu::{self, CpuShares};
 use crate::node_proc::{NodeProc, histogram, meshmail_binary, process_cpu_seconds};
 use crate::smtp_load::{self, LoadSpec};
@@ -104,6 +105,14 @@ pub struct SmtpArgs {
     /// not enter it, as it does the ratio to the first point.
     #[arg(long)]
     pub flat_beside_empty: bool,
+    /// Also run modes `fdb-durable` and `fdb-spread`: the loads of
+    /// `durable` and `spread` with the node on the FoundationDB cluster of
+    /// this cluster file, each run under a key prefix of its own (needs
+    /// this bench and meshmail built with `--features fdb`; `.ci/fdb.sh
+    /// start` makes a one-process cluster). The `fdbserver` processes' CPU
+    /// is the store-server column.
+    #[arg(long)]
+    pub fdb_cluster: Option<PathBuf>,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -131,6 +140,9 @@ pub struct RunFigures {
     /// CPU of the load's clients (this process) per message, over the
     /// same window: with the node's, what one message costs the machine.
     pub client_cpu_ms_per_msg: f64,
+    /// CPU of the store's server processes (`fdbserver`) per message, over
+    /// the same window: 0 on SQLite, which runs inside the node.
+    pub store_server_cpu_ms_per_msg: f64,
     /// A commit's stages, ms per SQLite apply (0 for builds without their
     /// histograms): the WAL's fsync, the WAL run's write, and the rest of
     /// the apply (SQLite's B-tree work).
@@ -168,11 +180,13 @@ impl RunFigures {
 }
 
 const DOMAIN: &str = "bench.example";
-const MODES: [&str; 7] = [
+const MODES: [&str; 9] = [
     "base-durable",
     "durable",
     "base-spread",
     "spread",
+    "fdb-durable",
+    "fdb-spread",
     "sink",
     "dovecot",
     "dovecot-spread",
@@ -194,6 +208,7 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
     if dovecot.is_none() && args.peer != "off" {
         eprintln!("dovecot LMTP not installed (apt-get install dovecot-lmtpd): no peer run");
     }
+    let fdb = BenchStore::fdb_or_sqlite(args.fdb_cluster.as_deref());
     let mut all = Vec::new();
     for run in 0..args.runs {
         for mode in MODES {
@@ -206,6 +221,12 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
                 ("durable", _) => meshmail_run(&bin, &args, mode, args.mailboxes, args.prefill, &[])?,
                 ("spread", _) if args.spread_mailboxes > 0 => {
                     meshmail_run(&bin, &args, mode, args.spread_mailboxes, 0, &[])?
+                }
+                ("fdb-durable", _) if fdb.is_fdb() => {
+                    meshmail_run_on(&bin, &args, mode, args.mailboxes, args.prefill, &fdb)?
+                }
+                ("fdb-spread", _) if fdb.is_fdb() && args.spread_mailboxes > 0 => {
+                    meshmail_run_on(&bin, &args, mode, args.spread_mailboxes, 0, &fdb)?
                 }
                 ("base-durable", Some(b)) => meshmail_run(b, &args, mode, args.mailboxes, args.prefill, &[])?,
                 ("base-spread", Some(b)) if args.spread_mailboxes > 0 => {
@@ -258,10 +279,10 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     );
     println!(
         "| mode | msg/s | first → last quarter msg/s | accept p50 ms | accept p99 ms | mean batch | mean commit ms \
-         | writer busy | WAL pages/msg | node CPU ms/msg | client CPU ms/msg | machine CPU ms/msg | steal % | idle % \
-         | disk B/msg (SQLite + blobs) | write amp |"
+         | writer busy | WAL pages/msg | node CPU ms/msg | store server CPU ms/msg | client CPU ms/msg \
+         | machine CPU ms/msg | steal % | idle % | disk B/msg (SQLite + blobs) | write amp |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for mode in MODES {
         let Some(rate) = median(mode, |r| r.msg_per_s) else {
             continue;
@@ -269,7 +290,7 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
         let m = |f: fn(&RunFigures) -> f64| median(mode, f).unwrap_or(0.0);
         println!(
             "| {mode} | {rate:.0} | {:.0} → {:.0} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.3} | {:.3} | {:.3} \
-             | {:.0} | {:.0} | {:.0} ({:.0} + {:.0}) | {:.1} |",
+             | {:.3} | {:.0} | {:.0} | {:.0} ({:.0} + {:.0}) | {:.1} |",
             m(|r| r.first_quarter_msg_per_s),
             m(|r| r.last_quarter_msg_per_s),
             m(|r| r.accept_p50_ms),
@@ -279,6 +300,7 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
             m(|r| r.writer_busy),
             m(|r| r.pages_per_msg),
             m(|r| r.cpu_ms_per_msg),
+            m(|r| r.store_server_cpu_ms_per_msg),
             m(|r| r.client_cpu_ms_per_msg),
             m(|r| r.machine_cpu_ms_per_msg),
             m(|r| r.machine_steal * 100.0),
@@ -295,6 +317,12 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     }
     if let Some(d) = median("dovecot", |r| r.msg_per_s) {
         println!("durable / dovecot LMTP = {:.2}", durable / d.max(1e-9));
+    }
+    if let Some(f) = median("fdb-durable", |r| r.msg_per_s) {
+        let peer = median("dovecot", |r| r.msg_per_s).map_or(String::new(), |d| {
+            format!(", fdb-durable / dovecot LMTP = {:.2}", f / d.max(1e-9))
+        });
+        println!("fdb-durable / durable (SQLite) = {:.2}{peer}", f / durable.max(1e-9));
     }
     print_cpu_ceiling(all);
     if let (Some(s), Some(d)) = (
@@ -336,8 +364,8 @@ fn median_of_mode(all: &[RunFigures], mode: &str, f: fn(&RunFigures) -> f64) -> 
 
 /// The rate this machine's cores could carry if CPU were the only limit,
 /// for `durable` and `spread`, counted two ways:
-/// * cores / (node + clients' CPU per message): what the two processes
-///   spend;
+/// * cores / (node + store server + clients' CPU per message): what the
+///   processes spend;
 /// * cores not taken by the hypervisor (1 − steal) / the whole machine's
 ///   busy CPU per message (the kernel's writeback and journal threads
 ///   too), with the share of those cores the run kept busy.
@@ -347,19 +375,28 @@ fn median_of_mode(all: &[RunFigures], mode: &str, f: fn(&RunFigures) -> f64) -> 
 fn print_cpu_ceiling(all: &[RunFigures]) {
     let median = |mode: &str, f: fn(&RunFigures) -> f64| median_of_mode(all, mode, f);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    for (mode, peer) in [("durable", "dovecot"), ("spread", "dovecot-spread")] {
-        let (Some(node), Some(client)) = (
+    for (mode, peer) in [
+        ("durable", "dovecot"),
+        ("spread", "dovecot-spread"),
+        ("fdb-durable", "dovecot"),
+        ("fdb-spread", "dovecot-spread"),
+    ] {
+        let (Some(node), Some(client), Some(server)) = (
             median(mode, |r| r.cpu_ms_per_msg),
             median(mode, |r| r.client_cpu_ms_per_msg),
+            median(mode, |r| r.store_server_cpu_ms_per_msg),
         ) else {
             continue;
         };
+        // The FDB server's share counts with the node's: it is the node's
+        // work, done in another process.
+        let node = node + server;
         let versus = |ceiling: f64| {
             median(peer, |r| r.msg_per_s).map_or(String::new(), |d| format!(" (x{:.1} {peer})", ceiling / d.max(1e-9)))
         };
         let ceiling = cores * 1000.0 / (node + client).max(1e-9);
         println!(
-            "{mode}: CPU ceiling {ceiling:.0} msg/s{} = {cores:.0} cores / ({node:.3} node + {client:.3} clients) ms/msg",
+            "{mode}: CPU ceiling {ceiling:.0} msg/s{} = {cores:.0} cores / ({node:.3} node and store server + {client:.3} clients) ms/msg",
             versus(ceiling)
         );
         let (Some(machine), Some(steal), Some(busy)) = (
@@ -391,7 +428,32 @@ pub(crate) fn meshmail_run(
     prefill: u64,
     extra: &[&str],
 ) -> anyhow::Result<RunFigures> {
+    meshmail_run_with(bin, args, mode, mailboxes, prefill, extra, &BenchStore::Sqlite)
+}
+
+/// [`meshmail_run`] with the node on `store`.
+fn meshmail_run_on(
+    bin: &Path,
+    args: &SmtpArgs,
+    mode: &'static str,
+    mailboxes: usize,
+    prefill: u64,
+    store: &BenchStore,
+) -> anyhow::Result<RunFigures> {
+    meshmail_run_with(bin, args, mode, mailboxes, prefill, &[], store)
+}
+
+fn meshmail_run_with(
+    bin: &Path,
+    args: &SmtpArgs,
+    mode: &'static str,
+    mailboxes: usize,
+    prefill: u64,
+    extra: &[&str],
+    on: &BenchStore,
+) -> anyhow::Result<RunFigures> {
     let dir = tempfile::tempdir()?;
+    let store = RunStore::new(on);
     let rcpts = recipients(mailboxes);
     let baseline = mode.starts_with("base-");
     let page_size = if baseline {
@@ -399,7 +461,7 @@ pub(crate) fn meshmail_run(
     } else {
         args.sqlite_page_size
     };
-    setup_accounts(dir.path(), &rcpts, page_size)?;
+    setup_accounts(&store.kv_config(dir.path(), page_size), &rcpts)?;
     if baseline {
         unfence_for_older_build(dir.path())?;
     }
@@ -408,7 +470,9 @@ pub(crate) fn meshmail_run(
     } else {
         &args.node_config
     };
-    let node = NodeProc::start_with_global(bin, dir.path(), &config_args(config_file), extra)?;
+    let mut global = config_args(config_file);
+    global.extend(store.global_args());
+    let node = NodeProc::start_with_global(bin, dir.path(), &global, extra)?;
     let mut spec = LoadSpec {
         addr: node.addr("smtp")?,
         hello: "EHLO",
@@ -427,7 +491,7 @@ pub(crate) fn meshmail_run(
     drop(node);
     if mode != "sink" {
         let stored = figures.messages + prefill;
-        store_disk(&mut figures, dir.path(), stored)?;
+        store_disk(&mut figures, dir.path(), stored, on)?;
     }
     Ok(figures)
 }
@@ -444,11 +508,13 @@ pub(crate) fn measure_window(
     let before_metrics = node.metrics()?;
     let (cpu0, io0) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
     let client0 = process_cpu_seconds("/proc/self/stat")?;
+    let server0 = bench_store::server_cpu_seconds();
     let machine0 = machine_cpu::now()?;
     spec.messages = args.messages;
     let load = smtp_load::run(spec)?;
     spec.first += load.sent;
     let machine = machine_cpu::since(machine0)?;
+    let server1 = bench_store::server_cpu_seconds();
     let client1 = process_cpu_seconds("/proc/self/stat")?;
     let (cpu1, io1) = (node.cpu_seconds()?, store_usage::process_write_bytes(node.pid())?);
     let metrics = node.metrics()?;
@@ -494,6 +560,7 @@ pub(crate) fn measure_window(
         pages_per_msg: pages / sent,
         cpu_ms_per_msg: (cpu1 - cpu0) * 1000.0 / sent,
         client_cpu_ms_per_msg: (client1 - client0) * 1000.0 / sent,
+        store_server_cpu_ms_per_msg: (server1 - server0) * 1000.0 / sent,
         fsync_ms_per_commit: per(sync_s, applies),
         wal_write_ms_per_commit: per(write_s, applies),
         btree_ms_per_commit: per((apply_s - write_s - sync_s).max(0.0), applies),
@@ -513,9 +580,20 @@ pub(crate) fn config_args(file: &Option<PathBuf>) -> Vec<String> {
 }
 
 /// Fills in the disk figures of a run whose node has stopped: the store
-/// after a WAL checkpoint, per message it holds.
-pub(crate) fn store_disk(figures: &mut RunFigures, data_dir: &Path, stored: u64) -> anyhow::Result<()> {
-    let (sqlite, blobs) = store_usage::checkpointed_usage(data_dir)?;
+/// after a WAL checkpoint, per message it holds. On FDB only the blobs:
+/// the cluster's files are shared by every run and preallocated, so their
+/// size says nothing about one run's messages.
+pub(crate) fn store_disk(
+    figures: &mut RunFigures,
+    data_dir: &Path,
+    stored: u64,
+    store: &BenchStore,
+) -> anyhow::Result<()> {
+    let (sqlite, blobs) = if store.is_fdb() {
+        (0, store_usage::allocated_bytes(&data_dir.join("blobs")).unwrap_or(0))
+    } else {
+        store_usage::checkpointed_usage(data_dir)?
+    };
     let stored = stored.max(1) as f64;
     figures.disk_bytes_per_msg = (sqlite + blobs) as f64 / stored;
     figures.sqlite_bytes_per_msg = sqlite as f64 / stored;
@@ -578,14 +656,10 @@ fn unfence_for_older_build(data_dir: &Path) -> anyhow::Result<()> {
 /// The domain and one account per recipient, written straight to the
 /// store before the node starts (as the admin commands do), with one
 /// password hash for all: argon2 for 1,000 accounts would take minutes.
-pub(crate) fn setup_accounts(data_dir: &Path, rcpts: &[String], page_size_bytes: u32) -> anyhow::Result<()> {
+pub(crate) fn setup_accounts(kv: &KvConfig, rcpts: &[String]) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
-        let mut kv = KvConfig::sqlite_in(data_dir);
-        if let KvConfig::Sqlite { page_size_bytes: p, .. } = &mut kv {
-            *p = page_size_bytes;
-        }
-        let db = open_kv(&kv)?;
+        let db = open_kv(kv)?;
         db.run("bench_domain", |txn| async move {
             domains::add(&txn, DOMAIN).await.map(drop)
         })

@@ -68,6 +68,12 @@ pub struct LocalMesh {
     log_dir: PathBuf,
     /// Appended to every node's `serve` command line (e.g. `--config F`).
     pub extra_args: Vec<String>,
+    /// Each node runs on a data directory of its own, `DATA/hosts/NODE`,
+    /// holding only the cluster CA's certificate and the node's own
+    /// certificate and key (copied from `DATA/cluster`): separate hosts
+    /// that share nothing on the filesystem (the store and blobs must then
+    /// be network services, named in the config).
+    pub separate_data_dirs: bool,
     /// Attach mode: readiness and command limits, and whether `data_dir` is real.
     attach: Option<AttachLimits>,
 }
@@ -79,9 +85,18 @@ struct AttachLimits {
     has_data_dir: bool,
 }
 
-async fn run_admin(bin: &Path, data_dir: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {
+/// Runs an admin command on the store; `env` as the nodes get it (a
+/// `MESHMAIL_CONFIG` naming another store reaches the commands too).
+async fn run_admin(
+    bin: &Path,
+    data_dir: &Path,
+    env: &[(String, String)],
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<()> {
     use tokio::io::AsyncWriteExt;
     let mut child = Command::new(bin)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .arg("--data-dir")
         .arg(data_dir)
         .args(args)
@@ -185,12 +200,13 @@ impl LocalMesh {
                 bin.display()
             );
         }
-        run_admin(bin, data_dir, &["domain", "add", DOMAIN], None).await?;
+        run_admin(bin, data_dir, &env, &["domain", "add", DOMAIN], None).await?;
         for i in 0..accounts {
             let pw = format!("{PASSWORD}\n");
             run_admin(
                 bin,
                 data_dir,
+                &env,
                 &["account", "add", &account(i), "--password-stdin"],
                 Some(&pw),
             )
@@ -198,9 +214,9 @@ impl LocalMesh {
         }
         let names: Vec<String> = (0..nodes).map(|i| format!("node-{i}")).collect();
         if mesh_flags {
-            run_admin(bin, data_dir, &["cluster", "init"], None).await?;
+            run_admin(bin, data_dir, &env, &["cluster", "init"], None).await?;
             for n in &names {
-                run_admin(bin, data_dir, &["cluster", "cert", n], None).await?;
+                run_admin(bin, data_dir, &env, &["cluster", "cert", n], None).await?;
             }
         }
         let ports = pick_ports(base_port, nodes)?;
@@ -235,6 +251,7 @@ impl LocalMesh {
             env,
             log_dir: log_dir.to_path_buf(),
             extra_args: Vec::new(),
+            separate_data_dirs: false,
             attach: None,
         })
     }
@@ -252,11 +269,11 @@ impl LocalMesh {
         if let Some(dir) = &cluster.data_dir {
             // Refusals here are "already exists" on a reused target; a
             // missing account shows as lost mail, never silently.
-            let mut refused = run_admin(bin, dir, &["domain", "add", DOMAIN], None).await.err();
+            let mut refused = run_admin(bin, dir, &[], &["domain", "add", DOMAIN], None).await.err();
             for i in 0..accounts {
                 let pw = format!("{PASSWORD}\n");
                 let args = ["account", "add", &account(i), "--password-stdin"];
-                if let Err(e) = run_admin(bin, dir, &args, Some(&pw)).await {
+                if let Err(e) = run_admin(bin, dir, &[], &args, Some(&pw)).await {
                     refused.get_or_insert(e);
                 }
             }
@@ -295,6 +312,7 @@ impl LocalMesh {
             env: Vec::new(),
             log_dir: log_dir.to_path_buf(),
             extra_args: Vec::new(),
+            separate_data_dirs: false,
             attach: Some(AttachLimits {
                 ready: Duration::from_secs_f64(cluster.ready_timeout_s),
                 command: Duration::from_secs_f64(cluster.command_timeout_s),
@@ -385,7 +403,7 @@ impl LocalMesh {
             None => Command::new(&self.bin),
         };
         cmd.arg("--data-dir")
-            .arg(&self.data_dir)
+            .arg(self.node_data_dir(&a.name)?)
             .args(["serve", "--node-name", &a.name, "--smtp", &a.smtp, "--imap", &a.imap])
             .args(["--http", &a.http, "--submission", &a.submission, "--submissions", "off"])
             .args(["--lmtp", "off", "--imaps", "off", "--allow-plaintext-auth-on-loopback"]);
@@ -508,6 +526,26 @@ impl LocalMesh {
         }
     }
 
+    /// The data directory node `name` runs on: the shared one, or with
+    /// [`LocalMesh::separate_data_dirs`] its own, made on first use with
+    /// the CA certificate and the node's certificate and key in
+    /// `cluster/` (what an operator copies to a new host).
+    fn node_data_dir(&self, name: &str) -> anyhow::Result<PathBuf> {
+        if !self.separate_data_dirs {
+            return Ok(self.data_dir.clone());
+        }
+        let dir = self.data_dir.join("hosts").join(name);
+        let certs = dir.join("cluster");
+        std::fs::create_dir_all(&certs).with_context(|| format!("creating {}", certs.display()))?;
+        for file in ["ca.pem".to_string(), format!("{name}.pem"), format!("{name}.key")] {
+            let from = self.data_dir.join("cluster").join(&file);
+            if self.mesh_flags && !certs.join(&file).exists() {
+                std::fs::copy(&from, certs.join(&file)).with_context(|| format!("copying {}", from.display()))?;
+            }
+        }
+        Ok(dir)
+    }
+
     /// `meshmail verify ledger`: its exit code and output.
     pub async fn verify_ledger(&self) -> anyhow::Result<(i32, String)> {
         if self.attach.is_some_and(|a| !a.has_data_dir) {
@@ -516,6 +554,7 @@ impl LocalMesh {
         let out = tokio::time::timeout(
             Duration::from_secs(600),
             Command::new(&self.bin)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
                 .arg("--data-dir")
                 .arg(&self.data_dir)
                 .args(["verify", "ledger"])

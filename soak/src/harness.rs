@@ -306,6 +306,16 @@ impl Harness {
                 "live peer not seen up in its current generation",
             ));
         }
+        if let Some(l) = load.as_ref().filter(|l| l.shared.cfg.jmap_readers > 0) {
+            let counters = l.shared.counters.lock().expect("counters").clone();
+            // Readers that never got an answer read nothing: a failure.
+            c.push(Check {
+                name: "jmap_rounds".into(),
+                value: counters.jmap_rounds.to_string(),
+                ok: counters.jmap_rounds > 0,
+                note: format!("{} failed rounds (faults allow some)", counters.jmap_errors),
+            });
+        }
         let compared = actors_end
             .iter()
             .filter(|e| self.actors_start.iter().any(|s| s.node == e.node))

@@ -92,6 +92,15 @@ pub struct LoadConfig {
     pub drop_ack_messages: u32,
     pub reuse_uid_messages: u32,
     pub fault_at: f64,
+    /// Sessions that read over JMAP (Email/query + Email/get of the newest
+    /// 20, round-robin over the accounts, every `reader_interval_ms`).
+    pub jmap_readers: usize,
+    /// Send SMTP only to this node (its index; default: any node).
+    pub smtp_node: Option<usize>,
+    /// Run the IMAP readers, IDLE sessions and JMAP readers only on this
+    /// node (default: spread over every node): with `smtp_node`, mail
+    /// written through one node is read through another.
+    pub read_node: Option<usize>,
 }
 
 impl Default for LoadConfig {
@@ -117,6 +126,9 @@ impl Default for LoadConfig {
             drop_ack_messages: 0,
             reuse_uid_messages: 0,
             fault_at: 0.5,
+            jmap_readers: 0,
+            smtp_node: None,
+            read_node: None,
         }
     }
 }
@@ -144,6 +156,8 @@ pub struct Counters {
     pub reader_errors: u64,
     pub flag_stores: u64,
     pub fault_messages_acked: u64,
+    pub jmap_rounds: u64,
+    pub jmap_errors: u64,
 }
 
 pub struct Shared {
@@ -151,10 +165,10 @@ pub struct Shared {
     targets: Vec<NodeAddrs>,
     bucket: TokenBucket,
     started: Instant,
-    deadline: Instant,
+    pub(crate) deadline: Instant,
     stop: AtomicBool,
     paused: AtomicBool,
-    inflight: AtomicU64,
+    pub(crate) inflight: AtomicU64,
     acked_total: AtomicU64,
     next_seq: AtomicU64,
     /// load id → (account index, fate).
@@ -196,7 +210,7 @@ impl Shared {
         Duration::from_millis(self.cfg.connect_timeout_ms)
     }
 
-    fn backoff(&self) -> Backoff {
+    pub(crate) fn backoff(&self) -> Backoff {
         Backoff::new(
             Duration::from_millis(self.cfg.backoff_base_ms),
             Duration::from_millis(self.cfg.backoff_max_ms),
@@ -207,8 +221,31 @@ impl Shared {
         &self.targets[rand::rng().random_range(0..self.targets.len())]
     }
 
+    /// Where SMTP goes: `smtp_node`, else any node.
+    fn smtp_target(&self) -> &NodeAddrs {
+        match self.cfg.smtp_node {
+            Some(n) => &self.targets[n % self.targets.len()],
+            None => self.target(),
+        }
+    }
+
+    /// Where IDLE session `i` waits: `read_node`, else spread over the
+    /// nodes by index.
+    fn idle_target(&self, i: usize) -> &NodeAddrs {
+        &self.targets[self.cfg.read_node.unwrap_or(i) % self.targets.len()]
+    }
+
+    /// Where a reader's round (IMAP or JMAP) goes: `read_node`, else any
+    /// node.
+    pub(crate) fn read_target(&self) -> &NodeAddrs {
+        match self.cfg.read_node {
+            Some(n) => &self.targets[n % self.targets.len()],
+            None => self.target(),
+        }
+    }
+
     /// Waits while paused; false once the load should end.
-    async fn gate(&self) -> bool {
+    pub(crate) async fn gate(&self) -> bool {
         while self.paused.load(Ordering::Relaxed) && self.running() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -216,7 +253,7 @@ impl Shared {
     }
 
     /// Takes a dial token from the global budget, counting the dial.
-    async fn dial_token(&self) -> bool {
+    pub(crate) async fn dial_token(&self) -> bool {
         let ok = self.bucket.take(self.deadline).await && self.running();
         if ok {
             self.counters.lock().expect("counters").dials += 1;
@@ -232,7 +269,7 @@ impl Shared {
         h.as_ref().is_some_and(|x| x.0 == account_ix)
     }
 
-    fn count(&self, f: impl FnOnce(&mut Counters)) {
+    pub(crate) fn count(&self, f: impl FnOnce(&mut Counters)) {
         f(&mut self.counters.lock().expect("counters"));
     }
 }
@@ -278,6 +315,9 @@ impl Load {
         }
         for i in 0..shared.cfg.imap_readers {
             tasks.push(tokio::spawn(reader_worker(shared.clone(), i)));
+        }
+        for i in 0..shared.cfg.jmap_readers {
+            tasks.push(tokio::spawn(crate::load_jmap::reader(shared.clone(), i)));
         }
         if shared.cfg.drop_ack_messages + shared.cfg.reuse_uid_messages > 0 {
             tasks.push(tokio::spawn(fault_scheduler(shared.clone(), run_for)));
@@ -419,7 +459,7 @@ async fn smtp_worker(s: Arc<Shared>, tickets: Option<Arc<tokio::sync::Mutex<toki
             if !s.dial_token().await {
                 break;
             }
-            match SmtpClient::connect(&s.target().smtp, s.connect_timeout(), s.op_timeout()).await {
+            match SmtpClient::connect(&s.smtp_target().smtp, s.connect_timeout(), s.op_timeout()).await {
                 Ok(c) => conn = Some(c),
                 Err(_) => {
                     s.count(|c| c.dial_failures += 1);
@@ -540,7 +580,7 @@ async fn idle_worker(s: Arc<Shared>, i: usize) {
         if !s.dial_token().await {
             break;
         }
-        let addr = s.targets[i % s.targets.len()].imap.clone();
+        let addr = s.idle_target(i).imap.clone();
         let mut c = match imap_session(&s, &addr, &user).await {
             Ok(c) => c,
             Err(_) => {
@@ -627,7 +667,7 @@ async fn reader_worker(s: Arc<Shared>, i: usize) {
         }
         s.inflight.fetch_add(1, Ordering::Relaxed);
         let round = async {
-            let mut c = imap_session(&s, &s.target().imap, &user).await?;
+            let mut c = imap_session(&s, &s.read_target().imap, &user).await?;
             let o = observe(&mut c, &user, s.cfg.reader_window, Some(&s.imap_latency)).await?;
             let uids: Vec<u64> = o.messages.iter().map(|(u, _)| *u).collect();
             {

@@ -147,8 +147,21 @@ impl Drop for NodeProc {
 
 /// Adds a domain and an account to a data directory.
 pub fn setup_account(bin: &Path, data_dir: &Path, email: &str, password: &str) -> anyhow::Result<()> {
+    setup_account_on(bin, data_dir, &[], email, password)
+}
+
+/// [`setup_account`] with global arguments before the command (the store:
+/// `--store fdb:FILE --fdb-key-prefix P`).
+pub fn setup_account_on(
+    bin: &Path,
+    data_dir: &Path,
+    global: &[String],
+    email: &str,
+    password: &str,
+) -> anyhow::Result<()> {
     let domain = email.split('@').nth(1).context("user@domain")?;
     let st = Command::new(bin)
+        .args(global)
         .arg("--data-dir")
         .arg(data_dir)
         .args(["domain", "add", domain])
@@ -157,6 +170,7 @@ pub fn setup_account(bin: &Path, data_dir: &Path, email: &str, password: &str) -
         bail!("domain add failed: {}", String::from_utf8_lossy(&st.stderr));
     }
     let mut child = Command::new(bin)
+        .args(global)
         .arg("--data-dir")
         .arg(data_dir)
         .args(["account", "add", email, "--password-stdin"])

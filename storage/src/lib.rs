@@ -15,6 +15,7 @@
 pub mod blob;
 pub mod clock;
 pub mod error;
+pub mod fdb_local;
 pub mod ids;
 pub(crate) mod keyspace;
 pub mod kv;
