@@ -24,6 +24,7 @@ mod listeners;
 mod mesh;
 mod metrics_help;
 mod serve;
+mod serve_listeners;
 mod store;
 mod tls;
 mod up;

@@ -1,22 +1,23 @@
-//! `meshmail serve`: open the store, take a new generation and the shard
-//! leases, start the actors and the listeners, serve until interrupted.
+//! `meshmail serve`, the node's composition root: open the store and take
+//! a new generation, start the actors, the mesh (which grants the shard
+//! leases) and the outbound runner, start the listeners
+//! (`serve_listeners.rs`), announce readiness, serve until interrupted.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
-use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::{self as actor_node, NodeCtx, NodeIdentity};
-use meshmail_protocols::imap::session::ImapShared;
-use meshmail_protocols::smtp::session::{Mode, SmtpShared};
+use meshmail_storage::Database;
 use meshmail_storage::blob::BlobStore;
 use meshmail_storage::model::nodes;
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use ractor::ActorRef;
 
 use crate::config::Config;
-use crate::http::{self, NodeInfo};
+use crate::http::NodeInfo;
+use crate::serve_listeners::{self, Services};
 use crate::vitals::Vitals;
-use crate::{listeners, tls};
 
 /// Seconds, from 50 µs to 10 s: covers a cached read up to a stalled commit.
 const LATENCY_BUCKETS_S: &[f64] = &[
@@ -68,6 +69,66 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let started = Instant::now();
     raise_open_files_limit();
     warn_if_fault_hooks();
+    let metrics = install_metrics()?;
+    let (db, ctx, generation) = open_node(&cfg).await?;
+    let mut vitals = Vitals::default();
+    let (supervisor, sup_handle) = actor_node::start(ctx.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
+    vitals.watch("root supervisor", sup_handle);
+    vitals.watch("store format watch", crate::store::watch_format(db.clone()));
+    // Shard leases come from the mesh's control loop (alone, it takes them all).
+    let mesh = crate::mesh::start(&cfg, &ctx, &mut vitals)
+        .await
+        .context("starting the mesh")?;
+    let services = Services::new(&cfg, &ctx)?;
+    if opts.sink {
+        tracing::warn!("--bench-sink: SMTP answers 250 WITHOUT STORING ANYTHING (benchmark mode)");
+    }
+    // Outbound delivery: the queue runner runs the queue items of the
+    // shards whose lease this node holds (granted by the mesh above).
+    let outbound = start_outbound(&cfg, &ctx, &services.dns, &mut vitals).await?;
+    let mut endpoints = Vec::new();
+    if let Some(e) = mesh.endpoint() {
+        endpoints.push(format!("mesh={}", e.local_addr()?));
+    }
+    endpoints.extend(serve_listeners::start_smtp(&cfg, &services, opts.sink, &mut vitals).await?);
+    endpoints.extend(serve_listeners::start_imap(&cfg, &services, &mut vitals).await?);
+    let info = Arc::new(NodeInfo {
+        name: cfg.node_name.clone(),
+        generation,
+        started,
+        db,
+        metrics,
+        ctx: ctx.clone(),
+        mesh: mesh.clone(),
+        liveness: vitals.liveness(),
+        supervisor: supervisor.get_cell(),
+        outbound_supervisor: outbound.as_ref().map(|o| o.get_cell()),
+    });
+    let http = serve_listeners::start_http(&cfg, &services, info.clone(), &mut vitals, &mut endpoints).await?;
+    tracing::info!(
+        node = %cfg.node_name,
+        generation,
+        data_dir = %cfg.data_dir.display(),
+        backend = info.db.backend_name(),
+        shards = ctx.owned_shards(),
+        mesh_settled = mesh.settled(),
+        endpoints = %endpoints.join(" "),
+        "meshmail node ready"
+    );
+    // A line scripts and tests can wait for (ports may have been 0).
+    println!(
+        "meshmail ready: node={} generation={generation} {}",
+        cfg.node_name,
+        endpoints.join(" ")
+    );
+    serve_until_shutdown(http, cfg.jmap.max_connections, vitals).await
+}
+
+/// The Prometheus recorder with this node's histogram buckets, every
+/// metric's HELP text, and the task that keeps it from growing.
+fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     let metrics = PrometheusBuilder::new()
         // Histograms (not summaries) so they aggregate across nodes.
         .set_buckets(LATENCY_BUCKETS_S)
@@ -97,7 +158,13 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             crate::allocator::publish_stats();
         }
     });
-    let db = crate::store::open(&cfg).await?;
+    Ok(metrics)
+}
+
+/// Opens the store and the blob store, checks the cluster's shard count
+/// and takes this node's new generation: the node's context.
+async fn open_node(cfg: &Config) -> anyhow::Result<(Database, Arc<NodeCtx>, u64)> {
+    let db = crate::store::open(cfg).await?;
     let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
         .await
         .with_context(|| format!("opening the blob store ({:?})", cfg.blob_config()))?;
@@ -122,197 +189,52 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         cfg.batchers(),
         cfg.compactor.settings(),
     );
-    let mut vitals = Vitals::default();
-    let (supervisor, sup_handle) = actor_node::start(ctx.clone())
-        .await
-        .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
-    vitals.watch("root supervisor", sup_handle);
-    vitals.watch("store format watch", crate::store::watch_format(db.clone()));
-    // Shard leases come from the mesh's control loop (alone, it takes them all).
-    let mesh = crate::mesh::start(&cfg, &ctx, &mut vitals)
-        .await
-        .context("starting the mesh")?;
+    Ok((db, ctx, generation))
+}
 
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
-    let auth = Authenticator::new(db.clone(), threads, cfg.auth.limits());
-    let tls = tls::acceptor(
-        cfg.tls.cert.as_deref(),
-        cfg.tls.key.as_deref(),
-        &cfg.data_dir,
-        &cfg.hostname,
-    )?;
-    if opts.sink {
-        tracing::warn!("--bench-sink: SMTP answers 250 WITHOUT STORING ANYTHING (benchmark mode)");
+/// The outbound queue runner, when `[outbound] enabled`.
+async fn start_outbound(
+    cfg: &Config,
+    ctx: &Arc<NodeCtx>,
+    dns: &meshmail_protocols::dns::Dns,
+    vitals: &mut Vitals,
+) -> anyhow::Result<Option<ActorRef<meshmail_protocols::outbound::runner::SupervisorMsg>>> {
+    if !cfg.outbound.enabled {
+        return Ok(None);
     }
-
-    let dns = meshmail_protocols::dns::Dns::new(cfg.dns.resolver, Duration::from_millis(cfg.dns.timeout_ms))
-        .context("setting up the DNS resolver")?;
-
-    let routing = cfg.smtp.routing()?;
-    // Outbound delivery: the queue runner runs the queue items of the
-    // shards whose lease this node holds (granted by the mesh above).
-    let outbound = if cfg.outbound.enabled {
-        let tls_ca = match &cfg.outbound.tls_ca_file {
-            Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
-            None => None,
-        };
-        let roots = meshmail_protocols::outbound::client::TlsRoots::load(tls_ca.as_deref())
-            .map_err(|e| anyhow::anyhow!("outbound TLS roots: {e}"))?;
-        let o = meshmail_protocols::outbound::Outbound::new(
-            ctx.clone(),
-            dns.clone(),
-            cfg.outbound.runtime(&cfg.hostname)?,
-            Some(roots),
-        );
-        let (runner, handle) = meshmail_protocols::outbound::runner::start(o)
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the outbound queue runner: {e}"))?;
-        vitals.watch("outbound runner supervisor", handle);
-        Some(runner)
-    } else {
-        None
-    };
-
-    let mut endpoints = Vec::new();
-    let rcpt_cache = cfg.smtp.rcpt_cache();
-    if let Some(e) = mesh.endpoint() {
-        endpoints.push(format!("mesh={}", e.local_addr()?));
-    }
-    for (name, addr, mode) in [
-        ("smtp", cfg.listen.smtp, Mode::Mx),
-        (
-            "submission",
-            cfg.listen.submission,
-            Mode::Submission { implicit_tls: false },
-        ),
-        (
-            "submissions",
-            cfg.listen.submissions,
-            Mode::Submission { implicit_tls: true },
-        ),
-        ("lmtp", cfg.listen.lmtp, Mode::Lmtp),
-    ] {
-        let Some(addr) = addr else { continue };
-        let shared = Arc::new(SmtpShared {
-            ctx: ctx.clone(),
-            auth: auth.clone(),
-            tls: Some(tls.clone()),
-            hostname: cfg.hostname.clone(),
-            mode,
-            max_message_bytes: cfg.smtp.max_message_bytes,
-            max_recipients: cfg.smtp.max_recipients,
-            allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
-            idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s),
-            delivery_timeout: Duration::from_secs(cfg.smtp.delivery_timeout_s),
-            dns: dns.clone(),
-            routing: routing.clone(),
-            rcpt_cache: rcpt_cache.clone(),
-            inbound_auth: cfg.smtp.inbound_auth(),
-            sink: opts.sink,
-        });
-        let bound = listeners::spawn_smtp(name, addr, cfg.listen.smtp_max_connections, shared, &mut vitals).await?;
-        endpoints.push(format!("{name}={bound}"));
-    }
-
-    // One envelope cache for both IMAP listeners.
-    let envelopes = (cfg.imap.search_cache_mb > 0).then(|| {
-        let bytes = usize::try_from(cfg.imap.search_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        Arc::new(meshmail_protocols::imap::envelope_cache::EnvelopeCache::new(bytes))
-    });
-    // And one hot-row cache.
-    let hot_rows = (cfg.imap.hot_cache_mb > 0).then(|| {
-        let bytes = usize::try_from(cfg.imap.hot_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        Arc::new(meshmail_protocols::imap::hot_row_cache::HotRowCache::new(bytes))
-    });
-    for (name, addr, implicit_tls) in [("imap", cfg.listen.imap, false), ("imaps", cfg.listen.imaps, true)] {
-        let Some(addr) = addr else { continue };
-        let shared = Arc::new(ImapShared {
-            ctx: ctx.clone(),
-            auth: auth.clone(),
-            tls: Some(tls.clone()),
-            implicit_tls,
-            hostname: cfg.hostname.clone(),
-            allow_plaintext_auth_on_loopback: cfg.imap.allow_plaintext_auth_on_loopback,
-            max_literal_bytes: cfg.imap.max_literal_bytes.unwrap_or(cfg.smtp.max_message_bytes),
-            max_sessions_per_account: cfg.imap.max_sessions_per_account,
-            sessions_per_account: Default::default(),
-            envelopes: envelopes.clone(),
-            hot_rows: hot_rows.clone(),
-            park_idle_after: (cfg.imap.park_idle_after_secs > 0)
-                .then(|| std::time::Duration::from_secs(cfg.imap.park_idle_after_secs)),
-        });
-        let bound = listeners::spawn_imap(name, addr, cfg.listen.imap_max_connections, shared, &mut vitals).await?;
-        endpoints.push(format!("{name}={bound}"));
-    }
-
-    let jmap = jmap_shared(&cfg, &ctx, &auth, &tls, &dns);
-    let info = Arc::new(NodeInfo {
-        name: cfg.node_name.clone(),
-        generation,
-        started,
-        db,
-        metrics,
-        ctx: ctx.clone(),
-        mesh: mesh.clone(),
-        liveness: vitals.liveness(),
-        supervisor: supervisor.get_cell(),
-        outbound_supervisor: outbound.as_ref().map(|o| o.get_cell()),
-    });
-    let http_listener = match cfg.listen.http {
-        Some(addr) => {
-            let l = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("binding the HTTP listener on {addr}"))?;
-            endpoints.push(format!("http={}", l.local_addr()?));
-            Some(l)
-        }
+    let tls_ca = match &cfg.outbound.tls_ca_file {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
         None => None,
     };
-    let router = http::router(info.clone())
-        .merge(crate::http_jmap::routes(jmap))
-        .layer(cors(&cfg));
-    if let Some(addr) = cfg.listen.https {
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding the HTTPS listener on {addr}"))?;
-        endpoints.push(format!("https={}", l.local_addr()?));
-        let tls_listener = crate::http_cap::Capped::new(
-            crate::https::TlsListener::new(l, tls.clone())?,
-            cfg.jmap.max_connections,
-            "https",
-        );
-        let service = router
-            .clone()
-            .into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>();
-        let https = tokio::spawn(async move {
-            if let Err(e) = axum::serve(tls_listener, service).await {
-                tracing::error!(error = %e, "HTTPS listener failed");
-            }
-        });
-        vitals.watch("https accept loop", https);
-    }
-    tracing::info!(
-        node = %cfg.node_name,
-        generation,
-        data_dir = %cfg.data_dir.display(),
-        backend = info.db.backend_name(),
-        shards = ctx.owned_shards(),
-        mesh_settled = mesh.settled(),
-        endpoints = %endpoints.join(" "),
-        "meshmail node ready"
+    let roots = meshmail_protocols::outbound::client::TlsRoots::load(tls_ca.as_deref())
+        .map_err(|e| anyhow::anyhow!("outbound TLS roots: {e}"))?;
+    let o = meshmail_protocols::outbound::Outbound::new(
+        ctx.clone(),
+        dns.clone(),
+        cfg.outbound.runtime(&cfg.hostname)?,
+        Some(roots),
     );
-    // A line scripts and tests can wait for (ports may have been 0).
-    println!(
-        "meshmail ready: node={} generation={generation} {}",
-        cfg.node_name,
-        endpoints.join(" ")
-    );
+    let (runner, handle) = meshmail_protocols::outbound::runner::start(o)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the outbound queue runner: {e}"))?;
+    vitals.watch("outbound runner supervisor", handle);
+    Ok(Some(runner))
+}
 
+/// Serves HTTP until SIGINT/SIGTERM. Crash-only: a vital task that ends
+/// takes the node down with it (exit status 1), rather than leaving a
+/// process that answers but cannot serve.
+async fn serve_until_shutdown(
+    http: serve_listeners::Http,
+    max_connections: usize,
+    vitals: Vitals,
+) -> anyhow::Result<()> {
     let serving = async move {
-        match http_listener {
+        match http.listener {
             Some(l) => axum::serve(
-                crate::http_cap::Capped::new(l, cfg.jmap.max_connections, "http"),
-                router.into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>(),
+                crate::http_cap::Capped::new(l, max_connections, "http"),
+                http.router
+                    .into_make_service_with_connect_info::<crate::http_jmap::PeerInfo>(),
             )
             .with_graceful_shutdown(shutdown_signal())
             .await
@@ -323,8 +245,6 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             }
         }
     };
-    // Crash-only: a vital task that ends takes the node down with it (exit
-    // status 1), rather than leaving a process that answers but cannot serve.
     tokio::select! {
         result = serving => result?,
         death = vitals.first_death() => {
@@ -334,83 +254,6 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }
     tracing::info!("meshmail node stopped");
     Ok(())
-}
-
-/// JMAP's shared state: its limits from `[jmap]`, and the submission
-/// settings EmailSubmission hands messages to the SMTP acceptance path with.
-fn jmap_shared(
-    cfg: &Config,
-    ctx: &Arc<NodeCtx>,
-    auth: &Arc<Authenticator>,
-    tls: &tokio_rustls::TlsAcceptor,
-    dns: &meshmail_protocols::dns::Dns,
-) -> Arc<meshmail_protocols::jmap::JmapShared> {
-    let smtp = Arc::new(SmtpShared {
-        ctx: ctx.clone(),
-        auth: auth.clone(),
-        tls: Some(tls.clone()),
-        hostname: cfg.hostname.clone(),
-        mode: Mode::Submission { implicit_tls: false },
-        max_message_bytes: cfg.smtp.max_message_bytes,
-        max_recipients: cfg.smtp.max_recipients,
-        allow_plaintext_auth_on_loopback: cfg.smtp.allow_plaintext_auth_on_loopback,
-        idle_timeout: Duration::from_secs(cfg.smtp.idle_timeout_s),
-        delivery_timeout: Duration::from_secs(cfg.smtp.delivery_timeout_s),
-        dns: dns.clone(),
-        // Validated at startup (serve fails on a bad separator first).
-        routing: cfg.smtp.routing().unwrap_or_default(),
-        // JMAP submission resolves recipients through `resolve_recipient`.
-        rcpt_cache: None,
-        inbound_auth: None,
-        sink: false,
-    });
-    let j = &cfg.jmap;
-    let limits = meshmail_protocols::jmap::Limits {
-        max_size_request: j.max_size_request_bytes,
-        max_size_upload: j.max_size_upload_bytes,
-        max_concurrent_requests: j.max_concurrent_requests,
-        max_calls_in_request: j.max_calls_in_request,
-        max_objects_in_get: j.max_objects_in_get,
-        max_objects_in_set: j.max_objects_in_set,
-        ..Default::default()
-    };
-    meshmail_protocols::jmap::JmapShared::new(
-        ctx.clone(),
-        auth.clone(),
-        smtp,
-        limits,
-        j.allow_plaintext_auth_on_loopback,
-    )
-}
-
-/// CORS for a JMAP front end served from another origin. Credentials
-/// travel in the Authorization header (never cookies), so no
-/// `Allow-Credentials`; the header must be listed, a wildcard does not
-/// cover it.
-fn cors(cfg: &Config) -> tower_http::cors::CorsLayer {
-    use axum::http::{HeaderName, Method, header};
-    use tower_http::cors::{AllowOrigin, CorsLayer};
-    let origins: Vec<axum::http::HeaderValue> = cfg
-        .jmap
-        .cors_allow_origins
-        .iter()
-        .filter_map(|o| o.parse().ok())
-        .collect();
-    let allow = if origins.is_empty() {
-        AllowOrigin::any()
-    } else {
-        AllowOrigin::list(origins)
-    };
-    CorsLayer::new()
-        .allow_origin(allow)
-        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
-        .allow_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            HeaderName::from_static("accept"),
-        ])
-        .expose_headers([header::CONTENT_DISPOSITION])
-        .max_age(Duration::from_secs(3600))
 }
 
 async fn shutdown_signal() {
