@@ -15,6 +15,7 @@ pub mod disk;
 mod inject;
 pub mod netns;
 pub mod outbound;
+mod prepare;
 mod relay;
 pub mod report;
 pub mod runner;

@@ -19,15 +19,62 @@ fn recovery_values(o: &RunOutput, kinds: &[&str]) -> Vec<f64> {
         .collect()
 }
 
+/// The recovery classes of the report's table: (label, recovery kinds).
+const RECOVERY_ROWS: [(&str, &[&str]); 7] = [
+    ("hard kill -> every shard served", &["kill"]),
+    ("link drop / partition heal -> links up", &["link_drop", "partition"]),
+    ("pause end -> every shard served", &["pause"]),
+    ("namespace fault heal -> links up", NETNS_KINDS),
+    ("CPU starvation end -> links up", &["starve"]),
+    (
+        "store fault heal -> every shard served",
+        &["store_lock", "store_slow", "disk_full", "blob_readonly"],
+    ),
+    ("kill -> next 250 to every account (write gap)", &["write_gap"]),
+];
+
 /// Writes every report file into `dir`; returns the markdown.
 pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Result<String> {
+    plot_recoveries(o, dir);
+    let s = &o.scenario;
+    let mut md = format!(
+        "# meshmail chaos report: {}\n\n{} nodes, {} s of faults (time_scale {}), seed {}; network: {}\n\n## End checks\n\n```\n",
+        s.name, s.nodes, s.duration_s, s.time_scale, o.seed, o.network
+    );
+    for c in &o.checks {
+        md.push_str(&c.line());
+        md.push('\n');
+    }
+    md.push_str("```\n\n");
+    if let Some(f) = &o.outbound {
+        md.push_str(&outbound_section(f));
+    }
+    md.push_str(&recovery_section(o));
+    md.push_str(&parity_section(o));
+    md.push_str(&golden_section(o));
+    md.push_str(&actors_and_memory_section(o));
+    md.push_str(&notes_section(o));
+    md.push_str(&format!(
+        "\n## Faults\n\n{} actions; the full timeline (runner actions and every node's mesh events) is in events.ndjson.\n",
+        o.actions.len()
+    ));
+    md.push_str(&schedule_section(o));
+    std::fs::write(dir.join("report.md"), &md)?;
+    let summary = crate::summary::Summary::of(o);
+    let file = crate::summary::ReportFile {
+        schema_version: crate::summary::SCHEMA_VERSION,
+        summary: &summary,
+        run: o,
+    };
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&file)?)?;
+    std::fs::write(dir.join("events.ndjson"), events_ndjson)?;
+    Ok(md)
+}
+
+/// The kill and soft-fault recovery histograms (a note when plotting fails).
+fn plot_recoveries(o: &mut RunOutput, dir: &Path) {
     let hard = recovery_values(o, &["kill"]);
     let soft = recovery_values(o, &["link_drop", "partition"]);
-    let pause = recovery_values(o, &["pause"]);
-    let netns = recovery_values(o, NETNS_KINDS);
-    let starve = recovery_values(o, &["starve"]);
-    let store = recovery_values(o, &["store_lock", "store_slow", "disk_full", "blob_readonly"]);
-    let gap = recovery_values(o, &["write_gap"]);
     o.plot_notes.extend(plot::try_plot("kill recovery", || {
         plot::histogram(
             &dir.join("recovery-kill.png"),
@@ -46,42 +93,15 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
             30,
         )
     }));
-    let s = &o.scenario;
-    let mut md = format!(
-        "# meshmail chaos report: {}\n\n{} nodes, {} s of faults (time_scale {}), seed {}\n\n## End checks\n\n```\n",
-        s.name, s.nodes, s.duration_s, s.time_scale, o.seed
+}
+
+fn recovery_section(o: &RunOutput) -> String {
+    let mut md = String::from(
+        "## Recovery times (seconds)\n\n| what | n | p50 | p90 | p99 | max | not recovered |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
-    for c in &o.checks {
-        md.push_str(&c.line());
-        md.push('\n');
-    }
-    md.push_str("```\n\n");
-    if let Some(f) = &o.outbound {
-        md.push_str(&outbound_section(f));
-    }
-    md.push_str("## Recovery times (seconds)\n\n| what | n | p50 | p90 | p99 | max | not recovered |\n|---|---:|---:|---:|---:|---:|---:|\n");
-    for (name, kinds, v) in [
-        ("hard kill -> every shard served", &["kill"][..], &hard),
-        (
-            "link drop / partition heal -> links up",
-            &["link_drop", "partition"][..],
-            &soft,
-        ),
-        ("pause end -> every shard served", &["pause"][..], &pause),
-        ("namespace fault heal -> links up", NETNS_KINDS, &netns),
-        ("CPU starvation end -> links up", &["starve"][..], &starve),
-        (
-            "store fault heal -> every shard served",
-            &["store_lock", "store_slow", "disk_full", "blob_readonly"][..],
-            &store,
-        ),
-        (
-            "kill -> next 250 to every account (write gap)",
-            &["write_gap"][..],
-            &gap,
-        ),
-    ] {
-        let q = quantiles(v);
+    for (name, kinds) in RECOVERY_ROWS {
+        let v = recovery_values(o, kinds);
+        let q = quantiles(&v);
         let missing = o
             .recoveries
             .iter()
@@ -106,7 +126,13 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
         md.push_str(&format!("\n{} recoveries unmeasurable: {n}\n", unmeasurable.len()));
     }
     md.push_str("\n![kill recovery](recovery-kill.png)\n\n![soft recovery](recovery-soft.png)\n\n");
-    md.push_str("## Event parity (per observer incarnation)\n\n| observer | gen | up | down | orphaned down | duplicate down | up before predecessor down | stale at end |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    md
+}
+
+fn parity_section(o: &RunOutput) -> String {
+    let mut md = String::from(
+        "## Event parity (per observer incarnation)\n\n| observer | gen | up | down | orphaned down | duplicate down | up before predecessor down | stale at end |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
     for p in &o.end.parity.observers {
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
@@ -120,18 +146,34 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
             p.stale_at_end
         ));
     }
-    md.push_str("\n## Golden invariant\n\n");
+    md
+}
+
+fn golden_section(o: &RunOutput) -> String {
     let g = &o.end.golden;
-    md.push_str(&format!(
-        "acked {}, found {}, lost {}, duplicated {}, extra after a client error {}, extra never sent {}, misdelivered {}; `meshmail verify ledger` exit {}\n\n",
-        g.acked, g.found, g.lost, g.duplicated, g.extra_after_error, g.extra_unexplained, g.misdelivered, o.end.ledger_exit
-    ));
     let h = &o.end.history;
-    md.push_str(&format!(
-        "UID/MODSEQ history: {} observations, uid_reused {}, modseq_regressions {}, uid_order_violations {}\n\n",
-        h.observations, h.uid_reused, h.modseq_regressions, h.uid_order_violations
-    ));
-    md.push_str("## Actors at the quiet points (total − sessions − shards)\n\n| node | gen | start | end |\n|---|---:|---:|---:|\n");
+    format!(
+        "\n## Golden invariant\n\nacked {}, found {}, lost {}, duplicated {}, extra after a client error {}, extra never sent {}, misdelivered {}; `meshmail verify ledger` exit {}\n\n\
+         UID/MODSEQ history: {} observations, uid_reused {}, modseq_regressions {}, uid_order_violations {}\n\n",
+        g.acked,
+        g.found,
+        g.lost,
+        g.duplicated,
+        g.extra_after_error,
+        g.extra_unexplained,
+        g.misdelivered,
+        o.end.ledger_exit,
+        h.observations,
+        h.uid_reused,
+        h.modseq_regressions,
+        h.uid_order_violations
+    )
+}
+
+fn actors_and_memory_section(o: &RunOutput) -> String {
+    let mut md = String::from(
+        "## Actors at the quiet points (total − sessions − shards)\n\n| node | gen | start | end |\n|---|---:|---:|---:|\n",
+    );
     for e in &o.end.actors_end {
         let start = o.end.actors_start.iter().find(|s| s.node == e.node);
         md.push_str(&format!(
@@ -158,35 +200,26 @@ pub fn write(o: &mut RunOutput, dir: &Path, events_ndjson: &str) -> anyhow::Resu
     if let Some(l) = &o.end.load {
         md.push_str(&l.markdown());
     }
+    md
+}
+
+fn notes_section(o: &RunOutput) -> String {
     let notes: Vec<&String> = o
         .plot_notes
         .iter()
         .chain(&o.end.actor_notes)
-        .chain(&g.examples)
-        .chain(&h.examples)
+        .chain(&o.end.golden.examples)
+        .chain(&o.end.history.examples)
         .chain(&o.end.parity.examples)
         .collect();
-    if !notes.is_empty() {
-        md.push_str("\n## Findings and notes\n\n");
-        for n in notes {
-            md.push_str(&format!("- {n}\n"));
-        }
+    if notes.is_empty() {
+        return String::new();
     }
-    md.push_str(&format!(
-        "\n## Faults\n\n{} actions; the full timeline (runner actions and every node's mesh events) is in events.ndjson.\n",
-        o.actions.len()
-    ));
-    md.push_str(&schedule_section(o));
-    std::fs::write(dir.join("report.md"), &md)?;
-    let summary = crate::summary::Summary::of(o);
-    let file = crate::summary::ReportFile {
-        schema_version: crate::summary::SCHEMA_VERSION,
-        summary: &summary,
-        run: o,
-    };
-    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&file)?)?;
-    std::fs::write(dir.join("events.ndjson"), events_ndjson)?;
-    Ok(md)
+    let mut md = String::from("\n## Findings and notes\n\n");
+    for n in notes {
+        md.push_str(&format!("- {n}\n"));
+    }
+    md
 }
 
 fn outbound_section(f: &crate::outbound::OutboundFindings) -> String {

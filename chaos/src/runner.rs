@@ -15,9 +15,9 @@ use serde::Serialize;
 
 use crate::netns::Netns;
 use crate::outbound::{OutboundDriver, OutboundFindings, OutboundRig};
-use crate::scenario::{Scenario, StoreKind};
+use crate::prepare::{Prepared, prepare};
+use crate::scenario::Scenario;
 use crate::schedule::{FaultKind, Planned};
-use crate::store_rig::StoreRig;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Action {
@@ -355,215 +355,49 @@ async fn links_up(view: View, node: String, http: String) -> Result<bool, String
     }))
 }
 
-/// With `[netns] enabled`: creates the namespaces (after removing stale
-/// ones). Returns them (None: transport faults only) and what the report
-/// calls the network.
-fn create_namespaces(scn: &Scenario) -> anyhow::Result<(Option<Netns>, String)> {
-    if !scn.netns.enabled {
-        return Ok((None, "transport".into()));
-    }
-    if let Some(why) = crate::netns::unavailable() {
-        if scn.netns.require {
-            anyhow::bail!("[netns] require = true, but namespaces are unavailable: {why}");
-        }
-        eprintln!("chaos: network namespaces unavailable ({why}); namespace faults use the transport's fault endpoint");
-        return Ok((None, format!("transport (namespaces unavailable: {why})")));
-    }
-    for gone in crate::netns::remove_stale() {
-        eprintln!("chaos: removed {gone} (left by a runner that is gone)");
-    }
-    let net = Netns::create(scn.nodes)?;
-    let netem = if net.netem { "netem" } else { "no netem in this kernel" };
-    Ok((Some(net), format!("netns ({netem})")))
-}
-
-/// Moves every node into its own namespace, behind relays for its client
-/// ports.
-fn place_in_namespaces(net: &mut Netns, mesh: &mut LocalMesh) -> anyhow::Result<()> {
-    for (i, slot) in mesh.slots.iter_mut().enumerate() {
-        let port = |a: &str| a.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).unwrap_or(0);
-        let a = slot.addrs.clone();
-        let ip = net.node_ip(i);
-        let mut bind = a.clone();
-        bind.mesh = format!("{ip}:{}", port(&a.mesh));
-        let reach = |x: &str| format!("{ip}:{}", port(x));
-        slot.addrs.smtp = reach(&a.smtp);
-        slot.addrs.submission = reach(&a.submission);
-        slot.addrs.imap = reach(&a.imap);
-        slot.addrs.http = reach(&a.http);
-        slot.addrs.mesh = bind.mesh.clone();
-        slot.bind = Some(bind);
-        slot.launch_prefix = net.launch_prefix(i);
-        net.relay(i, &[port(&a.smtp), port(&a.submission), port(&a.imap), port(&a.http)])?;
-    }
-    eprintln!(
-        "chaos: nodes in namespaces {}..{} on 10.213.x.0/24",
-        net.ns(0),
-        net.ns(mesh.slots.len() - 1)
-    );
-    Ok(())
-}
-
-/// What a run starts before its nodes: the mesh's data and processes'
-/// settings, the namespaces, the outbound rig and the store rig.
-struct Prepared {
-    mesh: LocalMesh,
-    netns: Option<Netns>,
-    network: String,
-    outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
-    store: Option<StoreRig>,
-}
-
-/// Sets up everything [`Prepared`] holds. The namespaces come first: a
-/// `[store] kind = "fdb"` rig listens on their bridge, and the admin
-/// commands that create the accounts need that store.
-async fn prepare(
-    scn: &mut Scenario,
-    out: &Path,
-    bin: &Path,
-    attach: Option<&meshmail_soak::attached::ClusterFile>,
-) -> anyhow::Result<Prepared> {
-    if let Some(cluster) = attach {
-        crate::attach::check(scn, cluster).await?;
-        let mesh = LocalMesh::attach(bin, cluster, scn.load.accounts, &out.join("logs")).await?;
-        let (netns, network) = create_namespaces(scn)?;
-        return finish_prepare(mesh, netns, network, None, None);
-    }
-    let (netns, mut network) = create_namespaces(scn)?;
-    let store = match scn.store.kind {
-        StoreKind::Shared => None,
-        StoreKind::Fdb => {
-            let bridge = netns.as_ref().map(|n| n.host_ip().parse()).transpose()?;
-            Some(StoreRig::start(&scn.store, out, bridge).await?)
-        }
-    };
-    // The nodes' config file, when the scenario needs one: top-level keys
-    // first, then the outbound rig's tables, then the store's.
-    let mut node_config = String::new();
-    if scn.disk.blob_bodies {
-        node_config.push_str("inline_max_bytes = 0\n\n");
-    }
-    let outbound = if scn.outbound.enabled {
-        let rig = OutboundRig::start(&scn.outbound, out)?;
-        node_config.push_str(&std::fs::read_to_string(&rig.config_path)?);
-        Some((rig, None))
-    } else {
-        None
-    };
-    let mut env = Vec::new();
-    if scn.needs_fault_hooks() {
-        env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
-    }
-    let config_path = out.join("node.toml");
-    if let Some(rig) = &store {
-        node_config.push('\n');
-        node_config.push_str(&rig.config_toml);
-        // Through the environment, the admin commands (accounts, verify
-        // ledger) find the store too, not only `serve`.
-        env.push(("MESHMAIL_CONFIG".into(), config_path.display().to_string()));
-        network = format!("{network}; store: {}", rig.describe);
-    }
-    if !node_config.is_empty() {
-        std::fs::write(&config_path, node_config)?;
-    }
-    let mut mesh = LocalMesh::setup(
-        bin,
-        &out.join("data"),
-        scn.nodes,
-        scn.load.accounts,
-        scn.base_port,
-        env,
-        &out.join("logs"),
-    )
-    .await?;
-    mesh.separate_data_dirs = store.is_some();
-    if config_path.exists() {
-        mesh.extra_args = vec!["--config".into(), config_path.display().to_string()];
-    }
-    finish_prepare(mesh, netns, network, outbound, store)
-}
-
-fn finish_prepare(
-    mut mesh: LocalMesh,
-    mut netns: Option<Netns>,
-    network: String,
-    outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
-    store: Option<StoreRig>,
-) -> anyhow::Result<Prepared> {
-    if let Some(net) = &mut netns {
-        place_in_namespaces(net, &mut mesh)?;
-    }
-    Ok(Prepared {
-        mesh,
-        netns,
-        network,
-        outbound,
-        store,
-    })
-}
-
-/// Runs a scenario to the end; the report is written by the caller.
-/// With `attach`, against that mesh instead of one started here (see `attach.rs`).
-pub async fn run(
-    mut scn: Scenario,
-    out: &Path,
-    bin: &Path,
-    attach: Option<&meshmail_soak::attached::ClusterFile>,
-) -> anyhow::Result<RunOutput> {
-    let seed = scn.seed.unwrap_or_else(|| rand::rng().random());
-    let Prepared {
-        mesh,
-        netns,
-        network,
-        outbound,
-        store,
-    } = prepare(&mut scn, out, bin, attach).await?;
-    let n = scn.nodes;
-    let mut r = Run {
-        h: Harness::new(mesh),
-        view: Arc::new(Mutex::new(vec![None; n])),
-        plan: crate::schedule::plan(&scn, seed),
-        actions: Vec::new(),
-        recoveries: Vec::new(),
-        isolated_until: vec![None; n],
-        restarts: Vec::new(),
-        resumes: Vec::new(),
-        heals: Vec::new(),
-        starving: Vec::new(),
-        kill_times: Vec::new(),
-        gaps: Vec::new(),
-        store_faults: Vec::new(),
-        outage_refusals: Default::default(),
-        clock_jumps: Vec::new(),
-        skew: Default::default(),
-        limit: Duration::from_secs_f64(scn.recovery_limit_s),
-        unexpected_exits: 0,
-        outbound,
-        outbound_findings: None,
-        transport_fallback: netns.is_none(),
-        joining: scn
-            .kills
-            .joining_counts_as_down
-            .then(|| Arc::new((0..n).map(|_| AtomicBool::new(false)).collect())),
-        netns,
-    };
-    eprintln!("chaos: seed {seed}, {} faults planned", r.plan.len());
-    let result = drive(&scn, &mut r, out).await;
-    // Whatever happened, no node outlives the run, nor its store.
-    r.h.mesh.stop_all().await;
-    if let Some(rig) = store {
-        rig.stop().await;
-    }
-    let end = result?;
-    let plot_notes = r.h.plots(out);
-    let memory = crate::summary::Memory::of(&r.h.samples.lock().expect("samples").procs, &end.memory_trend_pct);
-    let mut recoveries = Vec::new();
-    for t in r.recoveries.drain(..) {
-        if let Ok(rec) = t.await {
-            recoveries.push(rec);
+impl Run {
+    fn new(
+        scn: &Scenario,
+        seed: u64,
+        mesh: LocalMesh,
+        netns: Option<Netns>,
+        outbound: Option<(OutboundRig, Option<OutboundDriver>)>,
+    ) -> Run {
+        let n = scn.nodes;
+        Run {
+            h: Harness::new(mesh),
+            view: Arc::new(Mutex::new(vec![None; n])),
+            plan: crate::schedule::plan(scn, seed),
+            actions: Vec::new(),
+            recoveries: Vec::new(),
+            isolated_until: vec![None; n],
+            restarts: Vec::new(),
+            resumes: Vec::new(),
+            heals: Vec::new(),
+            starving: Vec::new(),
+            kill_times: Vec::new(),
+            gaps: Vec::new(),
+            store_faults: Vec::new(),
+            outage_refusals: Default::default(),
+            clock_jumps: Vec::new(),
+            skew: Default::default(),
+            limit: Duration::from_secs_f64(scn.recovery_limit_s),
+            unexpected_exits: 0,
+            outbound,
+            outbound_findings: None,
+            transport_fallback: netns.is_none(),
+            joining: scn
+                .kills
+                .joining_counts_as_down
+                .then(|| Arc::new((0..n).map(|_| AtomicBool::new(false)).collect())),
+            netns,
         }
     }
-    recoveries.append(&mut r.gaps);
+}
+
+/// The run's checks: the fault counts against the scenario's minimums,
+/// then the harness's end checks, then recovery bounds and findings.
+fn end_checks(scn: &Scenario, r: &Run, end: &EndResult, recoveries: &[Recovery]) -> Vec<Check> {
     let count = |k: &str| r.actions.iter().filter(|a| a.kind == k).count() as u64;
     let mut checks = end.checks.clone();
     checks.insert(0, Check::at_least("kills", count("kill"), scn.checks.min_kills));
@@ -601,9 +435,8 @@ pub async fn run(
             checks.push(Check::at_least(line, refused, 1));
         }
     }
-    let skew = (count("clock_jump") > 0).then(|| r.skew.clone());
-    if let Some(f) = &skew {
-        checks.extend(crate::clock_skew::checks(f));
+    if count("clock_jump") > 0 {
+        checks.extend(crate::clock_skew::checks(&r.skew));
     }
     checks.push(Check::info(
         "skipped",
@@ -624,7 +457,7 @@ pub async fn run(
             .iter()
             .find(|(c, _)| c == class)
             .map_or(&[][..], |(_, k)| *k);
-        let p = crate::summary::Percentiles::of(&recoveries, kinds);
+        let p = crate::summary::Percentiles::of(recoveries, kinds);
         checks.push(Check {
             name: format!("{class}_p99_s"),
             value: format!("{:.3}", p.p99_s),
@@ -648,6 +481,46 @@ pub async fn run(
     if let Some(f) = &r.outbound_findings {
         checks.extend(crate::outbound::checks(&scn.outbound, f));
     }
+    checks
+}
+
+/// Runs a scenario to the end; the report is written by the caller.
+/// With `attach`, against that mesh instead of one started here (see `attach.rs`).
+pub async fn run(
+    mut scn: Scenario,
+    out: &Path,
+    bin: &Path,
+    attach: Option<&meshmail_soak::attached::ClusterFile>,
+) -> anyhow::Result<RunOutput> {
+    let seed = scn.seed.unwrap_or_else(|| rand::rng().random());
+    let Prepared {
+        mesh,
+        netns,
+        network,
+        outbound,
+        store,
+    } = prepare(&mut scn, out, bin, attach).await?;
+    let mut r = Run::new(&scn, seed, mesh, netns, outbound);
+    eprintln!("chaos: seed {seed}, {} faults planned", r.plan.len());
+    let result = drive(&scn, &mut r, out).await;
+    // Whatever happened, no node outlives the run, nor its store.
+    r.h.mesh.stop_all().await;
+    if let Some(rig) = store {
+        rig.stop().await;
+    }
+    let end = result?;
+    let plot_notes = r.h.plots(out);
+    let memory = crate::summary::Memory::of(&r.h.samples.lock().expect("samples").procs, &end.memory_trend_pct);
+    let mut recoveries = Vec::new();
+    for t in r.recoveries.drain(..) {
+        if let Ok(rec) = t.await {
+            recoveries.push(rec);
+        }
+    }
+    recoveries.append(&mut r.gaps);
+    let checks = end_checks(&scn, &r, &end, &recoveries);
+    let count = |k: &str| r.actions.iter().filter(|a| a.kind == k).count() as u64;
+    let skew = (count("clock_jump") > 0).then(|| r.skew.clone());
     Ok(RunOutput {
         scenario: scn,
         seed,
