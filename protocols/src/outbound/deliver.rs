@@ -12,7 +12,7 @@ use meshmail_storage::model::now_ms;
 use meshmail_storage::model::outbound::{self, Fence, Finish, OutboundItem};
 use rand::Rng;
 
-use super::client::{ClientError, Envelope, RcptSpec, SmtpClient, SmtpReply, TlsState};
+use super::client::{ClientError, Envelope, RcptSpec, SmtpClient, SmtpReply, TlsState, TxnOutcome};
 use super::downgrade::{self, DowngradeError, Target};
 use super::dsn::{Action, Report, status_of};
 use super::mta_sts;
@@ -333,21 +333,7 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
         return true;
     }
     let host = c.host.clone();
-    let remote = Some(host.clone());
-    // Policy checks that fail the whole message on this peer.
-    if first.require_tls && (c.tls != TlsState::Verified || !c.caps.requiretls) {
-        let v = permanent(
-            "5.7.30",
-            format!("x-meshmail; REQUIRETLS: {host} does not offer REQUIRETLS over verified TLS"),
-        );
-        settle_all(o, m, &v, None).await;
-        return true;
-    }
-    if needs_smtputf8(&m.items) && !c.caps.smtputf8 {
-        let v = permanent(
-            "5.6.7",
-            format!("x-meshmail; the message needs SMTPUTF8, which {host} does not offer"),
-        );
+    if let Some(v) = peer_refusal(c, &m, &host) {
         settle_all(o, m, &v, None).await;
         return true;
     }
@@ -358,14 +344,61 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
             return true;
         }
     };
-    // What goes out: the stored message, or its 7-bit (8BITMIME missing)
-    // or text-only (always: this client sends with DATA) conversion.
+    let sent = match convert_for_peer(&body, c, &host) {
+        Ok(sent) => sent,
+        Err(v) => {
+            settle_all(o, m, &v, Some(body)).await;
+            return true;
+        }
+    };
+    // Signed after the conversion: the signature covers what is sent.
+    let wire = prepare_body(o, first, &sent, c).await;
+    let env = envelope_of(&m, wire.len(), sent.iter().any(|b| *b >= 0x80));
+    let started = Instant::now();
+    let result = c.send_mail(&env, &wire).await;
+    metrics::histogram!("meshmail_outbound_stage_seconds", "stage" => "transaction")
+        .record(started.elapsed().as_secs_f64());
+    let (verdicts, keep) = verdicts_of(result, m.items.len(), &host, c.tls);
+    let items = m
+        .items
+        .into_iter()
+        .zip(verdicts)
+        .map(|((f, i, g), v)| (f, i, g, v))
+        .collect();
+    settle_message(o, items, Some(&body)).await;
+    keep
+}
+
+/// A policy that fails the whole message on this peer: REQUIRETLS without
+/// verified TLS and the peer's REQUIRETLS, or SMTPUTF8 needed and missing.
+fn peer_refusal(c: &SmtpClient, m: &Message, host: &str) -> Option<Verdict> {
+    let first = &m.items[0].1;
+    if first.require_tls && (c.tls != TlsState::Verified || !c.caps.requiretls) {
+        return Some(permanent(
+            "5.7.30",
+            format!("x-meshmail; REQUIRETLS: {host} does not offer REQUIRETLS over verified TLS"),
+        ));
+    }
+    if needs_smtputf8(&m.items) && !c.caps.smtputf8 {
+        return Some(permanent(
+            "5.6.7",
+            format!("x-meshmail; the message needs SMTPUTF8, which {host} does not offer"),
+        ));
+    }
+    None
+}
+
+/// What goes out to this peer: the stored message, or its 7-bit (no
+/// 8BITMIME) or text-only (always: this client sends with DATA)
+/// conversion; a permanent verdict when it cannot be converted or is
+/// larger than the peer's SIZE.
+fn convert_for_peer(body: &Bytes, c: &SmtpClient, host: &str) -> Result<Bytes, Verdict> {
     let target = if c.caps.eight_bit_mime {
         Target::EightBit
     } else {
         Target::SevenBit
     };
-    let sent = match downgrade::downgrade(&body, target) {
+    let sent = match downgrade::downgrade(body, target) {
         Ok(None) => body.clone(),
         Ok(Some(converted)) => {
             metrics::counter!("meshmail_outbound_downgrades_total", "to" => target.label()).increment(1);
@@ -377,39 +410,37 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
             } else {
                 "5.6.3"
             };
-            let v = permanent(
+            let missing = if c.caps.eight_bit_mime {
+                "BINARYMIME"
+            } else {
+                "8BITMIME"
+            };
+            return Err(permanent(
                 status,
-                format!(
-                    "x-meshmail; {host} does not offer {}, and the message cannot be converted: {e}",
-                    if c.caps.eight_bit_mime {
-                        "BINARYMIME"
-                    } else {
-                        "8BITMIME"
-                    }
-                ),
-            );
-            settle_all(o, m, &v, Some(body)).await;
-            return true;
+                format!("x-meshmail; {host} does not offer {missing}, and the message cannot be converted: {e}"),
+            ));
         }
     };
-    let eight_bit = sent.iter().any(|b| *b >= 0x80);
     if let Some(max) = c.caps.size
         && max > 0
         && sent.len() as u64 > max
     {
-        let v = permanent(
+        return Err(permanent(
             "5.3.4",
             format!(
                 "x-meshmail; the message ({} bytes) is larger than {host} accepts ({max})",
                 sent.len()
             ),
-        );
-        settle_all(o, m, &v, Some(body)).await;
-        return true;
+        ));
     }
-    // Signed after the conversion: the signature covers what is sent.
-    let wire = prepare_body(o, first, &sent, c).await;
-    let env = Envelope {
+    Ok(sent)
+}
+
+/// The SMTP envelope of one message: its sender, every recipient with its
+/// DSN parameters, and what the body needs of the peer.
+fn envelope_of(m: &Message, size: usize, eight_bit: bool) -> Envelope {
+    let first = &m.items[0].1;
+    Envelope {
         from: first.sender.clone(),
         rcpts: m
             .items
@@ -420,58 +451,55 @@ async fn transact(o: &Arc<Outbound>, c: &mut SmtpClient, m: Message) -> bool {
                 orcpt: i.dsn.orcpt.clone(),
             })
             .collect(),
-        size: wire.len() as u64,
+        size: size as u64,
         eight_bit,
         smtputf8: needs_smtputf8(&m.items),
         require_tls: first.require_tls,
         ret: first.dsn.ret,
         envid: first.dsn.envid.clone(),
-    };
-    let started = Instant::now();
-    let result = c.send_mail(&env, &wire).await;
-    metrics::histogram!("meshmail_outbound_stage_seconds", "stage" => "transaction")
-        .record(started.elapsed().as_secs_f64());
-    let (verdicts, keep): (Vec<Verdict>, bool) = match result {
+    }
+}
+
+/// Each recipient's verdict from the transaction's result, and whether
+/// the connection can be reused (not after a transport error).
+fn verdicts_of(
+    result: Result<TxnOutcome, ClientError>,
+    rcpts: usize,
+    host: &str,
+    tls: TlsState,
+) -> (Vec<Verdict>, bool) {
+    let remote = Some(host.to_string());
+    let all = |v: Verdict| (0..rcpts).map(|_| v.clone()).collect::<Vec<_>>();
+    match result {
         Ok(outcome) => (
-            outcome.rcpts.iter().map(|r| reply_verdict(r, &host, c.tls)).collect(),
+            outcome.rcpts.iter().map(|r| reply_verdict(r, host, tls)).collect(),
             true,
         ),
-        Err(e @ ClientError::Rejected { .. }) => {
-            let ClientError::Rejected { reply, stage } = &e else {
-                unreachable!()
-            };
-            let v = if reply.is_permanent() {
-                Verdict::Permanent {
-                    status: status_of(reply.code, reply.enhanced().as_deref()),
-                    diagnostic: format!("smtp; {reply} (at {stage})"),
-                    remote: remote.clone(),
-                }
-            } else {
-                Verdict::Temporary {
-                    error: format!("{host}: {e}"),
-                    remote: remote.clone(),
-                    expiry_status: None,
-                }
-            };
-            (m.items.iter().map(|_| v.clone()).collect(), true)
-        }
-        Err(e) => {
-            let v = Verdict::Temporary {
+        Err(ClientError::Rejected { reply, stage }) if reply.is_permanent() => (
+            all(Verdict::Permanent {
+                status: status_of(reply.code, reply.enhanced().as_deref()),
+                diagnostic: format!("smtp; {reply} (at {stage})"),
+                remote,
+            }),
+            true,
+        ),
+        Err(e @ ClientError::Rejected { .. }) => (
+            all(Verdict::Temporary {
                 error: format!("{host}: {e}"),
-                remote: remote.clone(),
+                remote,
                 expiry_status: None,
-            };
-            (m.items.iter().map(|_| v.clone()).collect(), false)
-        }
-    };
-    let items = m
-        .items
-        .into_iter()
-        .zip(verdicts)
-        .map(|((f, i, g), v)| (f, i, g, v))
-        .collect();
-    settle_message(o, items, Some(&body)).await;
-    keep
+            }),
+            true,
+        ),
+        Err(e) => (
+            all(Verdict::Temporary {
+                error: format!("{host}: {e}"),
+                remote,
+                expiry_status: None,
+            }),
+            false,
+        ),
+    }
 }
 
 fn reply_verdict(r: &SmtpReply, host: &str, tls: TlsState) -> Verdict {
