@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::dispatch::{Call, Output, check_get_size, parse, reply, select_properties};
+use super::email_body_lists;
 use super::email_parts::{self, BodyValue, EmailAddress, Origin};
 use super::ids::{self, StateVector};
 use super::store;
@@ -187,7 +188,8 @@ fn envelope_props(env: &Envelope) -> EnvelopeProps {
         cc: address_list(&env.cc),
         bcc: address_list(&env.bcc),
         reply_to: address_list(&env.reply_to),
-        subject: env.subject.as_ref().map(|s| s.decoded.clone()),
+        // `subject` is `header:Subject:asText`, which ends in NFC.
+        subject: env.subject.as_ref().map(|s| email_parts::nfc(&s.decoded)),
         sent_at: env.date_timestamp.map(utc_date),
     }
 }
@@ -373,26 +375,27 @@ pub fn body_properties(
         .body_properties
         .clone()
         .unwrap_or_else(|| DEFAULT_BODY_PROPERTIES.iter().map(|s| s.to_string()).collect());
-    let part_list = |indices: &[u32]| -> Value {
+    let part_list = |indices: &[usize]| -> Value {
         Value::Array(
             indices
                 .iter()
                 .map(|&i| {
-                    let p = email_parts::body_part(raw, &msg, i as usize, Some(&origin), 0);
+                    let p = email_parts::body_part(raw, &msg, i, Some(&origin), 0);
                     select_body(serde_json::to_value(p).unwrap_or(Value::Null), &body_props)
                 })
                 .collect(),
         )
     };
     let want = |p: &str| properties.iter().any(|x| x == p);
+    let lists = email_body_lists::body_lists(&msg);
     if want("textBody") {
-        out.insert("textBody".into(), part_list(&msg.text_body));
+        out.insert("textBody".into(), part_list(&lists.text));
     }
     if want("htmlBody") {
-        out.insert("htmlBody".into(), part_list(&msg.html_body));
+        out.insert("htmlBody".into(), part_list(&lists.html));
     }
     if want("attachments") {
-        out.insert("attachments".into(), part_list(&msg.attachments));
+        out.insert("attachments".into(), part_list(&lists.attachments));
     }
     if want("bodyStructure") {
         let tree = email_parts::body_part(raw, &msg, 0, Some(&origin), 0);
@@ -412,26 +415,27 @@ pub fn body_properties(
         out.insert("preview".into(), Value::String(preview));
     }
     if want("bodyValues") {
+        // RFC 8621 §4.2: each fetch* flag adds the text/* parts of its list
+        // (fetchAllBodyValues: of the whole structure), never other types.
         let mut values: BTreeMap<String, BodyValue> = BTreeMap::new();
-        let mut add = |indices: &[u32]| {
-            for &i in indices {
-                if let Some(part) = msg.parts.get(i as usize)
-                    && (part.is_text() || args.fetch_all_body_values)
+        let mut add = |indices: &mut dyn Iterator<Item = usize>| {
+            for i in indices {
+                if let Some(part) = msg.parts.get(i)
                     && !matches!(part.body, mail_parser::PartType::Multipart(_))
+                    && email_parts::media_type(part).starts_with("text/")
                 {
                     values.insert(i.to_string(), email_parts::body_value(part, max_value_bytes));
                 }
             }
         };
-        if args.fetch_text_body_values || args.fetch_all_body_values {
-            add(&msg.text_body);
+        if args.fetch_text_body_values {
+            add(&mut lists.text.iter().copied());
         }
-        if args.fetch_html_body_values || args.fetch_all_body_values {
-            add(&msg.html_body);
+        if args.fetch_html_body_values {
+            add(&mut lists.html.iter().copied());
         }
         if args.fetch_all_body_values {
-            let all: Vec<u32> = (0..msg.parts.len().min(email_parts::PARTS_MAX) as u32).collect();
-            add(&all);
+            add(&mut (0..msg.parts.len().min(email_parts::PARTS_MAX)));
         }
         out.insert("bodyValues".into(), serde_json::to_value(values).unwrap_or(Value::Null));
     }

@@ -7,7 +7,8 @@
 //!   back-references, creation ids, one method after the other.
 //! - [`object`]: one created or imported object parsed on its own, so a bad
 //!   one is its own `invalidProperties` and the others still run.
-//! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`]),
+//! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`],
+//!   [`email_body_lists`]),
 //!   [`email_query`] (query, changes, snippets), [`email_set`] (set), [`email_import`]
 //!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
 //!   [`vacation`], [`blob`] (upload, download, copy).
@@ -34,6 +35,7 @@ use crate::smtp::session::SmtpShared;
 pub mod auth;
 pub mod blob;
 pub mod dispatch;
+pub mod email_body_lists;
 pub mod email_get;
 pub mod email_import;
 pub mod email_parts;

@@ -1,0 +1,192 @@
+//! RFC 8621 details a general JMAP client relies on (issue 39 items 5–7),
+//! over raw HTTP: the exact JSON is what is under test.
+//! - Reading Emails (§4.1): header forms, header names, NFC, body values,
+//!   the textBody/htmlBody/attachments algorithm of §4.1.4, List-* URLs.
+//! - Mailboxes (§2; RFC 8620 §5.3, §5.5): sortOrder, role, FilterOperator
+//!   in Mailbox/query, server-set properties repeated in an update.
+//! - Email/query (§4.4.1): the thread-keyword and `header` conditions.
+
+mod common;
+mod jmap_common;
+
+use std::collections::BTreeSet;
+
+use common::{Node, smtp_send};
+use jmap_common::start_node;
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice@example.test";
+
+fn call(node: &Node, method: &str, args: Value) -> Value {
+    jmap_common::call(node, ALICE, method, args)
+}
+
+fn deliver(node: &Node, data: &str) {
+    let (code, reply) = smtp_send(node.addr("smtp"), "carol@remote.test", ALICE, data);
+    assert_eq!(code, 250, "{reply}");
+}
+
+/// The ids of the emails a filter finds, as a set.
+fn query(node: &Node, filter: Value) -> BTreeSet<String> {
+    let r = call(node, "Email/query", json!({"accountId": "a1", "filter": filter}));
+    r["ids"]
+        .as_array()
+        .unwrap_or_else(|| panic!("ids: {r}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The one email whose subject contains `subject`.
+fn email(node: &Node, subject: &str) -> String {
+    let ids = query(node, json!({"subject": subject}));
+    assert_eq!(ids.len(), 1, "one email with subject {subject}: {ids:?}");
+    ids.into_iter().next().unwrap()
+}
+
+fn get_email(node: &Node, id: &str, extra: Value) -> Value {
+    let mut args = json!({"accountId": "a1", "ids": [id]});
+    args.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let r = call(node, "Email/get", args);
+    r["list"][0].clone()
+}
+
+const HEADERS_MESSAGE: &str = "Message-Id: <m1@example.test>\r\n\
+From: Carol <carol@remote.test>\r\n\
+To: alice@example.test\r\n\
+Subject: =?UTF-8?Q?Cafe=CC=81?= headers\r\n\
+X-Raw: one two\r\n\
+List-Post: <mailto:list@example.test>, (web) <https://example.test/post>\r\n\
+List-Unsubscribe: <mailto:leave@example.test>,\r\n <https://example.test/leave>\r\n\
+List-Archive: NO\r\n\
+List-Help: <https://example.test/help>, not-a-url\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\
+\r\n\
+line one\r\n\
+line two";
+
+/// §4.1.2–4.1.3: Raw without the final CRLF (header:X and headers[]),
+/// names as the message writes them, Text (and `subject`) in NFC, List-*
+/// URLs per RFC 2369 or null; §4.1.4: body values with LF line ends.
+#[test]
+fn header_forms_names_and_body_values_follow_rfc8621() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    deliver(&node, HEADERS_MESSAGE);
+    let id = email(&node, "headers");
+    let got = get_email(
+        &node,
+        &id,
+        json!({"properties": [
+            "subject", "headers", "header:X-Raw", "header:Subject:asText",
+            "header:List-Post:asURLs", "header:List-Unsubscribe:asURLs",
+            "header:List-Archive:asURLs", "header:List-Help:asURLs", "textBody", "bodyValues"],
+            "fetchTextBodyValues": true}),
+    );
+    assert_eq!(got["header:X-Raw"], " one two", "{got}");
+    let headers = got["headers"].as_array().unwrap();
+    assert!(
+        headers.contains(&json!({"name": "Message-Id", "value": " <m1@example.test>"})),
+        "name as written, value without CRLF: {got}"
+    );
+    assert!(
+        headers.iter().all(|h| !h["value"].as_str().unwrap().ends_with('\n')),
+        "{got}"
+    );
+    // "e" + U+0301 in the message; its NFC is the one character U+00E9.
+    assert_eq!(got["header:Subject:asText"], "Caf\u{e9} headers", "{got}");
+    assert_eq!(got["subject"], "Caf\u{e9} headers", "{got}");
+    assert_eq!(
+        got["header:List-Post:asURLs"],
+        json!(["mailto:list@example.test", "https://example.test/post"]),
+        "{got}"
+    );
+    assert_eq!(
+        got["header:List-Unsubscribe:asURLs"],
+        json!(["mailto:leave@example.test", "https://example.test/leave"]),
+        "{got}"
+    );
+    assert_eq!(
+        got["header:List-Archive:asURLs"],
+        Value::Null,
+        "NO is not a URL list: {got}"
+    );
+    assert_eq!(got["header:List-Help:asURLs"], Value::Null, "not all URLs: {got}");
+    let part = got["textBody"][0]["partId"].as_str().unwrap();
+    let value = got["bodyValues"][part]["value"].as_str().unwrap();
+    assert!(value.starts_with("line one\nline two"), "{value:?}");
+    assert!(!value.contains('\r'), "CRLF becomes LF: {value:?}");
+}
+
+const STRUCTURE_MESSAGE: &str = "From: carol@remote.test\r\n\
+To: alice@example.test\r\n\
+Subject: structure\r\n\
+MIME-Version: 1.0\r\n\
+Content-Type: multipart/mixed; boundary=m\r\n\
+\r\n\
+--m\r\n\
+Content-Type: multipart/alternative; boundary=a\r\n\
+\r\n\
+--a\r\n\
+Content-Type: text/plain\r\n\
+\r\n\
+plain\r\n\
+--a\r\n\
+Content-Type: text/html\r\n\
+\r\n\
+<p>html</p>\r\n\
+--a--\r\n\
+--m\r\n\
+Content-Type: image/png\r\n\
+Content-Disposition: inline; filename=i.png\r\n\
+Content-Transfer-Encoding: base64\r\n\
+\r\n\
+iVBORw0KGgo=\r\n\
+--m\r\n\
+Content-Type: application/pdf\r\n\
+Content-Disposition: attachment; filename=x.pdf\r\n\
+Content-Transfer-Encoding: base64\r\n\
+\r\n\
+JVBERi0=\r\n\
+--m--\r\n";
+
+fn types(parts: &Value) -> Vec<String> {
+    parts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["type"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// §4.1.4: an inline image beside a multipart/alternative in a
+/// multipart/mixed is part of both bodies, not an attachment; and
+/// fetchAllBodyValues gives the text/* parts only.
+#[test]
+fn body_lists_follow_the_rfc_algorithm_and_values_are_text_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    deliver(&node, STRUCTURE_MESSAGE);
+    let id = email(&node, "structure");
+    let got = get_email(
+        &node,
+        &id,
+        json!({"properties": ["textBody", "htmlBody", "attachments", "bodyValues"],
+               "fetchAllBodyValues": true}),
+    );
+    assert_eq!(types(&got["textBody"]), ["text/plain", "image/png"], "{got}");
+    assert_eq!(types(&got["htmlBody"]), ["text/html", "image/png"], "{got}");
+    assert_eq!(types(&got["attachments"]), ["application/pdf"], "{got}");
+    let text_parts: BTreeSet<&str> = [&got["textBody"][0], &got["htmlBody"][0]]
+        .iter()
+        .map(|p| p["partId"].as_str().unwrap())
+        .collect();
+    let valued: BTreeSet<&str> = got["bodyValues"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(valued, text_parts, "the text/* parts, not the image or the PDF: {got}");
+    assert_eq!(got["bodyValues"][*text_parts.first().unwrap()]["isTruncated"], false);
+}
