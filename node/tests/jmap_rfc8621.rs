@@ -12,7 +12,7 @@ mod jmap_common;
 use std::collections::BTreeSet;
 
 use common::{Node, smtp_send};
-use jmap_common::start_node;
+use jmap_common::{invoke, start_node};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice@example.test";
@@ -189,4 +189,172 @@ fn body_lists_follow_the_rfc_algorithm_and_values_are_text_only() {
         .collect();
     assert_eq!(valued, text_parts, "the text/* parts, not the image or the PDF: {got}");
     assert_eq!(got["bodyValues"][*text_parts.first().unwrap()]["isTruncated"], false);
+}
+
+fn inbox(node: &Node) -> String {
+    let r = call(
+        node,
+        "Mailbox/query",
+        json!({"accountId": "a1", "filter": {"role": "inbox"}}),
+    );
+    r["ids"][0].as_str().expect("an inbox").to_string()
+}
+
+/// The `notUpdated` entry of one update, or null if it was applied.
+fn update_mailbox(node: &Node, id: &str, patch: Value) -> Value {
+    let r = call(node, "Mailbox/set", json!({"accountId": "a1", "update": {id: patch}}));
+    if r["updated"].get(id).is_some() {
+        return Value::Null;
+    }
+    r["notUpdated"][id].clone()
+}
+
+fn get_mailbox(node: &Node, id: &str) -> Value {
+    call(node, "Mailbox/get", json!({"accountId": "a1", "ids": [id]}))["list"][0].clone()
+}
+
+/// RFC 8621 §2: sortOrder is stored (create and update; default 0), a role
+/// change is applied or refused as invalidProperties, and Mailbox/changes
+/// sees both.
+#[test]
+fn mailbox_sort_order_and_role_are_stored_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    let r = call(
+        &node,
+        "Mailbox/set",
+        json!({"accountId": "a1", "create": {
+            "s": {"name": "Sorted", "sortOrder": 5},
+            "p": {"name": "Plain"},
+        }}),
+    );
+    let sorted = r["created"]["s"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let plain = r["created"]["p"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        r["created"]["p"]["sortOrder"], 0,
+        "a default comes back in created: {r}"
+    );
+    assert_eq!(get_mailbox(&node, &sorted)["sortOrder"], 5);
+    assert_eq!(get_mailbox(&node, &plain)["sortOrder"], 0);
+    let state = call(&node, "Mailbox/get", json!({"accountId": "a1", "ids": []}))["state"].clone();
+
+    assert_eq!(update_mailbox(&node, &sorted, json!({"sortOrder": 7})), Value::Null);
+    assert_eq!(get_mailbox(&node, &sorted)["sortOrder"], 7);
+    assert_eq!(update_mailbox(&node, &plain, json!({"role": "flagged"})), Value::Null);
+    assert_eq!(get_mailbox(&node, &plain)["role"], "flagged");
+    let changes = call(
+        &node,
+        "Mailbox/changes",
+        json!({"accountId": "a1", "sinceState": state}),
+    );
+    let updated: BTreeSet<&str> = changes["updated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(updated, BTreeSet::from([sorted.as_str(), plain.as_str()]), "{changes}");
+
+    let inbox = inbox(&node);
+    for (id, role) in [
+        (&inbox, json!("archive")),  // INBOX keeps its role
+        (&sorted, json!("flagged")), // Plain has it: one mailbox per role
+        (&sorted, json!("inbox")),
+        (&sorted, json!("no-such-role")),
+    ] {
+        let e = update_mailbox(&node, id, json!({"role": role}));
+        assert_eq!(e["type"], "invalidProperties", "{role}: {e}");
+        assert_eq!(e["properties"], json!(["role"]), "{role}: {e}");
+    }
+    assert_eq!(get_mailbox(&node, &sorted)["role"], Value::Null);
+    assert_eq!(update_mailbox(&node, &plain, json!({"role": null})), Value::Null);
+    assert_eq!(get_mailbox(&node, &plain)["role"], Value::Null);
+    let r = call(
+        &node,
+        "Mailbox/set",
+        json!({"accountId": "a1", "create": {"t": {"name": "Trash2", "role": "trash"}}}),
+    );
+    assert_eq!(r["notCreated"]["t"]["properties"], json!(["role"]), "Trash has it: {r}");
+    let after = call(
+        &node,
+        "Mailbox/query",
+        json!({"accountId": "a1", "filter": {"name": "Trash2"}}),
+    );
+    assert_eq!(
+        after["ids"],
+        json!([]),
+        "a refused create leaves nothing behind: {after}"
+    );
+}
+
+/// RFC 8620 §5.3: an update may repeat server-set properties with the
+/// values they have; other values are refused, each property named.
+#[test]
+fn mailbox_update_accepts_server_set_properties_unchanged_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    let r = call(
+        &node,
+        "Mailbox/set",
+        json!({"accountId": "a1", "create": {"k": {"name": "Kept"}}}),
+    );
+    let id = r["created"]["k"]["id"].as_str().unwrap().to_string();
+    let mut whole = get_mailbox(&node, &id);
+    whole["name"] = json!("Renamed");
+    assert_eq!(
+        update_mailbox(&node, &id, whole.clone()),
+        Value::Null,
+        "the object as read"
+    );
+    assert_eq!(get_mailbox(&node, &id)["name"], "Renamed");
+    assert_eq!(
+        update_mailbox(&node, &id, json!({"myRights/mayDelete": true})),
+        Value::Null,
+        "a path to an unchanged value"
+    );
+    let mut rights = whole["myRights"].clone();
+    rights["mayDelete"] = json!(false);
+    let e = update_mailbox(
+        &node,
+        &id,
+        json!({"id": "m999", "totalEmails": 3, "myRights": rights, "unreadThreads": 0}),
+    );
+    assert_eq!(e["type"], "invalidProperties", "{e}");
+    assert_eq!(e["properties"], json!(["id", "myRights", "totalEmails"]), "{e}");
+}
+
+/// RFC 8620 §5.5: Mailbox/query takes FilterOperator, nested.
+#[test]
+fn mailbox_query_takes_nested_filter_operators() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    let r = call(
+        &node,
+        "Mailbox/set",
+        json!({"accountId": "a1", "create": {"s": {"name": "Sorted"}}}),
+    );
+    let sorted = r["created"]["s"]["id"].as_str().unwrap().to_string();
+    let filter = json!({"operator": "OR", "conditions": [
+        {"role": "inbox"},
+        {"operator": "AND", "conditions": [
+            {"name": "sort"},
+            {"operator": "NOT", "conditions": [{"hasAnyRole": true}]},
+        ]},
+    ]});
+    let r = call(
+        &node,
+        "Mailbox/query",
+        json!({"accountId": "a1", "filter": filter, "sort": [{"property": "name"}]}),
+    );
+    assert_eq!(r["ids"], json!([inbox(&node), sorted]), "{r}");
+    let bad = invoke(
+        &node,
+        ALICE,
+        "Mailbox/query",
+        json!({"accountId": "a1", "filter": {"operator": "XOR", "conditions": []}}),
+    );
+    assert_eq!(bad[1]["type"], "unsupportedFilter", "{bad}");
 }

@@ -7,8 +7,9 @@
 //!   back-references, creation ids, one method after the other.
 //! - [`object`]: one created or imported object parsed on its own, so a bad
 //!   one is its own `invalidProperties` and the others still run.
-//! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`],
-//!   [`email_body_lists`]),
+//! - [`filter`]: FilterOperator (`AND`/`OR`/`NOT`), shared by every /query.
+//! - the methods: [`mailbox`] (+ [`mailbox_set`]), [`email_get`] (+
+//!   [`email_parts`], [`email_body_lists`]),
 //!   [`email_query`] (query, changes, snippets), [`email_set`] (set), [`email_import`]
 //!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
 //!   [`vacation`], [`blob`] (upload, download, copy).
@@ -42,9 +43,11 @@ pub mod email_parts;
 pub mod email_query;
 pub mod email_query_index;
 pub mod email_set;
+pub mod filter;
 pub mod identity;
 pub mod ids;
 pub mod mailbox;
+pub mod mailbox_set;
 pub mod object;
 pub mod pointer;
 pub mod push;
