@@ -358,3 +358,65 @@ fn mailbox_query_takes_nested_filter_operators() {
     );
     assert_eq!(bad[1]["type"], "unsupportedFilter", "{bad}");
 }
+
+/// RFC 8621 §4.4.1: the *InThreadHaveKeyword conditions look at the whole
+/// thread; `header` matches a field by name, and its text if given.
+#[test]
+fn email_query_thread_keyword_and_header_conditions() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    deliver(
+        &node,
+        "Message-ID: <t1@remote.test>\r\nSubject: thread one\r\n\r\nfirst\r\n",
+    );
+    deliver(
+        &node,
+        "Message-ID: <t2@remote.test>\r\nIn-Reply-To: <t1@remote.test>\r\nReferences: <t1@remote.test>\r\nSubject: Re: thread one\r\n\r\nsecond\r\n",
+    );
+    deliver(
+        &node,
+        "Message-ID: <t3@remote.test>\r\nSubject: alone\r\nX-Tag: blue\r\n\r\nthird\r\n",
+    );
+    let ids: Vec<String> = query(&node, json!({"subject": "thread one"})).into_iter().collect();
+    let subject = |id: &String| get_email(&node, id, json!({"properties": ["subject"]}))["subject"].clone();
+    let (first, second) = match subject(&ids[0]) == "thread one" {
+        true => (ids[0].clone(), ids[1].clone()),
+        false => (ids[1].clone(), ids[0].clone()),
+    };
+    let third = email(&node, "alone");
+    let threads: Vec<Value> = [&first, &second]
+        .iter()
+        .map(|i| get_email(&node, i, json!({"properties": ["threadId"]}))["threadId"].clone())
+        .collect();
+    assert_eq!(threads[0], threads[1], "a reply joins its thread");
+    let r = call(
+        &node,
+        "Email/set",
+        json!({"accountId": "a1", "update": {
+            first.clone(): {"keywords/$flagged": true, "keywords/$seen": true},
+            second.clone(): {"keywords/$seen": true},
+        }}),
+    );
+    assert_eq!(r["notUpdated"], json!({}), "{r}");
+    let set = |ids: &[&String]| ids.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    let pair = set(&[&first, &second]);
+    assert_eq!(query(&node, json!({"allInThreadHaveKeyword": "$seen"})), pair);
+    assert_eq!(query(&node, json!({"allInThreadHaveKeyword": "$flagged"})), set(&[]));
+    assert_eq!(query(&node, json!({"someInThreadHaveKeyword": "$flagged"})), pair);
+    assert_eq!(
+        query(&node, json!({"noneInThreadHaveKeyword": "$flagged"})),
+        set(&[&third])
+    );
+    assert_eq!(
+        query(
+            &node,
+            json!({"operator": "AND", "conditions": [
+            {"inMailbox": inbox(&node)}, {"someInThreadHaveKeyword": "$flagged"}]})
+        ),
+        pair
+    );
+    assert_eq!(query(&node, json!({"header": ["X-Tag"]})), set(&[&third]));
+    assert_eq!(query(&node, json!({"header": ["x-tag", "BLU"]})), set(&[&third]));
+    assert_eq!(query(&node, json!({"header": ["X-Tag", "red"]})), set(&[]));
+    assert_eq!(query(&node, json!({"header": ["Subject", "thread"]})), pair);
+}
