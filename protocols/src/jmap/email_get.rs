@@ -415,28 +415,7 @@ pub fn body_properties(
         out.insert("preview".into(), Value::String(preview));
     }
     if want("bodyValues") {
-        // RFC 8621 §4.2: each fetch* flag adds the text/* parts of its list
-        // (fetchAllBodyValues: of the whole structure), never other types.
-        let mut values: BTreeMap<String, BodyValue> = BTreeMap::new();
-        let mut add = |indices: &mut dyn Iterator<Item = usize>| {
-            for i in indices {
-                if let Some(part) = msg.parts.get(i)
-                    && !matches!(part.body, mail_parser::PartType::Multipart(_))
-                    && email_parts::media_type(part).starts_with("text/")
-                {
-                    values.insert(i.to_string(), email_parts::body_value(part, max_value_bytes));
-                }
-            }
-        };
-        if args.fetch_text_body_values {
-            add(&mut lists.text.iter().copied());
-        }
-        if args.fetch_html_body_values {
-            add(&mut lists.html.iter().copied());
-        }
-        if args.fetch_all_body_values {
-            add(&mut (0..msg.parts.len().min(email_parts::PARTS_MAX)));
-        }
+        let values = body_values(&msg, &lists, args, max_value_bytes);
         out.insert("bodyValues".into(), serde_json::to_value(values).unwrap_or(Value::Null));
     }
     if let Some(root) = msg.parts.first() {
@@ -453,6 +432,37 @@ pub fn body_properties(
         }
     }
     out
+}
+
+/// `bodyValues` (RFC 8621 §4.2): each fetch* flag adds the text/* parts of
+/// its list (fetchAllBodyValues: of the whole structure), never others.
+fn body_values(
+    msg: &mail_parser::Message<'_>,
+    lists: &email_body_lists::BodyLists,
+    args: &EmailGetArgs,
+    max_value_bytes: usize,
+) -> BTreeMap<String, BodyValue> {
+    let mut values: BTreeMap<String, BodyValue> = BTreeMap::new();
+    let mut add = |indices: &mut dyn Iterator<Item = usize>| {
+        for i in indices {
+            if let Some(part) = msg.parts.get(i)
+                && !matches!(part.body, mail_parser::PartType::Multipart(_))
+                && email_parts::media_type(part).starts_with("text/")
+            {
+                values.insert(i.to_string(), email_parts::body_value(part, max_value_bytes));
+            }
+        }
+    };
+    if args.fetch_text_body_values {
+        add(&mut lists.text.iter().copied());
+    }
+    if args.fetch_html_body_values {
+        add(&mut lists.html.iter().copied());
+    }
+    if args.fetch_all_body_values {
+        add(&mut (0..msg.parts.len().min(email_parts::PARTS_MAX)));
+    }
+    values
 }
 
 /// Keeps the body properties asked for, in every level of the tree.

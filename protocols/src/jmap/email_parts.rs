@@ -191,6 +191,11 @@ fn parse_form(name: &str, raw: &str, form: Form) -> HeaderForm {
 /// Text in Unicode Normalization Form C, as the Text form ends (RFC 8621
 /// §4.1.2.2 step 5): a composed and a decomposed "é" compare equal.
 pub fn nfc(text: &str) -> String {
+    // ASCII is already NFC: most subjects skip the normalizer (Email/get
+    // of a message list calls this once per message).
+    if text.is_ascii() {
+        return text.to_string();
+    }
     text.nfc().collect()
 }
 

@@ -146,34 +146,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
         );
     }
     let mut rows = filtered_rows(&ctx, account, &mailboxes, args.filter.as_ref()).await?;
-    // Ties keep the base order: (mailbox, UID) in the direction of the
-    // first comparator, as the receivedAt index gives them.
-    if sort.first().is_some_and(|c| !c.is_ascending) {
-        rows.reverse();
-    }
-    for c in sort.iter().rev() {
-        let asc = c.is_ascending;
-        let key_cmp = |a: &Row, b: &Row| -> std::cmp::Ordering {
-            let o = match c.property.as_str() {
-                "receivedAt" => a.msg.internal_date_ms.cmp(&b.msg.internal_date_ms),
-                "sentAt" => a.env().date_timestamp.cmp(&b.env().date_timestamp),
-                "size" => a.msg.body.size.cmp(&b.msg.body.size),
-                "subject" => subject_key(a.env()).cmp(&subject_key(b.env())),
-                "from" => addresses_text(&a.env().from)
-                    .to_lowercase()
-                    .cmp(&addresses_text(&b.env().from).to_lowercase()),
-                "to" => addresses_text(&a.env().to)
-                    .to_lowercase()
-                    .cmp(&addresses_text(&b.env().to).to_lowercase()),
-                _ => std::cmp::Ordering::Equal,
-            };
-            if asc { o } else { o.reverse() }
-        };
-        if !["receivedAt", "sentAt", "size", "subject", "from", "to"].contains(&c.property.as_str()) {
-            return Err(MethodError::UnsupportedSort(c.property.clone()));
-        }
-        rows.sort_by(key_cmp);
-    }
+    sort_rows(&mut rows, &sort)?;
     if args.collapse_threads.unwrap_or(false) {
         let mut seen = HashSet::new();
         rows.retain(|r| seen.insert(ids::thread_id(r.msg.thread_id.as_deref(), r.msg.first_place(r.mailbox))));
@@ -204,6 +177,39 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
             limit: (args.limit.is_some_and(|l| l > max)).then_some(max),
         },
     )
+}
+
+/// Sorts by the comparators, the first one deciding first.
+fn sort_rows(rows: &mut [Row], sort: &[Comparator]) -> Result<(), MethodError> {
+    // Ties keep the base order: (mailbox, UID) in the direction of the
+    // first comparator, as the receivedAt index gives them.
+    if sort.first().is_some_and(|c| !c.is_ascending) {
+        rows.reverse();
+    }
+    for c in sort.iter().rev() {
+        let asc = c.is_ascending;
+        let key_cmp = |a: &Row, b: &Row| -> std::cmp::Ordering {
+            let o = match c.property.as_str() {
+                "receivedAt" => a.msg.internal_date_ms.cmp(&b.msg.internal_date_ms),
+                "sentAt" => a.env().date_timestamp.cmp(&b.env().date_timestamp),
+                "size" => a.msg.body.size.cmp(&b.msg.body.size),
+                "subject" => subject_key(a.env()).cmp(&subject_key(b.env())),
+                "from" => addresses_text(&a.env().from)
+                    .to_lowercase()
+                    .cmp(&addresses_text(&b.env().from).to_lowercase()),
+                "to" => addresses_text(&a.env().to)
+                    .to_lowercase()
+                    .cmp(&addresses_text(&b.env().to).to_lowercase()),
+                _ => std::cmp::Ordering::Equal,
+            };
+            if asc { o } else { o.reverse() }
+        };
+        if !["receivedAt", "sentAt", "size", "subject", "from", "to"].contains(&c.property.as_str()) {
+            return Err(MethodError::UnsupportedSort(c.property.clone()));
+        }
+        rows.sort_by(key_cmp);
+    }
+    Ok(())
 }
 
 /// Subjects sort without reply/forward prefixes.
