@@ -420,3 +420,166 @@ fn email_query_thread_keyword_and_header_conditions() {
     assert_eq!(query(&node, json!({"header": ["X-Tag", "red"]})), set(&[]));
     assert_eq!(query(&node, json!({"header": ["Subject", "thread"]})), pair);
 }
+
+/// Uploads `bytes`; returns the blob id.
+fn upload(node: &Node, bytes: &[u8]) -> String {
+    let auth = jmap_common::basic(ALICE, jmap_common::PASSWORD);
+    let (status, text) = jmap_common::http(node.addr("http"), "POST", "/jmap/upload/a1/", Some(&auth), bytes);
+    assert_eq!(status, 201, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["blobId"].as_str().unwrap().to_string()
+}
+
+/// One Email/set create: its `created` entry, or its `notCreated` one.
+fn create_email(node: &Node, email: Value) -> Result<String, Value> {
+    let r = call(node, "Email/set", json!({"accountId": "a1", "create": {"c": email}}));
+    match r["created"]["c"]["id"].as_str() {
+        Some(id) => Ok(id.to_string()),
+        None => Err(r["notCreated"]["c"].clone()),
+    }
+}
+
+/// RFC 8621 §4.6: header:* properties are written, on the Email and on
+/// its parts; bodyStructure builds the MIME tree; a part's content may
+/// come from a blob (an unknown one is blobNotFound with notFound); cid,
+/// language and location are kept.
+#[test]
+fn email_create_from_header_properties_structures_and_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    let inbox = inbox(&node);
+    let text_blob = upload(&node, b"hello from a blob");
+    let png_blob = upload(&node, b"\x89PNG\r\n\x1a\n-not-really");
+    let id = create_email(
+        &node,
+        json!({"mailboxIds": {inbox.clone(): true},
+            "header:from": "Foo <test@example.org>",
+            "header:X-Custom:all": [" one", " two"],
+            "textBody": [{"blobId": text_blob, "type": "text/plain"}],
+            "attachments": [{"blobId": png_blob, "type": "image/png", "name": "p.png",
+                "disposition": "attachment", "cid": "img1", "language": ["en"],
+                "location": "https://example.test/p.png", "header:X-Part": " kept"}]}),
+    )
+    .unwrap_or_else(|e| panic!("created: {e}"));
+    let got = get_email(
+        &node,
+        &id,
+        json!({"properties": ["from", "header:X-Custom:all", "textBody", "attachments", "bodyValues"],
+               "bodyProperties": ["partId", "type", "name", "cid", "language", "location", "header:X-Part"],
+               "fetchTextBodyValues": true}),
+    );
+    assert_eq!(
+        got["from"],
+        json!([{"name": "Foo", "email": "test@example.org"}]),
+        "{got}"
+    );
+    assert_eq!(got["header:X-Custom:all"], json!([" one", " two"]), "{got}");
+    let text = got["textBody"][0]["partId"].as_str().unwrap();
+    assert_eq!(got["bodyValues"][text]["value"], "hello from a blob", "{got}");
+    let a = &got["attachments"][0];
+    assert_eq!(
+        (
+            &a["type"],
+            &a["name"],
+            &a["cid"],
+            &a["language"],
+            &a["location"],
+            &a["header:X-Part"]
+        ),
+        (
+            &json!("image/png"),
+            &json!("p.png"),
+            &json!("img1"),
+            &json!(["en"]),
+            &json!("https://example.test/p.png"),
+            &json!(" kept")
+        ),
+        "{got}"
+    );
+
+    let id = create_email(
+        &node,
+        json!({"mailboxIds": {inbox.clone(): true}, "subject": "structured",
+            "bodyStructure": {"type": "multipart/alternative", "subParts": [
+                {"partId": "t", "type": "text/plain"}, {"partId": "h", "type": "text/html"}]},
+            "bodyValues": {"t": {"value": "plain"}, "h": {"value": "<b>html</b>"}}}),
+    )
+    .unwrap_or_else(|e| panic!("created: {e}"));
+    let got = get_email(
+        &node,
+        &id,
+        json!({"properties": ["bodyStructure", "textBody", "htmlBody", "bodyValues"], "fetchAllBodyValues": true}),
+    );
+    assert_eq!(got["bodyStructure"]["type"], "multipart/alternative", "{got}");
+    assert_eq!(
+        types(&got["bodyStructure"]["subParts"]),
+        ["text/plain", "text/html"],
+        "{got}"
+    );
+    let html = got["htmlBody"][0]["partId"].as_str().unwrap();
+    assert_eq!(got["bodyValues"][html]["value"], "<b>html</b>", "{got}");
+
+    let e = create_email(
+        &node,
+        json!({"mailboxIds": {inbox.clone(): true}, "textBody": [{"blobId": "Bnope", "type": "text/plain"}]}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (&e["type"], &e["notFound"]),
+        (&json!("blobNotFound"), &json!(["Bnope"])),
+        "{e}"
+    );
+}
+
+/// RFC 8621 §4.6: what a client SHOULD NOT send is refused, not repaired,
+/// as invalidProperties naming the property (nested ones by their path).
+#[test]
+fn email_create_refuses_the_should_not_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path(), &[ALICE]);
+    let mb = json!({inbox(&node): true});
+    let text = json!([{"partId": "t", "type": "text/plain"}]);
+    let values = json!({"t": {"value": "x"}});
+    let cases = [
+        (json!({"headers": [{"name": "X", "value": " y"}]}), "headers"),
+        (json!({"header:Content-Type": " text/plain"}), "header:Content-Type"),
+        (json!({"header:X-List": [" a", " b"]}), "header:X-List"),
+        (
+            json!({"textBody": [{"partId": "t", "type": "text/plain"}, {"partId": "t", "type": "text/plain"}]}),
+            "textBody",
+        ),
+        (
+            json!({"htmlBody": [{"partId": "t", "type": "text/html"}, {"partId": "t", "type": "text/html"}]}),
+            "htmlBody",
+        ),
+        (
+            json!({"textBody": text, "bodyValues": {"t": {"value": "x", "isTruncated": true}}}),
+            "bodyValues/t",
+        ),
+        (
+            json!({"textBody": [{"partId": "t", "type": "text/plain", "size": 1}], "bodyValues": values}),
+            "textBody/0/size",
+        ),
+        (
+            json!({"textBody": [{"partId": "t", "type": "text/plain", "header:Content-Transfer-Encoding": " base64"}],
+                   "bodyValues": values}),
+            "textBody/0/header:Content-Transfer-Encoding",
+        ),
+        (
+            json!({"bodyStructure": {"partId": "t", "type": "text/plain"}, "textBody": text, "bodyValues": values}),
+            "bodyStructure",
+        ),
+    ];
+    for (extra, property) in cases {
+        let mut email = json!({"mailboxIds": mb});
+        email
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let e = create_email(&node, email).expect_err(property);
+        assert_eq!(e["type"], "invalidProperties", "{property}: {e}");
+        assert_eq!(e["properties"], json!([property]), "{property}: {e}");
+    }
+    let count = call(&node, "Email/query", json!({"accountId": "a1"}))["ids"].clone();
+    assert_eq!(count, json!([]), "nothing was created");
+}

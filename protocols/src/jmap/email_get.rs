@@ -375,12 +375,17 @@ pub fn body_properties(
         .body_properties
         .clone()
         .unwrap_or_else(|| DEFAULT_BODY_PROPERTIES.iter().map(|s| s.to_string()).collect());
+    let part_headers: Vec<(String, email_parts::HeaderProperty)> = body_props
+        .iter()
+        .filter_map(|p| email_parts::parse_header_property(p).map(|h| (p.clone(), h)))
+        .collect();
     let part_list = |indices: &[usize]| -> Value {
         Value::Array(
             indices
                 .iter()
                 .map(|&i| {
-                    let p = email_parts::body_part(raw, &msg, i, Some(&origin), 0);
+                    let mut p = email_parts::body_part(raw, &msg, i, Some(&origin), 0);
+                    email_parts::add_header_forms(&mut p, raw, &msg, &part_headers);
                     select_body(serde_json::to_value(p).unwrap_or(Value::Null), &body_props)
                 })
                 .collect(),
@@ -398,7 +403,8 @@ pub fn body_properties(
         out.insert("attachments".into(), part_list(&lists.attachments));
     }
     if want("bodyStructure") {
-        let tree = email_parts::body_part(raw, &msg, 0, Some(&origin), 0);
+        let mut tree = email_parts::body_part(raw, &msg, 0, Some(&origin), 0);
+        email_parts::add_header_forms(&mut tree, raw, &msg, &part_headers);
         out.insert(
             "bodyStructure".into(),
             select_body(serde_json::to_value(tree).unwrap_or(Value::Null), &body_props),

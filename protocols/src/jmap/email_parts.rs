@@ -5,6 +5,8 @@
 use mail_parser::{
     Address, Header, HeaderName, HeaderValue, Message, MessageParser, MessagePart, MimeHeaders, PartType,
 };
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use unicode_normalization::UnicodeNormalization;
 
@@ -310,6 +312,25 @@ pub struct BodyPart {
     pub location: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sub_parts: Option<Vec<BodyPart>>,
+    /// `header:*` body properties asked for ([`add_header_forms`]).
+    #[serde(flatten)]
+    pub header_forms: BTreeMap<String, serde_json::Value>,
+    /// The part's index in the parsed message (its partId, for a leaf).
+    #[serde(skip)]
+    pub index: usize,
+}
+
+/// Fills the `header:*` body properties asked for, in every level of the
+/// tree (RFC 8621 §4.1.4: bodyProperties may name header forms).
+pub fn add_header_forms(part: &mut BodyPart, raw: &[u8], msg: &Message<'_>, wanted: &[(String, HeaderProperty)]) {
+    if let Some(p) = msg.parts.get(part.index) {
+        for (key, h) in wanted {
+            part.header_forms.insert(key.clone(), header_property(raw, p, h));
+        }
+    }
+    for sub in part.sub_parts.iter_mut().flatten() {
+        add_header_forms(sub, raw, msg, wanted);
+    }
 }
 
 /// Where a message's bytes come from, for its parts' blob ids: a stored
@@ -419,6 +440,8 @@ pub fn body_part(raw: &[u8], msg: &Message<'_>, index: usize, origin: Option<&Or
         language,
         location: part.content_location().map(str::to_string),
         sub_parts,
+        header_forms: BTreeMap::new(),
+        index,
     }
 }
 
@@ -436,6 +459,8 @@ fn empty_part() -> BodyPart {
         language: None,
         location: None,
         sub_parts: None,
+        header_forms: BTreeMap::new(),
+        index: 0,
     }
 }
 

@@ -10,7 +10,8 @@
 //! - [`filter`]: FilterOperator (`AND`/`OR`/`NOT`), shared by every /query.
 //! - the methods: [`mailbox`] (+ [`mailbox_set`]), [`email_get`] (+
 //!   [`email_parts`], [`email_body_lists`]), [`email_query`] (query,
-//!   changes, snippets; + [`email_filter`]), [`email_set`] (set), [`email_import`]
+//!   changes, snippets; + [`email_filter`]), [`email_set`] (set; +
+//!   [`email_build`], the message a create describes), [`email_import`]
 //!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
 //!   [`vacation`], [`blob`] (upload, download, copy).
 //! - [`auth`] (Basic and bearer credentials), [`session`] (the Session
@@ -37,6 +38,7 @@ pub mod auth;
 pub mod blob;
 pub mod dispatch;
 pub mod email_body_lists;
+pub mod email_build;
 pub mod email_filter;
 pub mod email_get;
 pub mod email_import;
