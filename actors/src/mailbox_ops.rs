@@ -57,6 +57,11 @@ pub enum MailboxOp {
         name: String,
         subscribed: bool,
     },
+    /// JMAP Mailbox/set of `sortOrder` and `role` (RFC 8621 §2).
+    SetAttributes {
+        mailbox: MailboxId,
+        attributes: mailboxes::Attributes,
+    },
     /// IMAP4rev1 `\Recent`: takes every message not yet taken as recent by
     /// any session (RFC 3501 §2.3.2), for the session that asks.
     ClaimRecent {
@@ -277,6 +282,18 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
                     async move {
                         f.check(&txn).await?;
                         mailboxes::set_subscribed(&txn, account, &name, subscribed).await
+                    }
+                })
+                .await?;
+            Ok(OpResult::default())
+        }
+        MailboxOp::SetAttributes { mailbox, attributes } => {
+            ctx.db
+                .run("jmap_mailbox_attributes", move |txn| {
+                    let (attributes, f) = (attributes.clone(), fence.clone());
+                    async move {
+                        f.check(&txn).await?;
+                        mailboxes::set_attributes(&txn, account, mailbox, &attributes).await
                     }
                 })
                 .await?;

@@ -7,28 +7,18 @@
 mod common;
 mod jmap_common;
 
-use common::{Node, setup_account};
-use jmap_common::{api, basic, http};
+use common::Node;
+use jmap_common::{PASSWORD as PW, basic, http, start_node};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice@example.test";
-const PW: &str = "secret";
 
 fn start(dir: &std::path::Path) -> Node {
-    setup_account(dir, ALICE, PW);
-    Node::start(dir, &["--allow-plaintext-auth-on-loopback"], &[])
+    start_node(dir, &[ALICE])
 }
 
 fn call(node: &Node, method: &str, args: Value) -> Value {
-    let body = json!({
-        "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
-        "methodCalls": [[method, args, "c"]],
-    });
-    let (status, v) = api(node.addr("http"), &basic(ALICE, PW), &body.to_string());
-    assert_eq!(status, 200, "{v}");
-    let resp = &v["methodResponses"][0];
-    assert_eq!(resp[0], method, "the method answered, not an error: {v}");
-    resp[1].clone()
+    jmap_common::call(node, ALICE, method, args)
 }
 
 fn inbox(node: &Node) -> String {

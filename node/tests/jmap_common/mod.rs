@@ -83,6 +83,39 @@ pub fn api(addr: &str, auth: &str, body: &str) -> (u16, serde_json::Value) {
     (status, v)
 }
 
+/// The password of every account the JMAP tests set up.
+pub const PASSWORD: &str = "secret";
+
+/// A node with these accounts (password [`PASSWORD`]) that takes Basic
+/// credentials over plaintext HTTP from loopback, as the JMAP tests log in.
+pub fn start_node(dir: &std::path::Path, users: &[&str]) -> crate::common::Node {
+    for user in users {
+        crate::common::setup_account(dir, user, PASSWORD);
+    }
+    crate::common::Node::start(dir, &["--allow-plaintext-auth-on-loopback"], &[])
+}
+
+/// One method call as `user` over raw HTTP (core and mail capabilities);
+/// returns the arguments of its answer, after asserting the method itself
+/// answered (not an error invocation).
+pub fn call(node: &crate::common::Node, user: &str, method: &str, args: serde_json::Value) -> serde_json::Value {
+    let resp = invoke(node, user, method, args);
+    assert_eq!(resp[0], method, "the method answered, not an error: {resp}");
+    resp[1].clone()
+}
+
+/// One method call as `user`; returns the whole answer invocation
+/// (`[name, arguments, callId]`), an error's included.
+pub fn invoke(node: &crate::common::Node, user: &str, method: &str, args: serde_json::Value) -> serde_json::Value {
+    let body = serde_json::json!({
+        "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [[method, args, "c"]],
+    });
+    let (status, v) = api(node.addr("http"), &basic(user, PASSWORD), &body.to_string());
+    assert_eq!(status, 200, "{v}");
+    v["methodResponses"][0].clone()
+}
+
 /// A raw IMAP connection (LOGIN over plaintext from loopback).
 pub struct Imap {
     r: BufReader<TcpStream>,

@@ -18,7 +18,7 @@ use super::wire::{
 };
 use super::{
     Caller, JmapShared, blob, email_get, email_import, email_query, email_query_index, email_set, identity, ids,
-    mailbox, submission, thread, vacation,
+    mailbox, mailbox_set, submission, thread, vacation,
 };
 
 /// The Session state: the Session object of an account changes only with
@@ -196,7 +196,7 @@ async fn run_method(
         "Mailbox/changes" => mailbox::changes(call, args).await,
         "Mailbox/query" => mailbox::query(call, args).await,
         "Mailbox/queryChanges" => mailbox::query_changes(call, args).await,
-        "Mailbox/set" => mailbox::set(call, args).await,
+        "Mailbox/set" => mailbox_set::set(call, args).await,
         "Thread/get" => thread::get(call, args).await,
         "Thread/changes" => thread::changes(call, args).await,
         "Email/get" => email_get::get(call, args).await,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::dispatch::{Call, Output, check_get_size, parse, reply, select_properties};
+use super::email_body_lists;
 use super::email_parts::{self, BodyValue, EmailAddress, Origin};
 use super::ids::{self, StateVector};
 use super::store;
@@ -187,7 +188,8 @@ fn envelope_props(env: &Envelope) -> EnvelopeProps {
         cc: address_list(&env.cc),
         bcc: address_list(&env.bcc),
         reply_to: address_list(&env.reply_to),
-        subject: env.subject.as_ref().map(|s| s.decoded.clone()),
+        // `subject` is `header:Subject:asText`, which ends in NFC.
+        subject: env.subject.as_ref().map(|s| email_parts::nfc(&s.decoded)),
         sent_at: env.date_timestamp.map(utc_date),
     }
 }
@@ -373,29 +375,36 @@ pub fn body_properties(
         .body_properties
         .clone()
         .unwrap_or_else(|| DEFAULT_BODY_PROPERTIES.iter().map(|s| s.to_string()).collect());
-    let part_list = |indices: &[u32]| -> Value {
+    let part_headers: Vec<(String, email_parts::HeaderProperty)> = body_props
+        .iter()
+        .filter_map(|p| email_parts::parse_header_property(p).map(|h| (p.clone(), h)))
+        .collect();
+    let part_list = |indices: &[usize]| -> Value {
         Value::Array(
             indices
                 .iter()
                 .map(|&i| {
-                    let p = email_parts::body_part(raw, &msg, i as usize, Some(&origin), 0);
+                    let mut p = email_parts::body_part(raw, &msg, i, Some(&origin), 0);
+                    email_parts::add_header_forms(&mut p, raw, &msg, &part_headers);
                     select_body(serde_json::to_value(p).unwrap_or(Value::Null), &body_props)
                 })
                 .collect(),
         )
     };
     let want = |p: &str| properties.iter().any(|x| x == p);
+    let lists = email_body_lists::body_lists(&msg);
     if want("textBody") {
-        out.insert("textBody".into(), part_list(&msg.text_body));
+        out.insert("textBody".into(), part_list(&lists.text));
     }
     if want("htmlBody") {
-        out.insert("htmlBody".into(), part_list(&msg.html_body));
+        out.insert("htmlBody".into(), part_list(&lists.html));
     }
     if want("attachments") {
-        out.insert("attachments".into(), part_list(&msg.attachments));
+        out.insert("attachments".into(), part_list(&lists.attachments));
     }
     if want("bodyStructure") {
-        let tree = email_parts::body_part(raw, &msg, 0, Some(&origin), 0);
+        let mut tree = email_parts::body_part(raw, &msg, 0, Some(&origin), 0);
+        email_parts::add_header_forms(&mut tree, raw, &msg, &part_headers);
         out.insert(
             "bodyStructure".into(),
             select_body(serde_json::to_value(tree).unwrap_or(Value::Null), &body_props),
@@ -412,27 +421,7 @@ pub fn body_properties(
         out.insert("preview".into(), Value::String(preview));
     }
     if want("bodyValues") {
-        let mut values: BTreeMap<String, BodyValue> = BTreeMap::new();
-        let mut add = |indices: &[u32]| {
-            for &i in indices {
-                if let Some(part) = msg.parts.get(i as usize)
-                    && (part.is_text() || args.fetch_all_body_values)
-                    && !matches!(part.body, mail_parser::PartType::Multipart(_))
-                {
-                    values.insert(i.to_string(), email_parts::body_value(part, max_value_bytes));
-                }
-            }
-        };
-        if args.fetch_text_body_values || args.fetch_all_body_values {
-            add(&msg.text_body);
-        }
-        if args.fetch_html_body_values || args.fetch_all_body_values {
-            add(&msg.html_body);
-        }
-        if args.fetch_all_body_values {
-            let all: Vec<u32> = (0..msg.parts.len().min(email_parts::PARTS_MAX) as u32).collect();
-            add(&all);
-        }
+        let values = body_values(&msg, &lists, args, max_value_bytes);
         out.insert("bodyValues".into(), serde_json::to_value(values).unwrap_or(Value::Null));
     }
     if let Some(root) = msg.parts.first() {
@@ -449,6 +438,37 @@ pub fn body_properties(
         }
     }
     out
+}
+
+/// `bodyValues` (RFC 8621 §4.2): each fetch* flag adds the text/* parts of
+/// its list (fetchAllBodyValues: of the whole structure), never others.
+fn body_values(
+    msg: &mail_parser::Message<'_>,
+    lists: &email_body_lists::BodyLists,
+    args: &EmailGetArgs,
+    max_value_bytes: usize,
+) -> BTreeMap<String, BodyValue> {
+    let mut values: BTreeMap<String, BodyValue> = BTreeMap::new();
+    let mut add = |indices: &mut dyn Iterator<Item = usize>| {
+        for i in indices {
+            if let Some(part) = msg.parts.get(i)
+                && !matches!(part.body, mail_parser::PartType::Multipart(_))
+                && email_parts::media_type(part).starts_with("text/")
+            {
+                values.insert(i.to_string(), email_parts::body_value(part, max_value_bytes));
+            }
+        }
+    };
+    if args.fetch_text_body_values {
+        add(&mut lists.text.iter().copied());
+    }
+    if args.fetch_html_body_values {
+        add(&mut lists.html.iter().copied());
+    }
+    if args.fetch_all_body_values {
+        add(&mut (0..msg.parts.len().min(email_parts::PARTS_MAX)));
+    }
+    values
 }
 
 /// Keeps the body properties asked for, in every level of the tree.

@@ -1,10 +1,14 @@
 //! The parsed views of a message JMAP asks for (RFC 8621 §4.1): addresses,
-//! header forms, the body-part tree, textBody/htmlBody/attachments (as
-//! mail-parser's implementation of the RFC's algorithm picks them) and
-//! body values. Pure functions of the raw bytes.
+//! header forms, the body-part tree and body values (textBody, htmlBody
+//! and attachments: `email_body_lists`). Pure functions of the raw bytes.
 
-use mail_parser::{Address, HeaderName, HeaderValue, Message, MessageParser, MessagePart, MimeHeaders, PartType};
+use mail_parser::{
+    Address, Header, HeaderName, HeaderValue, Message, MessageParser, MessagePart, MimeHeaders, PartType,
+};
+use std::collections::BTreeMap;
+
 use serde::Serialize;
+use unicode_normalization::UnicodeNormalization;
 
 use super::ids;
 use meshmail_storage::ids::{MailboxId, Uid};
@@ -117,32 +121,50 @@ fn grouped(a: Option<&Address<'_>>) -> Vec<AddressGroup> {
     }
 }
 
+/// A header's value in the Raw form (RFC 8621 §4.1.2.1): the octets after
+/// the colon up to, not including, the field's terminating CRLF.
+fn raw_value<'a>(raw: &'a [u8], h: &Header<'_>) -> &'a [u8] {
+    let (s, e) = (h.offset_start as usize, h.offset_end as usize);
+    let value = raw.get(s..e.max(s)).unwrap_or_default();
+    let value = value.strip_suffix(b"\n").unwrap_or(value);
+    value.strip_suffix(b"\r").unwrap_or(value)
+}
+
+/// A header's name as the message spells it (mail-parser gives known
+/// names in its own capitalisation: `Message-ID` for `Message-Id`).
+fn raw_name(raw: &[u8], h: &Header<'_>) -> String {
+    let (f, s) = (h.offset_field as usize, h.offset_start as usize);
+    match raw.get(f..s.max(f)).and_then(|b| std::str::from_utf8(b).ok()) {
+        Some(n) => n.trim_end_matches(':').trim_end().to_string(),
+        None => h.name.as_str().to_string(),
+    }
+}
+
 /// The raw value of each header `name` (case-insensitive) of a part, in order.
 fn raw_values<'a>(raw: &'a [u8], part: &MessagePart<'_>, name: &str) -> Vec<&'a str> {
     part.headers
         .iter()
         .filter(|h| h.name.as_str().eq_ignore_ascii_case(name))
-        .filter_map(|h| {
-            let (s, e) = (h.offset_start as usize, h.offset_end as usize);
-            raw.get(s..e.max(s)).and_then(|b| std::str::from_utf8(b).ok())
-        })
+        .filter_map(|h| std::str::from_utf8(raw_value(raw, h)).ok())
         .collect()
 }
 
 /// Parses one raw header value in `form`, with mail-parser set to read
 /// that header that way.
 fn parse_form(name: &str, raw: &str, form: Form) -> HeaderForm {
-    if form == Form::Raw {
-        return HeaderForm::Text(raw.to_string());
+    match form {
+        Form::Raw => return HeaderForm::Text(raw.to_string()),
+        Form::Urls => return list_urls(raw).map_or(HeaderForm::Null(None), HeaderForm::List),
+        _ => {}
     }
     let text = format!("{name}:{raw}\r\n\r\n");
     let header_name: HeaderName<'static> = HeaderName::parse(name.to_string()).unwrap_or(HeaderName::Other("".into()));
     let parser = match form {
         Form::Text => MessageParser::new().header_text(header_name),
-        Form::Addresses | Form::GroupedAddresses | Form::Urls => MessageParser::new().header_address(header_name),
+        Form::Addresses | Form::GroupedAddresses => MessageParser::new().header_address(header_name),
         Form::MessageIds => MessageParser::new().header_id(header_name),
         Form::Date => MessageParser::new().header_date(header_name),
-        Form::Raw => unreachable!("handled above"),
+        Form::Raw | Form::Urls => unreachable!("handled above"),
     };
     let parsed = parser.parse_headers(text.as_bytes());
     let value = parsed
@@ -151,27 +173,14 @@ fn parse_form(name: &str, raw: &str, form: Form) -> HeaderForm {
         .and_then(|p| p.headers.first())
         .map(|h| &h.value);
     match (form, value) {
-        (Form::Text, Some(HeaderValue::Text(t))) => HeaderForm::Text(t.trim().to_string()),
-        (Form::Text, _) => HeaderForm::Text(raw.trim().to_string()),
+        (Form::Text, Some(HeaderValue::Text(t))) => HeaderForm::Text(nfc(t.trim())),
+        (Form::Text, _) => HeaderForm::Text(nfc(raw.trim())),
         (Form::Addresses, Some(HeaderValue::Address(a))) => {
             HeaderForm::Addresses(addresses(Some(a)).unwrap_or_default())
         }
         (Form::Addresses, _) => HeaderForm::Addresses(Vec::new()),
         (Form::GroupedAddresses, Some(HeaderValue::Address(a))) => HeaderForm::Grouped(grouped(Some(a))),
         (Form::GroupedAddresses, _) => HeaderForm::Grouped(Vec::new()),
-        (Form::Urls, Some(HeaderValue::Address(a))) => {
-            let urls: Vec<String> = addresses(Some(a))
-                .unwrap_or_default()
-                .into_iter()
-                .map(|a| a.email)
-                .filter(|u| u.contains(':'))
-                .collect();
-            if urls.is_empty() {
-                HeaderForm::Null(None)
-            } else {
-                HeaderForm::List(urls)
-            }
-        }
         (Form::MessageIds, Some(HeaderValue::Text(t))) => HeaderForm::List(vec![t.to_string()]),
         (Form::MessageIds, Some(HeaderValue::TextList(l))) => {
             HeaderForm::List(l.iter().map(|t| t.to_string()).collect())
@@ -179,6 +188,86 @@ fn parse_form(name: &str, raw: &str, form: Form) -> HeaderForm {
         (Form::Date, Some(HeaderValue::DateTime(d))) if d.is_valid() => HeaderForm::Text(d.to_rfc3339()),
         _ => HeaderForm::Null(None),
     }
+}
+
+/// Text in Unicode Normalization Form C, as the Text form ends (RFC 8621
+/// §4.1.2.2 step 5): a composed and a decomposed "é" compare equal.
+pub fn nfc(text: &str) -> String {
+    // ASCII is already NFC: most subjects skip the normalizer (Email/get
+    // of a message list calls this once per message).
+    if text.is_ascii() {
+        return text.to_string();
+    }
+    text.nfc().collect()
+}
+
+/// The URLs form (RFC 8621 §4.1.2.7): a comma-separated list of
+/// angle-bracketed URLs as RFC 2369 §2 writes them, whitespace inside the
+/// brackets ignored and comments allowed between them. None (`null`) when
+/// the value is anything else, such as List-Post's `NO`.
+pub fn list_urls(value: &str) -> Option<Vec<String>> {
+    let mut urls = Vec::new();
+    let mut chars = value.chars().peekable();
+    let mut expect_url = true;
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {}
+            '(' => skip_comment(&mut chars)?,
+            '<' if expect_url => {
+                let mut url = String::new();
+                loop {
+                    match chars.next()? {
+                        '>' => break,
+                        c if c.is_whitespace() => {}
+                        c => url.push(c),
+                    }
+                }
+                if url.is_empty() {
+                    return None;
+                }
+                urls.push(url);
+                expect_url = false;
+            }
+            ',' if !expect_url => expect_url = true,
+            _ => return None,
+        }
+    }
+    // `<a>,` (a trailing comma) is not a list; nor is an empty value.
+    (!urls.is_empty() && !expect_url).then_some(urls)
+}
+
+/// Skips an RFC 5322 comment (nested, with quoted pairs) after its `(`;
+/// None if it never closes.
+fn skip_comment(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<()> {
+    let mut depth = 1usize;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(());
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Every field `name` of a part, in order, in the Text form (what the
+/// Email/query `header` condition compares).
+pub fn header_texts(raw: &[u8], part: &MessagePart<'_>, name: &str) -> Vec<String> {
+    raw_values(raw, part, name)
+        .into_iter()
+        .filter_map(|v| match parse_form(name, v, Form::Text) {
+            HeaderForm::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A `header:...` property of the root part (or of any part).
@@ -193,18 +282,14 @@ pub fn header_property(raw: &[u8], part: &MessagePart<'_>, p: &HeaderProperty) -
     v.unwrap_or(serde_json::Value::Null)
 }
 
+/// The `headers` property: every field in order, name as written, value
+/// in the Raw form.
 pub fn headers(raw: &[u8], part: &MessagePart<'_>) -> Vec<EmailHeader> {
     part.headers
         .iter()
-        .map(|h| {
-            let (s, e) = (h.offset_start as usize, h.offset_end as usize);
-            EmailHeader {
-                name: h.name.as_str().to_string(),
-                value: raw
-                    .get(s..e.max(s))
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-                    .unwrap_or_default(),
-            }
+        .map(|h| EmailHeader {
+            name: raw_name(raw, h),
+            value: String::from_utf8_lossy(raw_value(raw, h)).into_owned(),
         })
         .collect()
 }
@@ -227,6 +312,25 @@ pub struct BodyPart {
     pub location: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sub_parts: Option<Vec<BodyPart>>,
+    /// `header:*` body properties asked for ([`add_header_forms`]).
+    #[serde(flatten)]
+    pub header_forms: BTreeMap<String, serde_json::Value>,
+    /// The part's index in the parsed message (its partId, for a leaf).
+    #[serde(skip)]
+    pub index: usize,
+}
+
+/// Fills the `header:*` body properties asked for, in every level of the
+/// tree (RFC 8621 §4.1.4: bodyProperties may name header forms).
+pub fn add_header_forms(part: &mut BodyPart, raw: &[u8], msg: &Message<'_>, wanted: &[(String, HeaderProperty)]) {
+    if let Some(p) = msg.parts.get(part.index) {
+        for (key, h) in wanted {
+            part.header_forms.insert(key.clone(), header_property(raw, p, h));
+        }
+    }
+    for sub in part.sub_parts.iter_mut().flatten() {
+        add_header_forms(sub, raw, msg, wanted);
+    }
 }
 
 /// Where a message's bytes come from, for its parts' blob ids: a stored
@@ -277,19 +381,24 @@ impl Origin {
     }
 }
 
+/// A part's media type, lower case; `text/plain` when it has none.
+pub fn media_type(part: &MessagePart<'_>) -> String {
+    match part.content_type() {
+        Some(ct) => match &ct.c_subtype {
+            Some(s) => format!("{}/{}", ct.c_type, s).to_ascii_lowercase(),
+            None => ct.c_type.to_ascii_lowercase(),
+        },
+        None => "text/plain".to_string(),
+    }
+}
+
 /// Describes part `index` of `msg` (and its children, for a multipart).
 pub fn body_part(raw: &[u8], msg: &Message<'_>, index: usize, origin: Option<&Origin>, depth: usize) -> BodyPart {
     let Some(part) = msg.parts.get(index) else {
         return empty_part();
     };
     let ct = part.content_type();
-    let media_type = match ct {
-        Some(ct) => match &ct.c_subtype {
-            Some(s) => format!("{}/{}", ct.c_type, s).to_ascii_lowercase(),
-            None => ct.c_type.to_ascii_lowercase(),
-        },
-        None => "text/plain".to_string(),
-    };
+    let media_type = media_type(part);
     let multipart = matches!(part.body, PartType::Multipart(_));
     let charset = ct
         .and_then(|c| c.attribute("charset"))
@@ -331,6 +440,8 @@ pub fn body_part(raw: &[u8], msg: &Message<'_>, index: usize, origin: Option<&Or
         language,
         location: part.content_location().map(str::to_string),
         sub_parts,
+        header_forms: BTreeMap::new(),
+        index,
     }
 }
 
@@ -348,6 +459,8 @@ fn empty_part() -> BodyPart {
         language: None,
         location: None,
         sub_parts: None,
+        header_forms: BTreeMap::new(),
+        index: 0,
     }
 }
 
@@ -371,6 +484,13 @@ pub fn body_value(part: &MessagePart<'_>, max_bytes: usize) -> BodyValue {
         },
         PartType::Message(m) => (String::from_utf8_lossy(m.raw_message()).into_owned(), false),
         PartType::Multipart(_) => (String::new(), false),
+    };
+    // RFC 8621 §4.1.4: "with any CRLF replaced with a single LF" (before
+    // the cut, so maxBodyValueBytes counts what the client gets).
+    let text = if text.contains("\r\n") {
+        text.replace("\r\n", "\n")
+    } else {
+        text
     };
     if max_bytes > 0 && text.len() > max_bytes {
         let mut end = max_bytes;
@@ -455,6 +575,29 @@ mod tests {
         );
     }
 
+    /// RFC 8621 §4.1.2: Raw ends before the field's CRLF; names keep the
+    /// message's spelling; Text is NFC; URLs follow RFC 2369 or are null.
+    #[test]
+    fn header_forms_of_rfc8621_4_1_2() {
+        let raw = b"Message-Id: <a@x>\r\nSubject: =?UTF-8?Q?Cafe=CC=81?=\r\nList-Post: NO\r\n\r\nbody\r\n";
+        let msg = MessageParser::default().parse(&raw[..]).unwrap();
+        let root = &msg.parts[0];
+        let hs = headers(raw, root);
+        assert_eq!(hs[0].name, "Message-Id");
+        assert_eq!(hs[0].value, " <a@x>");
+        let p = parse_header_property("header:Subject:asText").unwrap();
+        assert_eq!(header_property(raw, root, &p), serde_json::json!("Caf\u{e9}"));
+        let p = parse_header_property("header:List-Post:asURLs").unwrap();
+        assert_eq!(header_property(raw, root, &p), serde_json::Value::Null);
+        assert_eq!(
+            list_urls(" <mailto:l@x?subject=a>, (web)\r\n <https://x/ p>"),
+            Some(vec!["mailto:l@x?subject=a".to_string(), "https://x/p".to_string()])
+        );
+        for bad in ["", " NO", "<a>,", "<a> <b>", "<>", "<a", "(open <a>"] {
+            assert_eq!(list_urls(bad), None, "{bad:?}");
+        }
+    }
+
     /// Email/parse of an attached message names its parts through the outer
     /// blob, and those ids download the nested part's bytes.
     #[test]
@@ -499,6 +642,14 @@ mod tests {
         assert_eq!(subs[1].blob_id.as_deref(), Some("b1_2_2"));
         assert_eq!(msg.attachments, vec![2]);
         assert_eq!(body_value(&msg.parts[1], 0).value, "hello");
+        let two_lines = MessageParser::default()
+            .parse(&b"Subject: x\r\n\r\none\r\ntwo\r\n"[..])
+            .unwrap();
+        assert_eq!(
+            body_value(&two_lines.parts[0], 0).value,
+            "one\ntwo\n",
+            "CRLF becomes LF"
+        );
         assert!(body_value(&msg.parts[1], 3).is_truncated);
         assert_eq!(part_contents(raw, "2").unwrap().0, vec![0, 1, 2]);
     }

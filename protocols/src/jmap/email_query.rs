@@ -6,12 +6,18 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use meshmail_storage::StorageError;
 use meshmail_storage::ids::{MailboxId, Uid};
-use meshmail_storage::model::messages::{self, Change, ChangeKind, Message};
+use meshmail_storage::model::messages::{self, Change, ChangeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use mail_parser::MessageParser;
+use meshmail_actors::node::NodeCtx;
+use meshmail_storage::ids::AccountId;
+use meshmail_storage::model::mailboxes::Mailbox;
+
 use super::dispatch::{Call, ChangesArgs, ChangesResponse, Output, parse, reply};
-use super::email_get::{email_state, flag_of_keyword};
+use super::email_filter::{Context, Filter, FilterCondition, Row, ThreadKeywords, addresses_text, matches};
+use super::email_get::email_state;
 use super::email_query_index;
 use super::ids::{self, MailboxMark, StateVector};
 use super::mailbox::{Comparator, QueryResponse, clamp_position};
@@ -23,41 +29,6 @@ use crate::summary::Envelope;
 pub const CHANGES_MAX: usize = 5000;
 /// Change-log entries read per mailbox per transaction.
 const CHANGES_PAGE: usize = 2000;
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum Filter {
-    Operator(FilterOperator),
-    Condition(Box<FilterCondition>),
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FilterOperator {
-    pub operator: String,
-    pub conditions: Vec<Filter>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FilterCondition {
-    pub in_mailbox: Option<String>,
-    pub in_mailbox_other_than: Option<Vec<String>>,
-    pub before: Option<String>,
-    pub after: Option<String>,
-    pub min_size: Option<u64>,
-    pub max_size: Option<u64>,
-    pub has_keyword: Option<String>,
-    pub not_keyword: Option<String>,
-    pub has_attachment: Option<bool>,
-    pub text: Option<String>,
-    pub from: Option<String>,
-    pub to: Option<String>,
-    pub cc: Option<String>,
-    pub bcc: Option<String>,
-    pub subject: Option<String>,
-    pub body: Option<String>,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -83,143 +54,6 @@ struct QueryArgs {
     collapse_threads: Option<bool>,
 }
 
-/// One candidate of a query.
-struct Row {
-    mailbox: MailboxId,
-    msg: Message,
-}
-
-impl Row {
-    fn env(&self) -> &Envelope {
-        &self.msg.summary.envelope
-    }
-}
-
-/// RFC 3339 UTC date → seconds.
-fn parse_date(s: &str) -> Option<i64> {
-    let d = mail_parser::DateTime::parse_rfc3339(s)?;
-    d.is_valid().then(|| d.to_timestamp())
-}
-
-fn contains(hay: &str, needle: &str) -> bool {
-    hay.to_lowercase().contains(&needle.to_lowercase())
-}
-
-fn addresses_text(l: &crate::summary::AddressList) -> String {
-    let mut s = l.raw.clone().unwrap_or_default();
-    for a in &l.addresses {
-        if let Some(n) = &a.name {
-            s.push(' ');
-            s.push_str(n);
-        }
-    }
-    s
-}
-
-fn matches_condition(c: &FilterCondition, r: &Row, mailbox_ids: &[(String, MailboxId)]) -> Result<bool, MethodError> {
-    let resolve = |id: &str| mailbox_ids.iter().find(|(s, _)| s == id).map(|(_, m)| *m);
-    if let Some(m) = &c.in_mailbox
-        && resolve(m) != Some(r.mailbox)
-    {
-        return Ok(false);
-    }
-    if let Some(list) = &c.in_mailbox_other_than
-        && list.iter().any(|m| resolve(m) == Some(r.mailbox))
-    {
-        return Ok(false);
-    }
-    let received_s = r.msg.internal_date_ms.div_euclid(1000);
-    if let Some(b) = &c.before {
-        let t = parse_date(b).ok_or_else(|| MethodError::InvalidArguments(format!("before: bad date {b}")))?;
-        if received_s >= t {
-            return Ok(false);
-        }
-    }
-    if let Some(a) = &c.after {
-        let t = parse_date(a).ok_or_else(|| MethodError::InvalidArguments(format!("after: bad date {a}")))?;
-        if received_s < t {
-            return Ok(false);
-        }
-    }
-    if c.min_size.is_some_and(|n| r.msg.body.size < n) || c.max_size.is_some_and(|n| r.msg.body.size >= n) {
-        return Ok(false);
-    }
-    let has = |k: &str| {
-        let flag = flag_of_keyword(k);
-        r.msg.flags.iter().any(|f| f.eq_ignore_ascii_case(&flag))
-    };
-    if c.has_keyword.as_deref().is_some_and(|k| !has(k)) || c.not_keyword.as_deref().is_some_and(has) {
-        return Ok(false);
-    }
-    if let Some(want) = c.has_attachment {
-        let structure = &r.msg.summary;
-        let attached = structure.has_attachment.unwrap_or_else(|| {
-            structure
-                .structure
-                .children
-                .iter()
-                .any(|p| p.disposition.as_ref().is_some_and(|d| d.kind == "attachment"))
-        });
-        if attached != want {
-            return Ok(false);
-        }
-    }
-    let subject = r.env().subject.as_ref().map(|s| s.decoded.as_str()).unwrap_or_default();
-    let field_checks = [
-        (&c.from, addresses_text(&r.env().from)),
-        (&c.to, addresses_text(&r.env().to)),
-        (&c.cc, addresses_text(&r.env().cc)),
-        (&c.bcc, addresses_text(&r.env().bcc)),
-        (&c.subject, subject.to_string()),
-    ];
-    for (want, have) in field_checks {
-        if let Some(w) = want
-            && !contains(&have, w)
-        {
-            return Ok(false);
-        }
-    }
-    if let Some(t) = &c.text {
-        let all = format!(
-            "{} {} {} {} {subject}",
-            addresses_text(&r.env().from),
-            addresses_text(&r.env().to),
-            addresses_text(&r.env().cc),
-            addresses_text(&r.env().bcc)
-        );
-        if !contains(&all, t) {
-            return Ok(false);
-        }
-    }
-    if c.body.is_some() {
-        return Err(MethodError::UnsupportedFilter(
-            "body (use text: it searches the addresses and the subject)".into(),
-        ));
-    }
-    Ok(true)
-}
-
-fn matches(f: &Filter, r: &Row, mailbox_ids: &[(String, MailboxId)], depth: usize) -> Result<bool, MethodError> {
-    if depth > 16 {
-        return Err(MethodError::UnsupportedFilter("filters nest at most 16 deep".into()));
-    }
-    match f {
-        Filter::Condition(c) => matches_condition(c, r, mailbox_ids),
-        Filter::Operator(op) => {
-            let mut results = Vec::with_capacity(op.conditions.len());
-            for c in &op.conditions {
-                results.push(matches(c, r, mailbox_ids, depth + 1)?);
-            }
-            match op.operator.as_str() {
-                "AND" => Ok(results.iter().all(|x| *x)),
-                "OR" => Ok(results.iter().any(|x| *x)),
-                "NOT" => Ok(!results.iter().any(|x| *x)),
-                other => Err(MethodError::UnsupportedFilter(format!("operator {other}"))),
-            }
-        }
-    }
-}
-
 /// The mailboxes a filter can only match in (an `inMailbox` at the top or
 /// under AND): lets a query read one mailbox instead of all.
 fn only_mailbox(f: &Filter) -> Option<String> {
@@ -228,6 +62,56 @@ fn only_mailbox(f: &Filter) -> Option<String> {
         Filter::Operator(op) if op.operator == "AND" => op.conditions.iter().find_map(only_mailbox),
         Filter::Operator(_) => None,
     }
+}
+
+/// The rows in the filter's scope that meet it (a bounded walk of the
+/// scope's mailboxes). The thread-keyword conditions first walk every
+/// mailbox for the threads' keywords, and a `header` condition reads each
+/// candidate's header section: both only when the filter has them.
+async fn filtered_rows(
+    ctx: &NodeCtx,
+    account: AccountId,
+    mailboxes: &[Mailbox],
+    filter: Option<&Filter>,
+) -> Result<Vec<Row>, MethodError> {
+    let mailbox_ids: Vec<(String, MailboxId)> = mailboxes.iter().map(|m| (ids::mailbox_id(m.id), m.id)).collect();
+    let scope: Vec<MailboxId> = match filter.and_then(only_mailbox) {
+        Some(id) => mailbox_ids.iter().filter(|(s, _)| *s == id).map(|(_, m)| *m).collect(),
+        None => mailboxes.iter().map(|m| m.id).collect(),
+    };
+    let mut threads = ThreadKeywords::default();
+    if filter.is_some_and(|f| f.any_condition(&FilterCondition::uses_threads)) {
+        for m in mailboxes {
+            for msg in store::mailbox_messages(ctx, account, m.id).await? {
+                threads.add(&Row { mailbox: m.id, msg });
+            }
+        }
+    }
+    let needs_headers = filter.is_some_and(|f| f.any_condition(&|c| c.header.is_some()));
+    let mut rows = Vec::new();
+    for m in scope {
+        for msg in store::mailbox_messages(ctx, account, m).await? {
+            let row = Row { mailbox: m, msg };
+            let Some(f) = filter else {
+                rows.push(row);
+                continue;
+            };
+            let raw = match needs_headers {
+                true => Some(store::body(ctx, &row.msg).await?),
+                false => None,
+            };
+            let parsed = raw.as_deref().and_then(|r| MessageParser::default().parse_headers(r));
+            let cx = Context {
+                mailbox_ids: &mailbox_ids,
+                threads: &threads,
+                headers: raw.as_deref().zip(parsed.as_ref().and_then(|p| p.parts.first())),
+            };
+            if matches(f, &row, &cx)? {
+                rows.push(row);
+            }
+        }
+    }
+    Ok(rows)
 }
 
 pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
@@ -261,51 +145,8 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
             },
         );
     }
-    let mailbox_ids: Vec<(String, MailboxId)> = mailboxes.iter().map(|m| (ids::mailbox_id(m.id), m.id)).collect();
-    let scope: Vec<MailboxId> = match args.filter.as_ref().and_then(only_mailbox) {
-        Some(id) => mailbox_ids.iter().filter(|(s, _)| *s == id).map(|(_, m)| *m).collect(),
-        None => mailboxes.iter().map(|m| m.id).collect(),
-    };
-    let mut rows = Vec::new();
-    for m in scope {
-        for msg in store::mailbox_messages(&ctx, account, m).await? {
-            let row = Row { mailbox: m, msg };
-            if match &args.filter {
-                Some(f) => matches(f, &row, &mailbox_ids, 0)?,
-                None => true,
-            } {
-                rows.push(row);
-            }
-        }
-    }
-    // Ties keep the base order: (mailbox, UID) in the direction of the
-    // first comparator, as the receivedAt index gives them.
-    if sort.first().is_some_and(|c| !c.is_ascending) {
-        rows.reverse();
-    }
-    for c in sort.iter().rev() {
-        let asc = c.is_ascending;
-        let key_cmp = |a: &Row, b: &Row| -> std::cmp::Ordering {
-            let o = match c.property.as_str() {
-                "receivedAt" => a.msg.internal_date_ms.cmp(&b.msg.internal_date_ms),
-                "sentAt" => a.env().date_timestamp.cmp(&b.env().date_timestamp),
-                "size" => a.msg.body.size.cmp(&b.msg.body.size),
-                "subject" => subject_key(a.env()).cmp(&subject_key(b.env())),
-                "from" => addresses_text(&a.env().from)
-                    .to_lowercase()
-                    .cmp(&addresses_text(&b.env().from).to_lowercase()),
-                "to" => addresses_text(&a.env().to)
-                    .to_lowercase()
-                    .cmp(&addresses_text(&b.env().to).to_lowercase()),
-                _ => std::cmp::Ordering::Equal,
-            };
-            if asc { o } else { o.reverse() }
-        };
-        if !["receivedAt", "sentAt", "size", "subject", "from", "to"].contains(&c.property.as_str()) {
-            return Err(MethodError::UnsupportedSort(c.property.clone()));
-        }
-        rows.sort_by(key_cmp);
-    }
+    let mut rows = filtered_rows(&ctx, account, &mailboxes, args.filter.as_ref()).await?;
+    sort_rows(&mut rows, &sort)?;
     if args.collapse_threads.unwrap_or(false) {
         let mut seen = HashSet::new();
         rows.retain(|r| seen.insert(ids::thread_id(r.msg.thread_id.as_deref(), r.msg.first_place(r.mailbox))));
@@ -336,6 +177,39 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
             limit: (args.limit.is_some_and(|l| l > max)).then_some(max),
         },
     )
+}
+
+/// Sorts by the comparators, the first one deciding first.
+fn sort_rows(rows: &mut [Row], sort: &[Comparator]) -> Result<(), MethodError> {
+    // Ties keep the base order: (mailbox, UID) in the direction of the
+    // first comparator, as the receivedAt index gives them.
+    if sort.first().is_some_and(|c| !c.is_ascending) {
+        rows.reverse();
+    }
+    for c in sort.iter().rev() {
+        let asc = c.is_ascending;
+        let key_cmp = |a: &Row, b: &Row| -> std::cmp::Ordering {
+            let o = match c.property.as_str() {
+                "receivedAt" => a.msg.internal_date_ms.cmp(&b.msg.internal_date_ms),
+                "sentAt" => a.env().date_timestamp.cmp(&b.env().date_timestamp),
+                "size" => a.msg.body.size.cmp(&b.msg.body.size),
+                "subject" => subject_key(a.env()).cmp(&subject_key(b.env())),
+                "from" => addresses_text(&a.env().from)
+                    .to_lowercase()
+                    .cmp(&addresses_text(&b.env().from).to_lowercase()),
+                "to" => addresses_text(&a.env().to)
+                    .to_lowercase()
+                    .cmp(&addresses_text(&b.env().to).to_lowercase()),
+                _ => std::cmp::Ordering::Equal,
+            };
+            if asc { o } else { o.reverse() }
+        };
+        if !["receivedAt", "sentAt", "size", "subject", "from", "to"].contains(&c.property.as_str()) {
+            return Err(MethodError::UnsupportedSort(c.property.clone()));
+        }
+        rows.sort_by(key_cmp);
+    }
+    Ok(())
 }
 
 /// Subjects sort without reply/forward prefixes.

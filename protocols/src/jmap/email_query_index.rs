@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::dispatch::{Call, Output, parse, reply};
+use super::email_filter::{Filter, FilterCondition};
 use super::email_get::email_state;
-use super::email_query::{Filter, FilterCondition};
 use super::ids::{self, StateVector};
 use super::mailbox::{Comparator, clamp_position};
 use super::store;

@@ -1,15 +1,14 @@
 //! Email/set (RFC 8621 §4.6), and the pieces Email/copy, /import and
 //! /parse ([`super::email_import`]) share with it. Every change goes to the
 //! account's shard actor: keywords as STORE, a new mailbox as a MOVE (the
-//! email gets a new id, like a UID), destroy as EXPUNGE, and new messages
-//! (create, import, copy) through the delivery path, each with its own
-//! acceptance id.
+//! email keeps its id), destroy as EXPUNGE, and new messages (create,
+//! import, copy) through the delivery path, each with its own acceptance
+//! id. The message a create describes is written by
+//! [`super::email_build`].
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use mail_builder::MessageBuilder;
-use mail_builder::headers::address::Address as BuildAddress;
 use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, Outcome, deliver};
 use meshmail_actors::mailbox_ops::{self, MailboxOp};
 use meshmail_actors::op_error::OpError;
@@ -20,12 +19,12 @@ use meshmail_storage::model::{new_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::blob::read_blob;
 use super::dispatch::{Call, Output, begin_set, parse, reply, set_count};
+use super::email_build::{EmailCreate, build_message};
 use super::email_get::{email_state, flag_of_keyword, valid_keyword};
 use super::ids;
 use super::mailbox::SetResponse;
-use super::object::{Object, Properties};
+use super::object::Object;
 use super::store;
 use super::wire::{MethodError, SetError};
 use crate::ingest::ingest;
@@ -43,82 +42,6 @@ struct SetArgs {
     update: Option<BTreeMap<String, Map<String, Value>>>,
     #[serde(default)]
     destroy: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BodyPartIn {
-    #[serde(default)]
-    part_id: Option<String>,
-    #[serde(default)]
-    blob_id: Option<String>,
-    #[serde(default, rename = "type")]
-    media_type: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    disposition: Option<String>,
-    #[serde(default)]
-    cid: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BodyValueIn {
-    value: String,
-}
-
-/// The Email properties a client may set at creation.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EmailCreate {
-    mailbox_ids: BTreeMap<String, bool>,
-    #[serde(default)]
-    keywords: BTreeMap<String, bool>,
-    #[serde(default)]
-    received_at: Option<String>,
-    #[serde(default)]
-    message_id: Option<Vec<String>>,
-    #[serde(default)]
-    in_reply_to: Option<Vec<String>>,
-    #[serde(default)]
-    references: Option<Vec<String>>,
-    #[serde(default)]
-    sender: Option<Vec<EmailAddressIn>>,
-    #[serde(default)]
-    from: Option<Vec<EmailAddressIn>>,
-    #[serde(default)]
-    to: Option<Vec<EmailAddressIn>>,
-    #[serde(default)]
-    cc: Option<Vec<EmailAddressIn>>,
-    #[serde(default)]
-    bcc: Option<Vec<EmailAddressIn>>,
-    #[serde(default)]
-    reply_to: Option<Vec<EmailAddressIn>>,
-    #[serde(default)]
-    subject: Option<String>,
-    #[serde(default)]
-    sent_at: Option<String>,
-    #[serde(default)]
-    text_body: Option<Vec<BodyPartIn>>,
-    #[serde(default)]
-    html_body: Option<Vec<BodyPartIn>>,
-    #[serde(default)]
-    attachments: Option<Vec<BodyPartIn>>,
-    #[serde(default)]
-    body_values: BTreeMap<String, BodyValueIn>,
-}
-
-impl Properties for EmailCreate {
-    /// RFC 8621 §4.1.1: an Email is in at least one mailbox.
-    const REQUIRED: &'static [&'static str] = &["mailboxIds"];
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct EmailAddressIn {
-    #[serde(default)]
-    name: Option<String>,
-    email: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -162,101 +85,7 @@ pub(super) fn flags_of(keywords: &BTreeMap<String, bool>) -> Result<Vec<String>,
     Ok(out)
 }
 
-fn build_addresses(list: &[EmailAddressIn]) -> BuildAddress<'static> {
-    BuildAddress::new_list(
-        list.iter()
-            .map(|a| BuildAddress::new_address(a.name.clone(), a.email.clone()))
-            .collect(),
-    )
-}
-
-pub(super) fn rfc3339_seconds(s: &str) -> Option<i64> {
-    let d = mail_parser::DateTime::parse_rfc3339(s)?;
-    d.is_valid().then(|| d.to_timestamp())
-}
-
-/// Writes the RFC 5322 message an Email/set create describes.
-async fn build_message(call: &Call<'_>, c: &EmailCreate) -> Result<Vec<u8>, SetError> {
-    let mut b = MessageBuilder::new();
-    if let Some(v) = &c.from {
-        b = b.from(build_addresses(v));
-    }
-    if let Some(v) = &c.sender {
-        b = b.sender(build_addresses(v));
-    }
-    if let Some(v) = &c.to {
-        b = b.to(build_addresses(v));
-    }
-    if let Some(v) = &c.cc {
-        b = b.cc(build_addresses(v));
-    }
-    if let Some(v) = &c.bcc {
-        b = b.bcc(build_addresses(v));
-    }
-    if let Some(v) = &c.reply_to {
-        b = b.reply_to(build_addresses(v));
-    }
-    if let Some(s) = &c.subject {
-        b = b.subject(s.clone());
-    }
-    let date = match &c.sent_at {
-        Some(s) => rfc3339_seconds(s).ok_or_else(|| SetError::invalid_properties(&["sentAt"], "not RFC 3339"))?,
-        None => (now_ms() / 1000) as i64,
-    };
-    b = b.date(date);
-    let message_id = match c.message_id.as_ref().and_then(|v| v.first()) {
-        Some(id) => id.clone(),
-        None => format!("{}@{}", uuid_text(), call.shared.smtp.hostname),
-    };
-    b = b.message_id(message_id);
-    if let Some(v) = &c.in_reply_to {
-        b = b.in_reply_to(v.clone());
-    }
-    if let Some(v) = &c.references {
-        b = b.references(v.clone());
-    }
-    let value_of = |parts: &Option<Vec<BodyPartIn>>| -> Result<Option<String>, SetError> {
-        let Some(parts) = parts else { return Ok(None) };
-        let mut text = String::new();
-        for p in parts {
-            let id = p.part_id.as_deref().unwrap_or_default();
-            let v = c
-                .body_values
-                .get(id)
-                .ok_or_else(|| SetError::invalid_properties(&["bodyValues"], format!("no body value {id}")))?;
-            text.push_str(&v.value);
-        }
-        Ok(Some(text))
-    };
-    if let Some(t) = value_of(&c.text_body)? {
-        b = b.text_body(t);
-    }
-    if let Some(h) = value_of(&c.html_body)? {
-        b = b.html_body(h);
-    }
-    for a in c.attachments.iter().flatten() {
-        let blob_id = a
-            .blob_id
-            .as_deref()
-            .ok_or_else(|| SetError::invalid_properties(&["attachments"], "an attachment needs a blobId"))?;
-        let blob = read_blob(call, blob_id)
-            .await
-            .map_err(|_| SetError::new("blobNotFound", format!("no blob {blob_id}")))?;
-        let media_type = a.media_type.clone().unwrap_or(blob.media_type);
-        let name = a.name.clone().or(blob.name).unwrap_or_else(|| "attachment".into());
-        b = if a.disposition.as_deref() == Some("inline") && a.cid.is_some() {
-            b.inline(media_type, a.cid.clone().unwrap_or_default(), blob.bytes.to_vec())
-        } else {
-            b.attachment(media_type, name, blob.bytes.to_vec())
-        };
-    }
-    b.write_to_vec()
-        .map_err(|e| SetError::new("invalidProperties", e.to_string()))
-}
-
-fn uuid_text() -> String {
-    meshmail_storage::model::id_to_string(&new_id())
-}
+pub(super) use super::email_build::rfc3339_seconds;
 
 /// Delivers `raw` into `mailbox` of the caller's account through the
 /// account's shard actor.

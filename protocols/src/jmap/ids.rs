@@ -19,7 +19,8 @@
 //! HIGHESTMODSEQ, raised in the same transaction as every change to it and
 //! logged under `chg`. The Email (and Thread) state is the list of
 //! `(mailbox, HIGHESTMODSEQ)`; the Mailbox state adds a digest of each
-//! mailbox's name and subscription, which change without a MODSEQ. Any
+//! mailbox's name, subscription, special use and sort order, which change
+//! without a MODSEQ. Any
 //! node, IMAP or JMAP, reading the same store computes the same string, so
 //! `*/changes` is exact across nodes and restarts.
 
@@ -225,11 +226,27 @@ impl StateVector {
 }
 
 /// FNV-1a over what changes a mailbox without a MODSEQ; never 0.
+/// FNV-1a of what a Mailbox shows that no MODSEQ follows: name,
+/// subscription, and (JMAP Mailbox/set can change them) special use and
+/// sort order. A mailbox with neither digests as it did before they were
+/// part of it, so the states clients hold of such mailboxes stay valid.
 fn digest(m: &Mailbox) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
-    for b in m.name.bytes().chain([0, u8::from(m.subscribed)]) {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u32::from(*b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+    };
+    eat(m.name.as_bytes());
+    eat(&[0, u8::from(m.subscribed)]);
+    if let Some(u) = &m.special_use {
+        eat(&[1]);
+        eat(u.as_bytes());
+    }
+    if m.sort_order != 0 {
+        eat(&[2]);
+        eat(&m.sort_order.to_le_bytes());
     }
     h.max(1)
 }

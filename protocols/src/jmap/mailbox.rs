@@ -1,12 +1,11 @@
-//! Mailbox/get, /changes, /query, /queryChanges, /set (RFC 8621 §2).
+//! Mailbox/get, /changes, /query, /queryChanges (RFC 8621 §2); /set is in
+//! `mailbox_set`.
 //! Names are IMAP's, with `/` as the hierarchy separator: `a/b` is `b`
 //! under `a`. Thread counts equal email counts (threads are not counted
 //! per mailbox).
 
 use std::collections::BTreeMap;
 
-use meshmail_actors::mailbox_ops::{self, MailboxOp};
-use meshmail_actors::op_error::OpError;
 use meshmail_storage::model::mailboxes::{Counts, Mailbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -14,8 +13,8 @@ use serde_json::{Map, Value};
 use super::dispatch::{
     Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_get_size, parse, reply, select_properties,
 };
+use super::filter::Filter;
 use super::ids::{self, StateVector};
-use super::object::{Object, Properties};
 use super::store;
 use super::wire::{MethodError, SetError};
 
@@ -61,17 +60,23 @@ pub fn role(m: &Mailbox) -> Option<String> {
         .map(|s| s.trim_start_matches('\\').to_ascii_lowercase())
 }
 
-fn special_use_of(role: &str) -> Option<String> {
-    const ROLES: &[&str] = &[
-        "all",
-        "archive",
-        "drafts",
-        "flagged",
-        "junk",
-        "sent",
-        "trash",
-        "important",
-    ];
+/// The roles a mailbox other than the inbox may take: the special-use
+/// attributes of the IANA "IMAP Mailbox Name Attributes" registry, lower
+/// case (RFC 8621 §2). `inbox` is INBOX's, by its name.
+pub const ROLES: &[&str] = &[
+    "all",
+    "archive",
+    "drafts",
+    "flagged",
+    "junk",
+    "sent",
+    "trash",
+    "important",
+];
+
+/// The IMAP special use (`\Drafts`) of a JMAP role; None for a role that
+/// is not one of [`ROLES`].
+pub fn special_use_of(role: &str) -> Option<String> {
     ROLES.contains(&role).then(|| {
         let mut s = String::from("\\");
         let mut c = role.chars();
@@ -83,7 +88,7 @@ fn special_use_of(role: &str) -> Option<String> {
     })
 }
 
-fn object(m: &Mailbox, c: Counts, by_name: &BTreeMap<&str, i64>) -> MailboxObject {
+pub fn object(m: &Mailbox, c: Counts, by_name: &BTreeMap<&str, i64>) -> MailboxObject {
     let (parent, leaf) = match m.name.rsplit_once(DELIMITER) {
         Some((p, l)) => (by_name.get(p).map(|id| ids::mailbox_id(*id)), l.to_string()),
         None => (None, m.name.clone()),
@@ -94,24 +99,29 @@ fn object(m: &Mailbox, c: Counts, by_name: &BTreeMap<&str, i64>) -> MailboxObjec
         id: ids::mailbox_id(m.id),
         name: leaf,
         parent_id: parent,
-        sort_order: if is_inbox { 0 } else { 10 },
+        sort_order: m.sort_order,
         role,
         total_emails: c.messages.max(0),
         unread_emails: c.unseen.max(0),
         total_threads: c.messages.max(0),
         unread_threads: c.unseen.max(0),
-        my_rights: Rights {
-            may_read_items: true,
-            may_add_items: true,
-            may_remove_items: true,
-            may_set_seen: true,
-            may_set_keywords: true,
-            may_create_child: true,
-            may_rename: !is_inbox,
-            may_delete: !is_inbox,
-            may_submit: true,
-        },
+        my_rights: rights(is_inbox),
         is_subscribed: m.subscribed,
+    }
+}
+
+/// The owner's rights: all, but the inbox cannot be renamed or deleted.
+pub fn rights(is_inbox: bool) -> Rights {
+    Rights {
+        may_read_items: true,
+        may_add_items: true,
+        may_remove_items: true,
+        may_set_seen: true,
+        may_set_keywords: true,
+        may_create_child: true,
+        may_rename: !is_inbox,
+        may_delete: !is_inbox,
+        may_submit: true,
     }
 }
 
@@ -214,7 +224,7 @@ pub async fn changes(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Ou
 struct QueryArgs {
     account_id: String,
     #[serde(default)]
-    filter: Option<QueryFilter>,
+    filter: Option<Filter<QueryFilter>>,
     #[serde(default)]
     sort: Option<Vec<Comparator>>,
     #[serde(default)]
@@ -231,7 +241,7 @@ struct QueryArgs {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct QueryFilter {
+pub struct QueryFilter {
     #[serde(default, with = "double_option")]
     parent_id: Option<Option<String>>,
     name: Option<String>,
@@ -239,6 +249,19 @@ struct QueryFilter {
     role: Option<Option<String>>,
     has_any_role: Option<bool>,
     is_subscribed: Option<bool>,
+}
+
+impl QueryFilter {
+    fn matches(&self, o: &MailboxObject) -> bool {
+        self.parent_id.as_ref().is_none_or(|p| &o.parent_id == p)
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|n| o.name.to_lowercase().contains(&n.to_lowercase()))
+            && self.role.as_ref().is_none_or(|r| &o.role == r)
+            && self.has_any_role.is_none_or(|h| o.role.is_some() == h)
+            && self.is_subscribed.is_none_or(|s| o.is_subscribed == s)
+    }
 }
 
 /// Distinguishes a property given as `null` from one left out.
@@ -283,20 +306,16 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
     let all = store::mailboxes_with_counts(&call.shared.ctx, call.caller.account).await?;
     let by_name: BTreeMap<&str, i64> = all.iter().map(|(m, _)| (m.name.as_str(), m.id)).collect();
     let plain: Vec<Mailbox> = all.iter().map(|(m, _)| m.clone()).collect();
-    let f = args.filter.unwrap_or_default();
-    let mut objs: Vec<MailboxObject> = all
-        .iter()
-        .map(|(m, c)| object(m, *c, &by_name))
-        .filter(|o| {
-            f.parent_id.as_ref().is_none_or(|p| &o.parent_id == p)
-                && f.name
-                    .as_ref()
-                    .is_none_or(|n| o.name.to_lowercase().contains(&n.to_lowercase()))
-                && f.role.as_ref().is_none_or(|r| &o.role == r)
-                && f.has_any_role.is_none_or(|h| o.role.is_some() == h)
-                && f.is_subscribed.is_none_or(|s| o.is_subscribed == s)
-        })
-        .collect();
+    let mut objs = Vec::with_capacity(all.len());
+    for o in all.iter().map(|(m, c)| object(m, *c, &by_name)) {
+        let keep = match &args.filter {
+            Some(f) => f.matches(&mut |c| Ok(c.matches(&o)))?,
+            None => true,
+        };
+        if keep {
+            objs.push(o);
+        }
+    }
     for c in args.sort.unwrap_or_default().iter().rev() {
         match c.property.as_str() {
             "name" => objs.sort_by(|a, b| a.name.cmp(&b.name)),
@@ -338,41 +357,7 @@ pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Re
     super::dispatch::query_changes_unsupported(args)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SetArgs {
-    #[expect(dead_code, reason = "the dispatcher checks accountId before the method runs")]
-    account_id: String,
-    #[serde(default)]
-    if_in_state: Option<String>,
-    #[serde(default)]
-    create: Option<BTreeMap<String, Object<MailboxCreate>>>,
-    #[serde(default)]
-    update: Option<BTreeMap<String, Map<String, Value>>>,
-    #[serde(default)]
-    destroy: Option<Vec<String>>,
-    #[serde(default)]
-    on_destroy_remove_emails: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MailboxCreate {
-    name: String,
-    #[serde(default)]
-    parent_id: Option<String>,
-    #[serde(default)]
-    role: Option<String>,
-    #[serde(default)]
-    is_subscribed: Option<bool>,
-    #[serde(default)]
-    sort_order: Option<u32>,
-}
-
-impl Properties for MailboxCreate {
-    const REQUIRED: &'static [&'static str] = &["name"];
-}
-
+/// The answer of every /set (RFC 8620 §5.3), `T` what `created` holds.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetResponse<T: Serialize> {
@@ -400,233 +385,5 @@ impl<T: Serialize> Default for SetResponse<T> {
             not_updated: BTreeMap::new(),
             not_destroyed: BTreeMap::new(),
         }
-    }
-}
-
-#[derive(Serialize)]
-struct Created {
-    id: String,
-}
-
-fn full_name(parent: Option<&Mailbox>, leaf: &str) -> String {
-    match parent {
-        Some(p) => format!("{}{DELIMITER}{leaf}", p.name),
-        None => leaf.to_string(),
-    }
-}
-
-pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    let args: SetArgs = parse(args)?;
-    let ctx = call.shared.ctx.clone();
-    let account = call.caller.account;
-    let before = store::mailboxes(&ctx, account).await?;
-    let old_state = state_of(&before);
-    super::dispatch::begin_set(
-        call,
-        super::dispatch::set_count(args.create.as_ref(), args.update.as_ref(), args.destroy.as_ref()),
-        args.if_in_state.as_deref(),
-        &old_state,
-    )?;
-    let mut resp: SetResponse<Created> = SetResponse {
-        account_id: call.account_id(),
-        old_state: Some(old_state),
-        ..Default::default()
-    };
-    for (cid, c) in args.create.unwrap_or_default() {
-        // A create that does not parse is refused alone (RFC 8620 §5.3).
-        let outcome = match c.0 {
-            Ok(c) => create_one(call, c).await?,
-            Err(e) => Err(e.into()),
-        };
-        match outcome {
-            Ok(id) => {
-                call.created.insert(cid.clone(), id.clone());
-                resp.created.insert(cid, Created { id });
-            }
-            Err(e) => {
-                resp.not_created.insert(cid, e);
-            }
-        }
-    }
-    for (id, patch) in args.update.unwrap_or_default() {
-        let current = store::mailboxes(&ctx, account).await?;
-        let Some(m) = call
-            .resolve_id(&id)
-            .and_then(|i| ids::parse_mailbox(&i))
-            .and_then(|n| current.iter().find(|m| m.id == n).cloned())
-        else {
-            resp.not_updated.insert(id, SetError::not_found());
-            continue;
-        };
-        match update_one(call, &m, &current, patch).await {
-            Ok(()) => {
-                resp.updated.insert(id, None);
-            }
-            Err(e) => {
-                resp.not_updated.insert(id, e);
-            }
-        }
-    }
-    for id in args.destroy.unwrap_or_default() {
-        match destroy_one(call, &id, args.on_destroy_remove_emails).await? {
-            Ok(()) => resp.destroyed.push(id),
-            Err(e) => {
-                resp.not_destroyed.insert(id, e);
-            }
-        }
-    }
-    resp.new_state = state_of(&store::mailboxes(&ctx, account).await?);
-    reply("Mailbox/set", &resp)
-}
-
-/// One Mailbox/set create: the new mailbox's id, or why not. The outer
-/// error is a failed read of the store (the method fails).
-async fn create_one(call: &Call<'_>, c: MailboxCreate) -> Result<Result<String, SetError>, MethodError> {
-    let ctx = &call.shared.ctx;
-    let account = call.caller.account;
-    let _ = c.sort_order;
-    let current = store::mailboxes(ctx, account).await?;
-    let parent = match c.parent_id.as_deref().map(|p| call.resolve_id(p)) {
-        None => None,
-        Some(Some(p)) => match ids::parse_mailbox(&p).and_then(|id| current.iter().find(|m| m.id == id)) {
-            Some(m) => Some(m.clone()),
-            None => return Ok(Err(SetError::invalid_properties(&["parentId"], "no such mailbox"))),
-        },
-        Some(None) => return Ok(Err(SetError::invalid_properties(&["parentId"], "unknown creation id"))),
-    };
-    if c.name.is_empty() || c.name.contains(DELIMITER) || c.name.len() > 255 {
-        return Ok(Err(SetError::invalid_properties(&["name"], "1..255 bytes, no '/'")));
-    }
-    let name = full_name(parent.as_ref(), &c.name);
-    let special_use = c.role.as_deref().and_then(special_use_of);
-    let op = MailboxOp::Create {
-        name: name.clone(),
-        special_use,
-    };
-    match mailbox_ops::request(ctx, account, op).await {
-        Ok(_) => {}
-        Err(OpError::AlreadyExists(_)) => return Ok(Err(SetError::new("alreadyExists", format!("{name} exists")))),
-        Err(e) => return Ok(Err(SetError::from_op(&e))),
-    }
-    let after = store::mailboxes(ctx, account).await?;
-    let Some(m) = after.iter().find(|m| m.name == name) else {
-        // Deleted again between the create and this read.
-        return Ok(Err(SetError::new(
-            "serverFail",
-            format!("{name} vanished after its creation"),
-        )));
-    };
-    if c.is_subscribed == Some(false) {
-        let op = MailboxOp::Subscribe {
-            name: name.clone(),
-            subscribed: false,
-        };
-        let _ = mailbox_ops::request(ctx, account, op).await;
-    }
-    Ok(Ok(ids::mailbox_id(m.id)))
-}
-
-/// One Mailbox/set destroy. The outer error is a failed read of the store.
-async fn destroy_one(call: &Call<'_>, id: &str, remove_emails: bool) -> Result<Result<(), SetError>, MethodError> {
-    let ctx = &call.shared.ctx;
-    let account = call.caller.account;
-    let current = store::mailboxes_with_counts(ctx, account).await?;
-    let Some((m, c)) = ids::parse_mailbox(id).and_then(|n| current.iter().find(|(m, _)| m.id == n).cloned()) else {
-        return Ok(Err(SetError::not_found()));
-    };
-    if m.name == "INBOX" {
-        return Ok(Err(SetError::new("forbidden", "the inbox cannot be destroyed")));
-    }
-    let prefix = format!("{}{DELIMITER}", m.name);
-    if current.iter().any(|(o, _)| o.name.starts_with(&prefix)) {
-        return Ok(Err(SetError::new("mailboxHasChild", "the mailbox has children")));
-    }
-    if c.messages > 0 && !remove_emails {
-        return Ok(Err(SetError::new("mailboxHasEmail", "the mailbox is not empty")));
-    }
-    Ok(
-        mailbox_ops::request(ctx, account, MailboxOp::Delete { name: m.name.clone() })
-            .await
-            .map(|_| ())
-            .map_err(|e| SetError::from_op(&e)),
-    )
-}
-
-async fn update_one(
-    call: &Call<'_>,
-    m: &Mailbox,
-    current: &[Mailbox],
-    patch: Map<String, Value>,
-) -> Result<(), SetError> {
-    let ctx = &call.shared.ctx;
-    let account = call.caller.account;
-    let mut leaf = m
-        .name
-        .rsplit_once(DELIMITER)
-        .map_or(m.name.clone(), |(_, l)| l.to_string());
-    let mut parent: Option<Mailbox> = m
-        .name
-        .rsplit_once(DELIMITER)
-        .and_then(|(p, _)| current.iter().find(|o| o.name == p).cloned());
-    let mut subscribed = None;
-    for (key, value) in patch {
-        match (key.as_str(), value) {
-            ("name", Value::String(n)) => leaf = n,
-            ("parentId", Value::Null) => parent = None,
-            ("parentId", Value::String(p)) => {
-                let p = call.resolve_id(&p).unwrap_or(p);
-                parent = Some(
-                    ids::parse_mailbox(&p)
-                        .and_then(|id| current.iter().find(|o| o.id == id).cloned())
-                        .ok_or_else(|| SetError::invalid_properties(&["parentId"], "no such mailbox"))?,
-                );
-            }
-            ("isSubscribed", Value::Bool(b)) => subscribed = Some(b),
-            ("sortOrder", _) | ("role", _) => {}
-            (other, _) => {
-                return Err(SetError::invalid_properties(&[other], "cannot be changed"));
-            }
-        }
-    }
-    if leaf.is_empty() || leaf.contains(DELIMITER) {
-        return Err(SetError::invalid_properties(&["name"], "1..255 bytes, no '/'"));
-    }
-    let name = full_name(parent.as_ref(), &leaf);
-    if name != m.name {
-        if m.name == "INBOX" {
-            return Err(SetError::new("forbidden", "the inbox cannot be renamed"));
-        }
-        mailbox_ops::request(
-            ctx,
-            account,
-            MailboxOp::Rename {
-                from: m.name.clone(),
-                to: name.clone(),
-            },
-        )
-        .await
-        // A name taken by a sibling is a bad `name` property of this update.
-        .map_err(|e| match e {
-            OpError::AlreadyExists(_) => SetError::invalid_properties(&["name"], e.to_string()),
-            e => SetError::from_op(&e),
-        })?;
-    }
-    if let Some(s) = subscribed
-        && s != m.subscribed
-    {
-        mailbox_ops::request(ctx, account, MailboxOp::Subscribe { name, subscribed: s })
-            .await
-            .map_err(|e| SetError::from_op(&e))?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_mailbox_create_needs_only_a_name() {
-        super::super::object::assert_required::<MailboxCreate>(serde_json::json!({"name": "x"}));
     }
 }

@@ -7,8 +7,11 @@
 //!   back-references, creation ids, one method after the other.
 //! - [`object`]: one created or imported object parsed on its own, so a bad
 //!   one is its own `invalidProperties` and the others still run.
-//! - the methods: [`mailbox`], [`email_get`] (+ [`email_parts`]),
-//!   [`email_query`] (query, changes, snippets), [`email_set`] (set), [`email_import`]
+//! - [`filter`]: FilterOperator (`AND`/`OR`/`NOT`), shared by every /query.
+//! - the methods: [`mailbox`] (+ [`mailbox_set`]), [`email_get`] (+
+//!   [`email_parts`], [`email_body_lists`]), [`email_query`] (query,
+//!   changes, snippets; + [`email_filter`]), [`email_set`] (set; +
+//!   [`email_build`], the message a create describes), [`email_import`]
 //!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
 //!   [`vacation`], [`blob`] (upload, download, copy).
 //! - [`auth`] (Basic and bearer credentials), [`session`] (the Session
@@ -34,15 +37,20 @@ use crate::smtp::session::SmtpShared;
 pub mod auth;
 pub mod blob;
 pub mod dispatch;
+pub mod email_body_lists;
+pub mod email_build;
+pub mod email_filter;
 pub mod email_get;
 pub mod email_import;
 pub mod email_parts;
 pub mod email_query;
 pub mod email_query_index;
 pub mod email_set;
+pub mod filter;
 pub mod identity;
 pub mod ids;
 pub mod mailbox;
+pub mod mailbox_set;
 pub mod object;
 pub mod pointer;
 pub mod push;

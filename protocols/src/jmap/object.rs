@@ -55,6 +55,7 @@ impl From<PropertyError> for SetError {
             kind: "invalidProperties",
             description: Some(e.to_string()),
             properties: Some(e.properties()),
+            not_found: None,
         }
     }
 }

@@ -478,6 +478,7 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
             kind: "invalidRecipients",
             description: Some(format!("not deliverable: {}", invalid.join(", "))),
             properties: None,
+            not_found: None,
         });
     }
     let from = if mail_from.is_empty() {

@@ -247,6 +247,9 @@ pub struct SetError {
     pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub properties: Option<Vec<String>>,
+    /// `blobNotFound`: the blob ids that do not exist (RFC 8621 §4.6).
+    #[serde(rename = "notFound", skip_serializing_if = "Option::is_none")]
+    pub not_found: Option<Vec<String>>,
 }
 
 impl SetError {
@@ -255,6 +258,7 @@ impl SetError {
             kind,
             description: Some(description.into()),
             properties: None,
+            not_found: None,
         }
     }
     /// The SetError for a mailbox operation the shard actor did not apply.
@@ -274,6 +278,16 @@ impl SetError {
             kind: "notFound",
             description: None,
             properties: None,
+            not_found: None,
+        }
+    }
+    /// `blobNotFound` naming the missing blobs.
+    pub fn blob_not_found(blob_ids: Vec<String>) -> SetError {
+        SetError {
+            kind: "blobNotFound",
+            description: Some(format!("no such blob: {}", blob_ids.join(", "))),
+            properties: None,
+            not_found: Some(blob_ids),
         }
     }
     pub fn invalid_properties(props: &[&str], description: impl Into<String>) -> SetError {
@@ -281,6 +295,7 @@ impl SetError {
             kind: "invalidProperties",
             description: Some(description.into()),
             properties: Some(props.iter().map(|p| p.to_string()).collect()),
+            not_found: None,
         }
     }
 }

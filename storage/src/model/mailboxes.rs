@@ -57,6 +57,16 @@ pub struct Mailbox {
     /// indexing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unindexed_from: Option<Uid>,
+    /// JMAP `sortOrder` (RFC 8621 §2): where a client lists the mailbox
+    /// among its siblings. Absent (records written before it, and every
+    /// mailbox left at the default) reads as 0; not written when 0, so
+    /// such records stay byte for byte what earlier builds wrote.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sort_order: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Keywords a mailbox record lists. Beyond that a keyword is still stored
@@ -135,6 +145,7 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
         date_index: true,
         unseen_index: true,
         unindexed_from: None,
+        sort_order: 0,
     };
     put_record(txn, &keyspace::mailbox(account, id), &mb)?;
     txn.set(&name_key, &id.to_le_bytes())?;
@@ -266,6 +277,44 @@ pub async fn set_subscribed(txn: &Txn, account: AccountId, name: &str, subscribe
     let mut mb = before.clone();
     mb.subscribed = subscribed;
     put(txn, account, &before, &mb)
+}
+
+/// What [`set_attributes`] changes; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attributes {
+    pub sort_order: Option<u32>,
+    /// `Some(None)` removes the special use.
+    pub special_use: Option<Option<String>>,
+}
+
+/// Changes a mailbox's sort order and special use. A special use another
+/// mailbox of the account has is refused (`AlreadyExists`): JMAP allows
+/// each role on one mailbox only (RFC 8621 §2). Neither changes a MODSEQ:
+/// the JMAP Mailbox state digests them.
+pub async fn set_attributes(txn: &Txn, account: AccountId, id: MailboxId, attrs: &Attributes) -> Result<Mailbox> {
+    let before = get(txn, account, id)
+        .await?
+        .ok_or_else(|| StorageError::NotFound(format!("mailbox {id}")))?;
+    let mut mb = before.clone();
+    if let Some(order) = attrs.sort_order {
+        mb.sort_order = order;
+    }
+    if let Some(special_use) = &attrs.special_use {
+        if let Some(wanted) = special_use {
+            let taken = list(txn, account)
+                .await?
+                .into_iter()
+                .any(|o| o.id != id && o.special_use.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(wanted)));
+            if taken {
+                return Err(StorageError::AlreadyExists(format!("a mailbox with {wanted}")));
+            }
+        }
+        mb.special_use = special_use.clone();
+    }
+    if mb != before {
+        put(txn, account, &before, &mb)?;
+    }
+    Ok(mb)
 }
 
 /// Every subscribed name: the subscription keys, plus the mailboxes whose
