@@ -111,170 +111,17 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
             flags,
             unchanged_since,
         } => {
-            let mut out = OpResult {
-                mailbox: Some(mailbox),
-                ..Default::default()
+            let change = FlagChange {
+                op,
+                flags,
+                unchanged_since,
             };
-            for chunk in uids.chunks(STORE_UIDS_PER_TXN_MAX) {
-                let (chunk, flags, f) = (chunk.to_vec(), flags.clone(), fence.clone());
-                let (stored, modified) = ctx
-                    .db
-                    .run("imap_store", move |txn| {
-                        let (chunk, flags, f) = (chunk.clone(), flags.clone(), f.clone());
-                        async move {
-                            f.check(&txn).await?;
-                            let (mut stored, mut modified) = (Vec::new(), Vec::new());
-                            // One read of the chunk's rows and of the mailbox
-                            // record, not one per message.
-                            let done =
-                                messages::store_flags_many(&txn, account, mailbox, &chunk, op, &flags, unchanged_since)
-                                    .await?;
-                            for (uid, r) in done {
-                                match r {
-                                    Ok((fl, ms)) => stored.push((uid, fl, ms)),
-                                    Err(_) => modified.push(uid),
-                                }
-                            }
-                            Ok::<_, StorageError>((stored, modified))
-                        }
-                    })
-                    .await?;
-                out.stored.extend(stored);
-                out.modified.extend(modified);
-            }
-            out.modseq = highest_modseq(ctx, account, mailbox).await?;
-            Ok(out)
+            store(ctx, &fence, account, mailbox, &uids, change).await
         }
-        MailboxOp::Expunge { mailbox, uids } => {
-            let mut out = OpResult {
-                mailbox: Some(mailbox),
-                ..Default::default()
-            };
-            for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
-                let (chunk, f) = (chunk.to_vec(), fence.clone());
-                let gone = ctx
-                    .db
-                    .run("imap_expunge", move |txn| {
-                        let (chunk, f) = (chunk.clone(), f.clone());
-                        async move {
-                            f.check(&txn).await?;
-                            let mut gone = Vec::new();
-                            for uid in chunk {
-                                if let Some(body) = messages::expunge(&txn, account, mailbox, uid).await? {
-                                    blob::release(&txn, &body)?;
-                                    gone.push(uid);
-                                }
-                            }
-                            Ok::<_, StorageError>(gone)
-                        }
-                    })
-                    .await?;
-                out.expunged.extend(gone);
-            }
-            out.modseq = highest_modseq(ctx, account, mailbox).await?;
-            Ok(out)
-        }
-        MailboxOp::Copy { from, uids, to, moving } => {
-            let mut out = OpResult {
-                mailbox: Some(to),
-                ..Default::default()
-            };
-            // A MOVE leaves the usage as it is; a COPY must fit whole
-            // (checked before its first chunk: the shard actor is the
-            // account's only writer of mailbox operations).
-            if !moving && !copy_fits(ctx, account, from, &uids).await? {
-                metrics::counter!("meshmail_imap_copy_over_quota_total").increment(1);
-                out.over_quota = true;
-                return Ok(out);
-            }
-            for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
-                let (chunk, f) = (chunk.to_vec(), fence.clone());
-                let (pairs, validity) = ctx
-                    .db
-                    .run("imap_copy", move |txn| {
-                        let (chunk, f) = (chunk.clone(), f.clone());
-                        async move {
-                            f.check(&txn).await?;
-                            let target = mailboxes::get(&txn, account, to)
-                                .await?
-                                .ok_or_else(|| StorageError::NotFound("target mailbox".into()))?;
-                            let mut pairs = Vec::new();
-                            for uid in chunk {
-                                if let Some((new_uid, body)) =
-                                    messages::copy_to(&txn, account, from, uid, to, moving).await?
-                                {
-                                    if !moving {
-                                        // A MOVE hands its reference over; a COPY shares the body.
-                                        blob::add_reference(&txn, &body)?;
-                                    }
-                                    pairs.push((uid, new_uid));
-                                }
-                            }
-                            Ok::<_, StorageError>((pairs, target.uid_validity))
-                        }
-                    })
-                    .await?;
-                if moving {
-                    out.expunged.extend(pairs.iter().map(|(u, _)| *u));
-                }
-                out.copied.extend(pairs);
-                out.uid_validity = validity;
-            }
-            out.modseq = highest_modseq(ctx, account, to).await?;
-            Ok(out)
-        }
-        MailboxOp::ClaimRecent { mailbox } => {
-            let range = ctx
-                .db
-                .run("imap_claim_recent", move |txn| {
-                    let f = fence.clone();
-                    async move {
-                        f.check(&txn).await?;
-                        let before = mailboxes::get(&txn, account, mailbox)
-                            .await?
-                            .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
-                        let top = before.uid_next.saturating_sub(1);
-                        if top > before.recent_uid {
-                            let after = mailboxes::Mailbox {
-                                recent_uid: top,
-                                ..before.clone()
-                            };
-                            mailboxes::put(&txn, account, &before, &after)?;
-                        }
-                        Ok::<_, StorageError>((before.recent_uid, top.max(before.recent_uid)))
-                    }
-                })
-                .await?;
-            Ok(OpResult {
-                recent: Some(range),
-                ..Default::default()
-            })
-        }
-        MailboxOp::Create { name, special_use } => {
-            ctx.db
-                .run("imap_create", move |txn| {
-                    let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
-                    async move {
-                        f.check(&txn).await?;
-                        // RFC 9051 §6.3.4: superiors of a hierarchical name
-                        // are created too, when missing.
-                        let mut superior = String::new();
-                        let pieces: Vec<&str> = name.split(mailboxes::DELIMITER).collect();
-                        for piece in &pieces[..pieces.len().saturating_sub(1)] {
-                            if !superior.is_empty() {
-                                superior.push(mailboxes::DELIMITER);
-                            }
-                            superior.push_str(piece);
-                            if !piece.is_empty() && mailboxes::find(&txn, account, &superior).await?.is_none() {
-                                mailboxes::create(&txn, account, &superior, None).await?;
-                            }
-                        }
-                        mailboxes::create(&txn, account, &name, special_use).await
-                    }
-                })
-                .await?;
-            Ok(OpResult::default())
-        }
+        MailboxOp::Expunge { mailbox, uids } => expunge(ctx, &fence, account, mailbox, &uids).await,
+        MailboxOp::Copy { from, uids, to, moving } => copy(ctx, &fence, account, (from, to), &uids, moving).await,
+        MailboxOp::ClaimRecent { mailbox } => claim_recent(ctx, fence, account, mailbox).await,
+        MailboxOp::Create { name, special_use } => create(ctx, fence, account, name, special_use).await,
         MailboxOp::Subscribe { name, subscribed } => {
             ctx.db
                 .run("imap_subscribe", move |txn| {
@@ -302,6 +149,221 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
         MailboxOp::Rename { from, to } => rename(ctx, &fence, account, &from, &to).await,
         MailboxOp::Delete { name } => delete(ctx, &fence, account, &name).await,
     }
+}
+
+/// What a STORE changes: the flags, how, and the UNCHANGEDSINCE bound.
+struct FlagChange {
+    op: FlagOp,
+    flags: Vec<String>,
+    unchanged_since: Option<u64>,
+}
+
+/// STORE, [`STORE_UIDS_PER_TXN_MAX`] messages per transaction.
+async fn store(
+    ctx: &Arc<NodeCtx>,
+    fence: &Fence,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+    change: FlagChange,
+) -> Result<OpResult, StorageError> {
+    let mut out = OpResult {
+        mailbox: Some(mailbox),
+        ..Default::default()
+    };
+    let FlagChange {
+        op,
+        flags,
+        unchanged_since,
+    } = change;
+    for chunk in uids.chunks(STORE_UIDS_PER_TXN_MAX) {
+        let (chunk, flags, f) = (chunk.to_vec(), flags.clone(), fence.clone());
+        let (stored, modified) = ctx
+            .db
+            .run("imap_store", move |txn| {
+                let (chunk, flags, f) = (chunk.clone(), flags.clone(), f.clone());
+                async move {
+                    f.check(&txn).await?;
+                    let (mut stored, mut modified) = (Vec::new(), Vec::new());
+                    // One read of the chunk's rows and of the mailbox
+                    // record, not one per message.
+                    let done =
+                        messages::store_flags_many(&txn, account, mailbox, &chunk, op, &flags, unchanged_since).await?;
+                    for (uid, r) in done {
+                        match r {
+                            Ok((fl, ms)) => stored.push((uid, fl, ms)),
+                            Err(_) => modified.push(uid),
+                        }
+                    }
+                    Ok::<_, StorageError>((stored, modified))
+                }
+            })
+            .await?;
+        out.stored.extend(stored);
+        out.modified.extend(modified);
+    }
+    out.modseq = highest_modseq(ctx, account, mailbox).await?;
+    Ok(out)
+}
+
+/// EXPUNGE, [`UIDS_PER_TXN_MAX`] messages per transaction; each removed
+/// message releases its body's reference.
+async fn expunge(
+    ctx: &Arc<NodeCtx>,
+    fence: &Fence,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<OpResult, StorageError> {
+    let mut out = OpResult {
+        mailbox: Some(mailbox),
+        ..Default::default()
+    };
+    for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
+        let (chunk, f) = (chunk.to_vec(), fence.clone());
+        let gone = ctx
+            .db
+            .run("imap_expunge", move |txn| {
+                let (chunk, f) = (chunk.clone(), f.clone());
+                async move {
+                    f.check(&txn).await?;
+                    let mut gone = Vec::new();
+                    for uid in chunk {
+                        if let Some(body) = messages::expunge(&txn, account, mailbox, uid).await? {
+                            blob::release(&txn, &body)?;
+                            gone.push(uid);
+                        }
+                    }
+                    Ok::<_, StorageError>(gone)
+                }
+            })
+            .await?;
+        out.expunged.extend(gone);
+    }
+    out.modseq = highest_modseq(ctx, account, mailbox).await?;
+    Ok(out)
+}
+
+/// COPY or MOVE from `from` to `to`, [`UIDS_PER_TXN_MAX`] messages per
+/// transaction.
+async fn copy(
+    ctx: &Arc<NodeCtx>,
+    fence: &Fence,
+    account: AccountId,
+    (from, to): (MailboxId, MailboxId),
+    uids: &[Uid],
+    moving: bool,
+) -> Result<OpResult, StorageError> {
+    let mut out = OpResult {
+        mailbox: Some(to),
+        ..Default::default()
+    };
+    // A MOVE leaves the usage as it is; a COPY must fit whole (checked
+    // before its first chunk: the shard actor is the account's only
+    // writer of mailbox operations).
+    if !moving && !copy_fits(ctx, account, from, uids).await? {
+        metrics::counter!("meshmail_imap_copy_over_quota_total").increment(1);
+        out.over_quota = true;
+        return Ok(out);
+    }
+    for chunk in uids.chunks(UIDS_PER_TXN_MAX) {
+        let (chunk, f) = (chunk.to_vec(), fence.clone());
+        let (pairs, validity) = ctx
+            .db
+            .run("imap_copy", move |txn| {
+                let (chunk, f) = (chunk.clone(), f.clone());
+                async move {
+                    f.check(&txn).await?;
+                    let target = mailboxes::get(&txn, account, to)
+                        .await?
+                        .ok_or_else(|| StorageError::NotFound("target mailbox".into()))?;
+                    let mut pairs = Vec::new();
+                    for uid in chunk {
+                        if let Some((new_uid, body)) = messages::copy_to(&txn, account, from, uid, to, moving).await? {
+                            if !moving {
+                                // A MOVE hands its reference over; a COPY shares the body.
+                                blob::add_reference(&txn, &body)?;
+                            }
+                            pairs.push((uid, new_uid));
+                        }
+                    }
+                    Ok::<_, StorageError>((pairs, target.uid_validity))
+                }
+            })
+            .await?;
+        if moving {
+            out.expunged.extend(pairs.iter().map(|(u, _)| *u));
+        }
+        out.copied.extend(pairs);
+        out.uid_validity = validity;
+    }
+    out.modseq = highest_modseq(ctx, account, to).await?;
+    Ok(out)
+}
+
+/// IMAP4rev1 `\Recent`: the UIDs no session has taken as recent yet.
+async fn claim_recent(
+    ctx: &Arc<NodeCtx>,
+    fence: Fence,
+    account: AccountId,
+    mailbox: MailboxId,
+) -> Result<OpResult, StorageError> {
+    let range = ctx
+        .db
+        .run("imap_claim_recent", move |txn| {
+            let f = fence.clone();
+            async move {
+                f.check(&txn).await?;
+                let before = mailboxes::get(&txn, account, mailbox)
+                    .await?
+                    .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
+                let top = before.uid_next.saturating_sub(1);
+                if top > before.recent_uid {
+                    let after = mailboxes::Mailbox {
+                        recent_uid: top,
+                        ..before.clone()
+                    };
+                    mailboxes::put(&txn, account, &before, &after)?;
+                }
+                Ok::<_, StorageError>((before.recent_uid, top.max(before.recent_uid)))
+            }
+        })
+        .await?;
+    Ok(OpResult {
+        recent: Some(range),
+        ..Default::default()
+    })
+}
+
+/// CREATE, with missing superiors of a hierarchical name (RFC 9051 §6.3.4).
+async fn create(
+    ctx: &Arc<NodeCtx>,
+    fence: Fence,
+    account: AccountId,
+    name: String,
+    special_use: Option<String>,
+) -> Result<OpResult, StorageError> {
+    ctx.db
+        .run("imap_create", move |txn| {
+            let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
+            async move {
+                f.check(&txn).await?;
+                let mut superior = String::new();
+                let pieces: Vec<&str> = name.split(mailboxes::DELIMITER).collect();
+                for piece in &pieces[..pieces.len().saturating_sub(1)] {
+                    if !superior.is_empty() {
+                        superior.push(mailboxes::DELIMITER);
+                    }
+                    superior.push_str(piece);
+                    if !piece.is_empty() && mailboxes::find(&txn, account, &superior).await?.is_none() {
+                        mailboxes::create(&txn, account, &superior, None).await?;
+                    }
+                }
+                mailboxes::create(&txn, account, &name, special_use).await
+            }
+        })
+        .await?;
+    Ok(OpResult::default())
 }
 
 /// The lease check every write transaction of a shard starts with.
