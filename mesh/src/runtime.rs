@@ -253,6 +253,18 @@ impl MeshRuntime {
         self.shared.view.read().expect("view").settled
     }
 
+    /// Whether incarnation (`node`, `generation`) is gone as far as this
+    /// node can tell: the failure detector declared it dead, or a newer
+    /// generation of it is known. Its QUIC connection may linger until the
+    /// idle timeout (4 s); a request waiting on it should not.
+    pub fn peer_gone(&self, node: &str, generation: u64) -> bool {
+        let view = self.shared.view.read().expect("view");
+        view.members.iter().any(|m| {
+            m.node == node
+                && (m.generation > generation || (m.generation == generation && m.status == MemberStatus::Dead))
+        })
+    }
+
     /// Whether the last round was settled and changed no lease: the node
     /// holds what placement gives it (or waits on a peer's hand-off).
     pub fn converged(&self) -> bool {

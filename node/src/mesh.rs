@@ -39,6 +39,9 @@ use crate::vitals::Vitals;
 const HINT_TAG: &[u8] = b"H:";
 /// A remote delivery waits this long for the owner's commit.
 const REMOTE_DELIVERY_TIMEOUT: Duration = Duration::from_secs(35);
+/// How often a forwarded request looks whether its target was declared
+/// dead (membership publishes its view every round).
+const PEER_GONE_POLL: Duration = Duration::from_millis(50);
 const REMOTE_OP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often a node renews its watches on the owners of watched accounts.
 const WATCH_RENEW: Duration = Duration::from_secs(2);
@@ -175,13 +178,26 @@ impl Router {
         }
     }
 
+    /// Sends `req` to incarnation (`node`, `generation`) and waits for its
+    /// answer at most `timeout`, or until membership declares that
+    /// incarnation dead or superseded: a request to a node that died must
+    /// fail over after the failure detector's `dead_after` (1 s), not wait
+    /// for the dead QUIC connection's idle timeout (4 s).
     async fn send(&self, node: &str, generation: u64, req: &Request, timeout: Duration) -> Result<Reply, String> {
         let body = serde_json::to_vec(req).map_err(|e| e.to_string())?;
-        let answer = self
-            .cluster
-            .call(node, generation, body, timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let call = self.cluster.call(node, generation, body, timeout);
+        let gone = async {
+            while !self.runtime.peer_gone(node, generation) {
+                tokio::time::sleep(PEER_GONE_POLL).await;
+            }
+        };
+        let answer = tokio::select! {
+            answer = call => answer.map_err(|e| e.to_string())?,
+            () = gone => {
+                metrics::counter!("meshmail_remote_abandoned_total").increment(1);
+                return Err(format!("{node}#{generation} was declared dead while the request waited"));
+            }
+        };
         serde_json::from_slice(&answer).map_err(|e| format!("malformed reply from {node}: {e}"))
     }
 }
@@ -194,14 +210,15 @@ impl ShardRouter for Router {
             Err(why) => return Route::Retry(why),
         };
         let started = Instant::now();
+        // Never past the delivery's own deadline (the client's patience:
+        // `[smtp] delivery_timeout_s`), plus a moment for the answer.
+        let timeout = match req.deadline_in_ms {
+            0 => REMOTE_DELIVERY_TIMEOUT,
+            ms => (Duration::from_millis(ms) + Duration::from_millis(500)).min(REMOTE_DELIVERY_TIMEOUT),
+        };
         // Deliveries are idempotent by acceptance id: any failure may retry.
         let result = self
-            .send(
-                &node,
-                generation,
-                &Request::Deliver { shard, req },
-                REMOTE_DELIVERY_TIMEOUT,
-            )
+            .send(&node, generation, &Request::Deliver { shard, req }, timeout)
             .await;
         metrics::histogram!("meshmail_remote_delivery_seconds").record(started.elapsed().as_secs_f64());
         match result {

@@ -121,6 +121,7 @@ pub const HELP: &[(&str, Kind, &str)] = &[
     ("meshmail_mesh_drain_deadline_missed_total", C, "Drains that did not finish within their deadline."),
     ("meshmail_remote_delivery_seconds", H, "Time of a delivery forwarded to the shard owner on another node."),
     ("meshmail_remote_errors_total", C, "Requests forwarded to another node that failed, by kind."),
+    ("meshmail_remote_abandoned_total", C, "Requests forwarded to another node abandoned because membership declared that node dead (or a newer generation of it known) while they waited."),
     ("meshmail_remote_watched_accounts", G, "Accounts watched for other nodes' IDLE and push sessions."),
     // SMTP.
     ("meshmail_smtp_sessions_total", C, "SMTP/LMTP sessions accepted, by listener."),
