@@ -42,7 +42,19 @@ pub enum MailboxOp {
         to: MailboxId,
         moving: bool,
     },
+    /// Creates a mailbox and its missing superiors, all subscribed (what
+    /// JMAP's Mailbox/set builds on).
     Create {
+        name: String,
+        special_use: Option<String>,
+    },
+    /// IMAP CREATE: the same, subscribing none of them. Subscriptions are
+    /// the client's, made by SUBSCRIBE (RFC 3501 §6.3.3, §6.3.6); LIST
+    /// RETURN (SUBSCRIBED) and LSUB show what it chose. A new variant
+    /// rather than a field of `Create`, which JMAP builds too: a node of an
+    /// older build refuses it as malformed (the CREATE fails, nothing is
+    /// half-done) during a rolling upgrade.
+    CreateUnsubscribed {
         name: String,
         special_use: Option<String>,
     },
@@ -245,30 +257,9 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
                 ..Default::default()
             })
         }
-        MailboxOp::Create { name, special_use } => {
-            ctx.db
-                .run("imap_create", move |txn| {
-                    let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
-                    async move {
-                        f.check(&txn).await?;
-                        // RFC 9051 §6.3.4: superiors of a hierarchical name
-                        // are created too, when missing.
-                        let mut superior = String::new();
-                        let pieces: Vec<&str> = name.split(mailboxes::DELIMITER).collect();
-                        for piece in &pieces[..pieces.len().saturating_sub(1)] {
-                            if !superior.is_empty() {
-                                superior.push(mailboxes::DELIMITER);
-                            }
-                            superior.push_str(piece);
-                            if !piece.is_empty() && mailboxes::find(&txn, account, &superior).await?.is_none() {
-                                mailboxes::create(&txn, account, &superior, None).await?;
-                            }
-                        }
-                        mailboxes::create(&txn, account, &name, special_use).await
-                    }
-                })
-                .await?;
-            Ok(OpResult::default())
+        MailboxOp::Create { name, special_use } => create(ctx, &fence, account, name, special_use, true).await,
+        MailboxOp::CreateUnsubscribed { name, special_use } => {
+            create(ctx, &fence, account, name, special_use, false).await
         }
         MailboxOp::Subscribe { name, subscribed } => {
             ctx.db
@@ -285,6 +276,60 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
         MailboxOp::Rename { from, to } => rename(ctx, &fence, account, &from, &to).await,
         MailboxOp::Delete { name } => delete(ctx, &fence, account, &name).await,
     }
+}
+
+/// Creates `name` and, when missing, its superiors (RFC 9051 §6.3.4), in
+/// one transaction; `subscribed`: whether the new mailboxes are.
+async fn create(
+    ctx: &Arc<NodeCtx>,
+    fence: &Fence,
+    account: AccountId,
+    name: String,
+    special_use: Option<String>,
+    subscribed: bool,
+) -> Result<OpResult, StorageError> {
+    let fence = fence.clone();
+    ctx.db
+        .run("imap_create", move |txn| {
+            let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
+            async move {
+                f.check(&txn).await?;
+                let mut superior = String::new();
+                let pieces: Vec<&str> = name.split(mailboxes::DELIMITER).collect();
+                for piece in &pieces[..pieces.len().saturating_sub(1)] {
+                    if !superior.is_empty() {
+                        superior.push(mailboxes::DELIMITER);
+                    }
+                    superior.push_str(piece);
+                    if !piece.is_empty() && mailboxes::find(&txn, account, &superior).await?.is_none() {
+                        create_one(&txn, account, &superior, None, subscribed).await?;
+                    }
+                }
+                create_one(&txn, account, &name, special_use, subscribed).await
+            }
+        })
+        .await?;
+    Ok(OpResult::default())
+}
+
+/// One new mailbox. The store creates mailboxes subscribed; an
+/// unsubscribed one is written again in the same transaction (a
+/// subscription key left by a deleted mailbox of that name still counts,
+/// RFC 3501 §6.3.6).
+async fn create_one(
+    txn: &Txn,
+    account: AccountId,
+    name: &str,
+    special_use: Option<String>,
+    subscribed: bool,
+) -> Result<(), StorageError> {
+    let created = mailboxes::create(txn, account, name, special_use).await?;
+    if !subscribed {
+        let mut after = created.clone();
+        after.subscribed = false;
+        mailboxes::put(txn, account, &created, &after)?;
+    }
+    Ok(())
 }
 
 /// The lease check every write transaction of a shard starts with.

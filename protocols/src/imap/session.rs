@@ -392,8 +392,9 @@ impl State {
 
     /// RFC 7162 §3.1: a command that uses MODSEQ (FETCH MODSEQ or
     /// CHANGEDSINCE, SEARCH MODSEQ, STORE UNCHANGEDSINCE) makes the session
-    /// CONDSTORE-aware. The first time, the tagged OK carries
-    /// `HIGHESTMODSEQ` (the code returned here).
+    /// CONDSTORE-aware. The first time, the client is told `HIGHESTMODSEQ`
+    /// (the code returned here): FETCH in an untagged OK before its
+    /// responses, SEARCH and STORE in their tagged OK.
     pub fn condstore_by_use(&mut self, sel: &Selected) -> Option<String> {
         if self.condstore {
             return None;

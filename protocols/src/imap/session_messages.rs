@@ -298,6 +298,13 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
     let need = cmd.attrs.iter().map(summary_need).max().unwrap_or(SummaryNeed::Nothing);
     let db = st.shared.ctx.db.clone();
     let mut unknown_cte = false;
+    // The first FETCH that uses MODSEQ makes the session CONDSTORE-aware
+    // (RFC 7162 §3.1): the client learns the HIGHESTMODSEQ in an untagged
+    // OK before the first MODSEQ it sees (§3.1.2.1), as from SELECT.
+    let uses_modseq = cmd.changed_since.is_some() || cmd.attrs.iter().any(|a| matches!(a, FetchAttr::ModSeq));
+    if uses_modseq && let Some(code) = st.condstore_by_use(sel) {
+        conn.send(&response::untagged(Status::Ok, Some(&code), "Highest"));
+    }
     // Messages of this session's view that another session expunged: they
     // have no row any more, and an EXPUNGE may not be sent during FETCH.
     let mut vanished = 0usize;
@@ -397,9 +404,7 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
             "Cannot decode a part's transfer encoding",
         );
     } else {
-        let uses = cmd.changed_since.is_some() || cmd.attrs.iter().any(|a| matches!(a, FetchAttr::ModSeq));
-        let code = if uses { st.condstore_by_use(sel) } else { None };
-        if vanished > 0 && code.is_none() {
+        if vanished > 0 {
             // RFC 9051 §7.1: the client learns why some messages it asked
             // for got no answer; the EXPUNGEs come at its next command.
             st.tagged(
@@ -410,7 +415,7 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
                 "Some messages were expunged by another session",
             );
         } else {
-            st.tagged(conn, tag, Status::Ok, code.as_deref(), "FETCH completed");
+            st.tagged(conn, tag, Status::Ok, None, "FETCH completed");
         }
     }
 }
