@@ -249,5 +249,35 @@ for criteria, want in SORT_ANSWERS.items():
     if data[0].decode() != want:
         fail(f"SORT {criteria}: {data[0].decode()!r}, want {want!r}")
 c.logout()
+# BODYSTRUCTURE lines count the line breaks in a part's content; the CRLF
+# before a boundary is the boundary's (RFC 2046 §5.1.1), sizes unchanged.
+# Three Cc fields (Cc, CC, cc) all make the ENVELOPE and SEARCH CC.
+# Dovecot 2.3 answers the same (imap_dovecot.rs, corpus 344-352).
+c = session()
+c.create("shapes")
+c.append("shapes", None, None,
+         b"From: a@example.net\r\nSubject: lines\r\nMIME-Version: 1.0\r\n"
+         b"Content-Type: multipart/mixed; boundary=b\r\n\r\n"
+         b"--b\r\nContent-Type: text/plain\r\n\r\nline one\r\nline two\r\n"
+         b"--b\r\nContent-Type: text/plain\r\n\r\nends blank\r\n\r\n--b--")
+c.append("shapes", None, None,
+         b"From: a@example.net\r\nSubject: ccs\r\nCc: One <cc1@example.org>\r\n"
+         b"CC: cc2@example.org,\r\n cc3@example.org\r\ncc: cc4@example.org\r\n\r\nbody\r\n")
+c.select("shapes")
+typ, data = c.fetch("1", "(BODYSTRUCTURE)")
+want = ('(("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 18 1 NIL NIL NIL NIL)'
+        '("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 12 1 NIL NIL NIL NIL)')
+if want not in data[0].decode():
+    fail(f"BODYSTRUCTURE line counts: {data[0]!r}, want parts {want}")
+typ, data = c.fetch("2", "(ENVELOPE)")
+want = ('(("One" NIL "cc1" "example.org")(NIL NIL "cc2" "example.org")'
+        '(NIL NIL "cc3" "example.org")(NIL NIL "cc4" "example.org"))')
+if want not in data[0].decode():
+    fail(f"ENVELOPE of three Cc fields: {data[0]!r}, want cc {want}")
+for needle in ("cc1", "cc2", "cc3", "cc4"):
+    typ, data = c.search(None, "CC", needle)
+    if data[0].split() != [b"2"]:
+        fail(f"SEARCH CC {needle}: {data!r}, want [b'2']")
+c.logout()
 print("imap compliance: ok" if not failures else f"imap compliance: {len(failures)} failed")
 sys.exit(1 if failures else 0)
