@@ -115,6 +115,16 @@ untagged, tagged = raw.command("FETCH 1 (MODSEQ)")
 if any(b"HIGHESTMODSEQ" in ln for ln in untagged + [tagged]):
     fail(f"second FETCH (MODSEQ) repeated HIGHESTMODSEQ: {untagged!r} {tagged!r}")
 raw.close()
+# The other CONDSTORE enabling commands the same way, each first in its
+# session: SEARCH MODSEQ, STORE UNCHANGEDSINCE.
+for first in ("SEARCH MODSEQ 1", "STORE 4 (UNCHANGEDSINCE 1000000) +FLAGS (\\Draft)"):
+    raw = Conn(addr)
+    raw.ok(f'LOGIN "{user}" "{password}"')
+    raw.ok("SELECT cs")
+    untagged, tagged = raw.command(first)
+    if not untagged or not untagged[0].startswith(b"* OK [HIGHESTMODSEQ "):
+        fail(f"first {first}: no untagged OK [HIGHESTMODSEQ] first: {untagged!r} {tagged!r}")
+    raw.close()
 typ, got = command(c, "FETCH", "1:*", "(MODSEQ)")
 modseq = {}
 for line in got.get("FETCH", []):

@@ -65,11 +65,9 @@ pub(super) async fn run(
                 st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
                 return Ok(Transition::Stay);
             }
-            let condstore_code = if cmd.unchanged_since.is_some() {
-                st.condstore_by_use(sel)
-            } else {
-                None
-            };
+            if cmd.unchanged_since.is_some() {
+                st.condstore_by_use(conn, sel);
+            }
             let op = MailboxOp::Store {
                 mailbox: sel.id,
                 uids,
@@ -104,7 +102,7 @@ pub(super) async fn run(
                     }
                     st.sync(conn, Some(sel), uid).await;
                     if r.modified.is_empty() {
-                        st.tagged(conn, tag, Status::Ok, condstore_code.as_deref(), "STORE completed");
+                        st.tagged(conn, tag, Status::Ok, None, "STORE completed");
                     } else {
                         let ids: Vec<u32> = if uid {
                             r.modified.clone()
@@ -302,8 +300,8 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
     // (RFC 7162 §3.1): the client learns the HIGHESTMODSEQ in an untagged
     // OK before the first MODSEQ it sees (§3.1.2.1), as from SELECT.
     let uses_modseq = cmd.changed_since.is_some() || cmd.attrs.iter().any(|a| matches!(a, FetchAttr::ModSeq));
-    if uses_modseq && let Some(code) = st.condstore_by_use(sel) {
-        conn.send(&response::untagged(Status::Ok, Some(&code), "Highest"));
+    if uses_modseq {
+        st.condstore_by_use(conn, sel);
     }
     // Messages of this session's view that another session expunged: they
     // have no row any more, and an EXPUNGE may not be sent during FETCH.

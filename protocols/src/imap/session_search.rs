@@ -467,6 +467,9 @@ pub(super) async fn search(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
     };
     let ids: Vec<u32> = hits.iter().map(|(s, u, _)| if cmd.uid { *u } else { *s }).collect();
     let modseq = uses_modseq(&cmd.key).then(|| hits.iter().map(|h| h.2).max().unwrap_or(0));
+    if modseq.is_some() {
+        st.condstore_by_use(conn, sel);
+    }
     match cmd.ret {
         Some(ret) => {
             if ret.save {
@@ -496,13 +499,8 @@ pub(super) async fn search(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
         }
         None => conn.send(&response::search_line(&ids, modseq)),
     }
-    let code = if uses_modseq(&cmd.key) {
-        st.condstore_by_use(sel)
-    } else {
-        None
-    };
     st.sync(conn, Some(sel), cmd.uid).await;
-    st.tagged(conn, tag, Status::Ok, code.as_deref(), "SEARCH completed");
+    st.tagged(conn, tag, Status::Ok, None, "SEARCH completed");
 }
 
 /// The MODSEQ an ESEARCH answer carries (RFC 7162 §3.1.5 with RFC 4731
