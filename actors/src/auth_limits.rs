@@ -49,7 +49,10 @@ impl Default for AuthLimits {
     fn default() -> Self {
         AuthLimits {
             failures_per_ip_max: 10,
-            failures_per_account_max: 20,
+            // Below the address's limit, or it would never be reached:
+            // the failures of one account from an address are some of
+            // that address's failures.
+            failures_per_account_max: 5,
             failure_window: Duration::from_secs(300),
         }
     }
