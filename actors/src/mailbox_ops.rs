@@ -312,10 +312,8 @@ async fn create(
     Ok(OpResult::default())
 }
 
-/// One new mailbox. The store creates mailboxes subscribed; an
-/// unsubscribed one is written again in the same transaction (a
-/// subscription key left by a deleted mailbox of that name still counts,
-/// RFC 3501 §6.3.6).
+/// One new mailbox, `subscribed` or not (unless a subscription of a
+/// deleted mailbox of that name is still there).
 async fn create_one(
     txn: &Txn,
     account: AccountId,
@@ -323,11 +321,10 @@ async fn create_one(
     special_use: Option<String>,
     subscribed: bool,
 ) -> Result<(), StorageError> {
-    let created = mailboxes::create(txn, account, name, special_use).await?;
-    if !subscribed {
-        let mut after = created.clone();
-        after.subscribed = false;
-        mailboxes::put(txn, account, &created, &after)?;
+    if subscribed {
+        mailboxes::create(txn, account, name, special_use).await?;
+    } else {
+        mailboxes::create_unsubscribed(txn, account, name, special_use).await?;
     }
     Ok(())
 }
