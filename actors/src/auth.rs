@@ -2,7 +2,9 @@
 //! fixed-size pool of dedicated threads (never on the async workers), a
 //! short-lived cache of verified credentials keyed by a keyed hash of
 //! (user, password) so repeated logins skip the hash without storing any
-//! secret, and a failure limiter per client IP and per account.
+//! secret, and the failed-login limiter of [`crate::auth_limits`] (per
+//! client address and per account from an address, slowing down before
+//! refusing).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -10,6 +12,7 @@ use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::auth_limits::{Admission, FailureLimiter, LimitedBy};
 use hmac::{Hmac, Mac};
 use meshmail_storage::model::accounts::{self, Account};
 use meshmail_storage::{Database, StorageError};
@@ -20,38 +23,19 @@ use tokio::sync::oneshot;
 pub const HASH_QUEUE_MAX: usize = 256;
 /// How long a verified credential is trusted without hashing again.
 pub const CACHE_TTL: Duration = Duration::from_secs(300);
+/// Verified credentials cached before expired ones are dropped.
 const TRACKED_KEYS_MAX: usize = 100_000;
 
-/// How many failed logins are allowed, per client IP and per account, in a
-/// window that starts at the first failure (`[auth]` in the config). Past
-/// a limit every attempt of that IP or account is refused, without hashing,
-/// until the window ends; the refusal says when (Retry-After). The counts
-/// are per node: an attacker spreading over N nodes gets N times the
-/// attempts, which the per-account limit still bounds.
-#[derive(Debug, Clone, Copy)]
-pub struct AuthLimits {
-    pub failures_per_ip_max: u32,
-    pub failures_per_account_max: u32,
-    pub failure_window: Duration,
-}
-
-impl Default for AuthLimits {
-    fn default() -> Self {
-        AuthLimits {
-            failures_per_ip_max: 10,
-            failures_per_account_max: 20,
-            failure_window: Duration::from_secs(300),
-        }
-    }
-}
+pub use crate::auth_limits::AuthLimits;
 
 #[derive(Debug)]
 pub enum AuthOutcome {
     Ok(Account),
     /// Wrong user or password (indistinguishable on purpose).
     Failed,
-    /// Too many recent failures from this IP or for this account: no
-    /// attempt is checked before `retry_after` has passed.
+    /// Too many recent failures from this client address, or for this
+    /// account from it: no attempt is checked before `retry_after` has
+    /// passed.
     RateLimited {
         retry_after: Duration,
     },
@@ -70,8 +54,7 @@ pub struct Authenticator {
     jobs: SyncSender<Job>,
     cache_key: [u8; 32],
     cache: Mutex<HashMap<[u8; 32], (String, Instant)>>,
-    failures: Mutex<HashMap<String, (u32, Instant)>>,
-    limits: AuthLimits,
+    limiter: FailureLimiter,
 }
 
 impl Authenticator {
@@ -103,8 +86,7 @@ impl Authenticator {
             jobs: tx,
             cache_key: rand::random(),
             cache: Mutex::new(HashMap::new()),
-            failures: Mutex::new(HashMap::new()),
-            limits,
+            limiter: FailureLimiter::new(limits),
         })
     }
 
@@ -118,16 +100,13 @@ impl Authenticator {
 
     pub async fn authenticate(&self, user: &str, password: &str, ip: IpAddr) -> AuthOutcome {
         let user = user.trim().to_ascii_lowercase();
-        let (ip_key, acct_key) = (format!("ip:{ip}"), format!("acct:{user}"));
-        let wait = [
-            self.locked_for(&ip_key, self.limits.failures_per_ip_max),
-            self.locked_for(&acct_key, self.limits.failures_per_account_max),
-        ];
-        if let Some(retry_after) = wait.into_iter().flatten().max() {
-            let by = if wait[0].is_some() { "ip" } else { "account" };
-            metrics::counter!("meshmail_auth_total", "result" => "rate_limited").increment(1);
-            metrics::counter!("meshmail_auth_rate_limited_total", "by" => by).increment(1);
-            return AuthOutcome::RateLimited { retry_after };
+        match self.limiter.admit(&user, ip) {
+            Admission::Refused { by, retry_after } => {
+                metrics::counter!("meshmail_auth_total", "result" => "rate_limited").increment(1);
+                metrics::counter!("meshmail_auth_rate_limited_total", "by" => by.label()).increment(1);
+                return AuthOutcome::RateLimited { retry_after };
+            }
+            Admission::Check => {}
         }
         let u = user.clone();
         let account = match self
@@ -180,14 +159,16 @@ impl Authenticator {
         );
         match (ok, account) {
             (Ok(true), Some(a)) => {
+                self.limiter.record_success(&user, ip);
                 metrics::counter!("meshmail_auth_total", "result" => "ok").increment(1);
                 AuthOutcome::Ok(a)
             }
             (Err(e), _) => AuthOutcome::Unavailable(e),
             _ => {
-                self.record_failure(&ip_key);
-                self.record_failure(&acct_key);
+                let (delay, by) = self.limiter.failure_delay(&user, ip);
+                self.limiter.record_failure(&user, ip);
                 metrics::counter!("meshmail_auth_total", "result" => "failed").increment(1);
+                slow_down(delay, by).await;
                 AuthOutcome::Failed
             }
         }
@@ -207,28 +188,17 @@ impl Authenticator {
         }
         wait.await.map_err(|_| "hashing thread failed".to_string())
     }
+}
 
-    /// How long `key` stays locked out, if it has reached `max` failures in
-    /// the current window.
-    fn locked_for(&self, key: &str, max: u32) -> Option<Duration> {
-        let failures = self.failures.lock().expect("failures");
-        let (n, since) = failures.get(key)?;
-        let left = self.limits.failure_window.checked_sub(since.elapsed())?;
-        (*n >= max).then_some(left.max(Duration::from_secs(1)))
+/// Holds back a failure answer (nothing when `delay` is zero), counted by
+/// which failures set the delay.
+async fn slow_down(delay: Duration, by: LimitedBy) {
+    if delay.is_zero() {
+        return;
     }
-
-    fn record_failure(&self, key: &str) {
-        let mut failures = self.failures.lock().expect("failures");
-        if failures.len() >= TRACKED_KEYS_MAX {
-            let window = self.limits.failure_window;
-            failures.retain(|_, (_, since)| since.elapsed() < window);
-        }
-        let entry = failures.entry(key.to_string()).or_insert((0, Instant::now()));
-        if entry.1.elapsed() >= self.limits.failure_window {
-            *entry = (0, Instant::now());
-        }
-        entry.0 += 1;
-    }
+    metrics::counter!("meshmail_auth_delayed_total", "by" => by.label()).increment(1);
+    metrics::histogram!("meshmail_auth_delay_seconds").record(delay.as_secs_f64());
+    tokio::time::sleep(delay).await;
 }
 
 /// A valid argon2id hash of a random password, verified for unknown users.

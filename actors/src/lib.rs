@@ -4,7 +4,8 @@
 //! single writer of their accounts' mailboxes ([`shard`]), the commit
 //! batchers that fold deliveries into one KV transaction ([`batcher`]), the
 //! compactor ([`compactor`]) and the poison quarantine ([`quarantine`]). [`delivery`] is the path sessions
-//! call; [`auth`] verifies passwords off the async workers.
+//! call; [`auth`] verifies passwords off the async workers, [`auth_limits`]
+//! limits failed logins.
 //!
 //! Architecture invariant: depends only on `meshmail-storage`. Supervisors
 //! override ractor's default of stopping when a child exits and restart
@@ -12,6 +13,7 @@
 //! Every actor counts itself in `meshmail_actors_live{kind}` ([`live`]).
 
 pub mod auth;
+pub mod auth_limits;
 pub mod batcher;
 pub mod compactor;
 pub mod delivery;

@@ -42,7 +42,19 @@ pub enum MailboxOp {
         to: MailboxId,
         moving: bool,
     },
+    /// Creates a mailbox and its missing superiors, all subscribed (what
+    /// JMAP's Mailbox/set builds on).
     Create {
+        name: String,
+        special_use: Option<String>,
+    },
+    /// IMAP CREATE: the same, subscribing none of them. Subscriptions are
+    /// the client's, made by SUBSCRIBE (RFC 3501 §6.3.3, §6.3.6); LIST
+    /// RETURN (SUBSCRIBED) and LSUB show what it chose. A new variant
+    /// rather than a field of `Create`, which JMAP builds too: a node of an
+    /// older build refuses it as malformed (the CREATE fails, nothing is
+    /// half-done) during a rolling upgrade.
+    CreateUnsubscribed {
         name: String,
         special_use: Option<String>,
     },
@@ -121,7 +133,10 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
         MailboxOp::Expunge { mailbox, uids } => expunge(ctx, &fence, account, mailbox, &uids).await,
         MailboxOp::Copy { from, uids, to, moving } => copy(ctx, &fence, account, (from, to), &uids, moving).await,
         MailboxOp::ClaimRecent { mailbox } => claim_recent(ctx, fence, account, mailbox).await,
-        MailboxOp::Create { name, special_use } => create(ctx, fence, account, name, special_use).await,
+        MailboxOp::Create { name, special_use } => create(ctx, &fence, account, name, special_use, true).await,
+        MailboxOp::CreateUnsubscribed { name, special_use } => {
+            create(ctx, &fence, account, name, special_use, false).await
+        }
         MailboxOp::Subscribe { name, subscribed } => {
             ctx.db
                 .run("imap_subscribe", move |txn| {
@@ -335,14 +350,17 @@ async fn claim_recent(
     })
 }
 
-/// CREATE, with missing superiors of a hierarchical name (RFC 9051 §6.3.4).
+/// Creates `name` and, when missing, its superiors (RFC 9051 §6.3.4), in
+/// one transaction; `subscribed`: whether the new mailboxes are.
 async fn create(
     ctx: &Arc<NodeCtx>,
-    fence: Fence,
+    fence: &Fence,
     account: AccountId,
     name: String,
     special_use: Option<String>,
+    subscribed: bool,
 ) -> Result<OpResult, StorageError> {
+    let fence = fence.clone();
     ctx.db
         .run("imap_create", move |txn| {
             let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
@@ -356,14 +374,31 @@ async fn create(
                     }
                     superior.push_str(piece);
                     if !piece.is_empty() && mailboxes::find(&txn, account, &superior).await?.is_none() {
-                        mailboxes::create(&txn, account, &superior, None).await?;
+                        create_one(&txn, account, &superior, None, subscribed).await?;
                     }
                 }
-                mailboxes::create(&txn, account, &name, special_use).await
+                create_one(&txn, account, &name, special_use, subscribed).await
             }
         })
         .await?;
     Ok(OpResult::default())
+}
+
+/// One new mailbox, `subscribed` or not (unless a subscription of a
+/// deleted mailbox of that name is still there).
+async fn create_one(
+    txn: &Txn,
+    account: AccountId,
+    name: &str,
+    special_use: Option<String>,
+    subscribed: bool,
+) -> Result<(), StorageError> {
+    if subscribed {
+        mailboxes::create(txn, account, name, special_use).await?;
+    } else {
+        mailboxes::create_unsubscribed(txn, account, name, special_use).await?;
+    }
+    Ok(())
 }
 
 /// The lease check every write transaction of a shard starts with.

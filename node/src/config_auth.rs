@@ -8,11 +8,15 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSection {
-    /// Failed logins from one client IP per window before it is refused.
+    /// Failed logins from one client address (IPv6: /64) per window, to
+    /// any accounts, before the address is refused.
     #[serde(default = "d_per_ip")]
     pub failures_per_ip_max: u32,
-    /// Failed logins for one account per window before it is refused (from
-    /// any IP: this is what stops a password guess spread over many IPs).
+    /// Failed logins for one account from one client address per window
+    /// before that account is refused from that address. Other addresses
+    /// keep logging in: an account refused everywhere was a lockout anyone
+    /// could cause (issue 40 item 5); its failures from anywhere slow down
+    /// its failure answers instead (`meshmail_actors::auth_limits`).
     #[serde(default = "d_per_account")]
     pub failures_per_account_max: u32,
     /// The window, from its first failure; refusals say how much is left.

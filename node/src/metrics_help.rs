@@ -39,7 +39,9 @@ pub const HELP: &[(&str, Kind, &str)] = &[
     // Authentication.
     ("meshmail_auth_total", C, "Password checks, by result (ok, failed, rate_limited, unavailable)."),
     ("meshmail_auth_cache_hits_total", C, "Password checks answered from the verified-credential cache."),
-    ("meshmail_auth_rate_limited_total", C, "Logins refused by the failed-login limit, by what was limited (ip, account)."),
+    ("meshmail_auth_rate_limited_total", C, "Logins refused by the failed-login limit, by what was limited (ip: the client address; account_ip: the account from that address)."),
+    ("meshmail_auth_delayed_total", C, "Failed logins answered after a delay, by the failures that set it (ip, account_ip, account: from anywhere)."),
+    ("meshmail_auth_delay_seconds", H, "Delay of one failed login's answer (doubling per earlier failure from 0.25 s, at most 5 s)."),
     ("meshmail_auth_hash_seconds", H, "Time of one argon2 password verification."),
     ("meshmail_auth_hash_queue_depth", G, "Password verifications waiting for a hashing thread."),
     // Store: KV.

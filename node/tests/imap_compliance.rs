@@ -1,6 +1,11 @@
 //! IMAP details an outside compliance suite checks (issue 40), with
-//! imaplib (`py/imap_compliance.py`): `OK [UNSEEN n]` on SELECT and
-//! EXAMINE for IMAP4rev1 clients, not for IMAP4rev2 ones.
+//! imaplib and the raw wire (`py/imap_compliance.py`): `OK [UNSEEN n]` on
+//! SELECT and EXAMINE for IMAP4rev1 clients, not for IMAP4rev2 ones;
+//! SEARCH HEADER over repeated and folded fields; the untagged
+//! HIGHESTMODSEQ of the first FETCH MODSEQ and the MODSEQ of ESEARCH
+//! answers (RFC 7162); LIST/LSUB over subscriptions (RFC 3501, RFC 5258);
+//! SORT base subjects and `i;ascii-casemap` (RFC 5256, answers checked
+//! against Dovecot's).
 
 mod common;
 

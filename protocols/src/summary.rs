@@ -12,7 +12,8 @@
 //! Envelope strings are kept raw (unfolded, trimmed), as IMAP sends them;
 //! the subject and display names are also kept RFC 2047-decoded (for JMAP
 //! and search). When a header occurs more than once, the envelope takes
-//! the last one, as Dovecot does. MIME parameters are kept as written
+//! the last one, as Dovecot does, except address fields, whose addresses
+//! it lists from all of them (Dovecot's ENVELOPE too). MIME parameters are kept as written
 //! (RFC 2231 continuations joined, see [`crate::summary_raw`]). Summaries
 //! stored before display names were kept raw have only the decoded name;
 //! IMAP re-encodes those as encoded words.
@@ -122,10 +123,13 @@ fn clamp(offset: u32, raw: &[u8]) -> u64 {
     u64::from(offset).min(raw.len() as u64)
 }
 
-/// Lines in a body: LFs, plus one for a last line without one.
+/// Lines in a body (BODYSTRUCTURE's body-fld-lines): the line breaks in
+/// its content, as Dovecot, Cyrus and UW count them. A part of a multipart
+/// ends before the CRLF that precedes the next boundary, which belongs to
+/// the boundary (RFC 2046 §5.1.1), so `one\r\ntwo` before a boundary is
+/// one line; a last line without a break is not counted anywhere.
 fn count_lines(body: &[u8]) -> u64 {
-    let lf = body.iter().filter(|&&b| b == b'\n').count() as u64;
-    lf + u64::from(body.last().is_some_and(|&b| b != b'\n'))
+    body.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 struct Walker<'a> {
@@ -299,13 +303,22 @@ impl Walker<'_> {
         }
     }
 
+    /// Every field of that name, in order: three `Cc:` fields (`Cc`, `CC`,
+    /// `cc`: illegal, RFC 5322 §3.6, but common) give one list of all
+    /// their addresses, as Dovecot's ENVELOPE does, and SEARCH CC finds
+    /// each (the raw values joined by ", ").
     fn addresses(&self, headers: &[Header<'_>], name: &HeaderName<'_>) -> AddressList {
-        let Some(header) = last(headers, name) else {
+        let fields: Vec<String> = headers
+            .iter()
+            .filter(|h| h.name == *name)
+            .map(|h| self.raw_text(h))
+            .collect();
+        if fields.is_empty() {
             return AddressList::default();
-        };
-        let raw = self.raw_text(header);
-        let addresses = summary_raw::addresses(&raw)
-            .into_iter()
+        }
+        let addresses = fields
+            .iter()
+            .flat_map(|raw| summary_raw::addresses(raw))
             .map(|a| ImapAddress {
                 name: a.name.as_deref().map(decode_words),
                 raw_name: a.name,
@@ -315,7 +328,7 @@ impl Walker<'_> {
             })
             .collect();
         AddressList {
-            raw: Some(raw),
+            raw: Some(fields.join(", ")),
             addresses,
         }
     }
@@ -386,10 +399,20 @@ mod tests {
     }
 
     #[test]
+    fn repeated_address_fields_are_all_listed() {
+        let raw = b"From: a@x\r\nCc: One <c1@x>\r\nCC: c2@x,\r\n c3@x\r\ncc: c4@x\r\n\r\nbody\r\n";
+        let cc = summarize(raw).envelope.cc;
+        let mailboxes: Vec<_> = cc.addresses.iter().filter_map(|a| a.mailbox.as_deref()).collect();
+        assert_eq!(mailboxes, ["c1", "c2", "c3", "c4"]);
+        assert_eq!(cc.raw.as_deref(), Some("One <c1@x>, c2@x, c3@x, c4@x"));
+    }
+
+    #[test]
     fn line_counting() {
         assert_eq!(count_lines(b""), 0);
-        assert_eq!(count_lines(b"a"), 1);
+        assert_eq!(count_lines(b"a"), 0);
         assert_eq!(count_lines(b"a\r\n"), 1);
-        assert_eq!(count_lines(b"a\r\nb"), 2);
+        assert_eq!(count_lines(b"a\r\nb"), 1);
+        assert_eq!(count_lines(b"a\r\n\r\n"), 2);
     }
 }

@@ -108,7 +108,7 @@ JVBERi0xLjQK
 fn multipart_mixed_with_attachment() {
     let raw = crlf(MIXED);
     let s = summarize(&raw);
-    let text = "(\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"7bit\" 10 1";
+    let text = "(\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"7bit\" 10 0";
     let pdf = "(\"application\" \"pdf\" (\"name\" \"r.pdf\") \"<att1@example.org>\" \"The report\" \"base64\" 12";
     assert_eq!(
         structure(&s, true),
@@ -195,8 +195,8 @@ Content-Type: text/html; charset=utf-8
     let s = summarize(&raw);
     assert_eq!(
         structure(&s, true),
-        "((\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"quoted-printable\" 17 1 NIL NIL NIL NIL)\
-         (\"text\" \"html\" (\"charset\" \"utf-8\") NIL NIL \"7bit\" 18 1 NIL NIL NIL NIL) \
+        "((\"text\" \"plain\" (\"charset\" \"utf-8\") NIL NIL \"quoted-printable\" 17 0 NIL NIL NIL NIL)\
+         (\"text\" \"html\" (\"charset\" \"utf-8\") NIL NIL \"7bit\" 18 0 NIL NIL NIL NIL) \
          \"alternative\" (\"boundary\" \"alt\") NIL NIL NIL)"
     );
     let news = "((NIL NIL \"news\" \"example.com\"))";
@@ -242,18 +242,18 @@ noon?
     assert_eq!(
         structure(&s, true),
         format!(
-            "((\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 10 1 NIL NIL NIL NIL)\
+            "((\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 10 0 NIL NIL NIL NIL)\
              (\"message\" \"rfc822\" NIL NIL NIL \"7bit\" 82 {nested_env} \
-             (\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 5 1 NIL NIL NIL NIL) 5 NIL NIL NIL NIL) \
+             (\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 5 0 NIL NIL NIL NIL) 4 NIL NIL NIL NIL) \
              \"mixed\" (\"boundary\" \"outer\") NIL NIL NIL)"
         )
     );
     assert_eq!(
         structure(&s, false),
         format!(
-            "((\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 10 1)\
+            "((\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 10 0)\
              (\"message\" \"rfc822\" NIL NIL NIL \"7bit\" 82 {nested_env} \
-             (\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 5 1) 5) \"mixed\")"
+             (\"text\" \"plain\" (\"charset\" \"us-ascii\") NIL NIL \"7bit\" 5 0) 4) \"mixed\")"
         )
     );
     let header = "From: Carol <carol@example.net>\r\nSubject: lunch\r\nContent-Type: text/plain\r\n\r\n";

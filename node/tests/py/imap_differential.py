@@ -69,6 +69,8 @@ SEARCHES = [
     ('FROM "Jöhn"', ()),
     ("TO example.jp", ()),
     ("CC zoe", ()),
+    ("CC cc1", ()),
+    ("CC cc3", ()),
     ("SUBJECT nested", ()),
     ("BODY gamma", ()),
     ("TEXT kappa", ()),

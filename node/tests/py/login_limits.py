@@ -1,24 +1,32 @@
 #!/usr/bin/env python3
-"""Failed-login limits across connections, as an attacker meets them.
+"""Failed-login limits, as an attacker and the account's owner meet them,
+from two client addresses (issue 40 item 5).
 
-usage: login_limits.py IMAP_ADDR SMTP_SUBMISSION_ADDR HTTP_ADDR USER PASSWORD VICTIM
-The node runs with [auth] failures_per_ip_max = 5, failures_per_account_max = 8.
+usage: login_limits.py IMAP_ADDR SMTP_SUBMISSION_ADDR HTTP_ADDR USER PASSWORD OTHER
+The node runs with [auth] failures_per_ip_max = 4,
+failures_per_account_max = 3 (per account and client address); OTHER has
+the same PASSWORD.
 
-1. From 127.0.0.1: 10 connections x 3 wrong IMAP LOGINs. From the 6th
-   failure on, every answer is NO [UNAVAILABLE] "try again in N s", and
-   then the right password is refused too, over IMAP, SMTP AUTH (454 4.7.0)
-   and JMAP (429 + Retry-After).
-2. Per account, from many IPs: wrong passwords for VICTIM from 127.0.0.2..
-   127.0.0.9, one each, then the right one from a fresh IP: refused.
+1. From 127.0.0.2, wrong passwords for USER: plain failures answered
+   more and more slowly (a delay that doubles per failure), then that
+   address is refused for USER, the right password included, over IMAP,
+   SMTP AUTH (454 4.7.0) and JMAP (429 + Retry-After).
+2. Meanwhile the owner, from 127.0.0.1 (no failures), logs in at once
+   over all three.
+3. From 127.0.0.3, wrong passwords for OTHER and an unknown account: past
+   the per-address limit that address is refused for OTHER too, while
+   127.0.0.1 still logs OTHER in.
 """
 import base64
+import http.client
 import re
 import socket
 import sys
-import urllib.error
-import urllib.request
+import time
 
-imap_addr, smtp_addr, http_addr, user, password, victim = sys.argv[1:7]
+imap_addr, smtp_addr, http_addr, user, password, other = sys.argv[1:7]
+ATTACKER, OWNER, SPRAYER = "127.0.0.2", "127.0.0.1", "127.0.0.3"
+RETRY = re.compile(r"try again in (\d+) s")
 
 
 def hostport(a):
@@ -26,34 +34,58 @@ def hostport(a):
     return h, int(p)
 
 
-def imap_login(u, p, source="127.0.0.1"):
-    s = socket.create_connection(hostport(imap_addr), timeout=30, source_address=(source, 0))
+def connect(addr, source):
+    # The client socket's source address is what the server counts.
+    return socket.create_connection(hostport(addr), timeout=60, source_address=(source, 0))
+
+
+def imap_logins(source, logins):
+    """Each (user, password) LOGIN on one connection: [(answer, seconds)]."""
+    s = connect(imap_addr, source)
     f = s.makefile("rb")
     f.readline()  # greeting
-    s.sendall(f'a LOGIN "{u}" "{p}"\r\n'.encode())
-    while True:
-        line = f.readline().decode()
-        if line.startswith("a "):
-            s.close()
-            return line.strip()
-
-
-def imap_session(source, attempts):
-    s = socket.create_connection(hostport(imap_addr), timeout=30, source_address=(source, 0))
-    f = s.makefile("rb")
-    f.readline()
     out = []
-    for i in range(attempts):
-        s.sendall(f'a{i} LOGIN "{user}" "wrong{i}"\r\n'.encode())
+    for i, (u, p) in enumerate(logins):
+        started = time.monotonic()
+        s.sendall(f'a{i} LOGIN "{u}" "{p}"\r\n'.encode())
         while True:
             line = f.readline().decode()
-            if line.startswith(f"a{i} "):
-                out.append(line.strip())
+            if line.startswith(f"a{i} ") or not line:
+                out.append((line.strip(), time.monotonic() - started))
                 break
-            if not line:
-                return out
     s.close()
     return out
+
+
+def smtp_auth(source, u, p):
+    s = connect(smtp_addr, source)
+    f = s.makefile("rb")
+
+    def reply(cmd=None):
+        if cmd:
+            s.sendall(cmd.encode() + b"\r\n")
+        while True:
+            line = f.readline().decode()
+            if line[3:4] != "-":
+                return line.strip()
+
+    reply()
+    reply("EHLO client.test")
+    token = base64.b64encode(f"\0{u}\0{p}".encode()).decode()
+    answer = reply(f"AUTH PLAIN {token}")
+    s.close()
+    return answer
+
+
+def jmap_session(source, u, p):
+    host, port = hostport(http_addr)
+    c = http.client.HTTPConnection(host, port, timeout=60, source_address=(source, 0))
+    auth = base64.b64encode(f"{u}:{p}".encode()).decode()
+    c.request("GET", "/.well-known/jmap", headers={"Authorization": "Basic " + auth})
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status, r.getheader("Retry-After", "")
 
 
 failures = []
@@ -65,53 +97,45 @@ def check(ok, what):
         failures.append(what)
 
 
-RETRY = re.compile(r"try again in (\d+) s")
-
-answers = []
-for c in range(10):
-    answers += imap_session("127.0.0.1", 3)
-check(len(answers) == 30, f"30 wrong LOGINs over 10 connections answered ({len(answers)})")
-check(all("AUTHENTICATIONFAILED" in a for a in answers[:5]), "the first 5 are plain failures")
-limited = answers[5:]
-check(all("[UNAVAILABLE]" in a and RETRY.search(a) for a in limited), f"the other 25 are refused with a retry time: {limited[:1]}")
-
-right = imap_login(user, password)
-m = RETRY.search(right)
-check("NO [UNAVAILABLE]" in right and m and 1 <= int(m.group(1)) <= 60, f"then the right password is refused too: {right}")
-
-s = socket.create_connection(hostport(smtp_addr), timeout=30)
-f = s.makefile("rb")
+def refused(answer):
+    m = RETRY.search(answer)
+    return "[UNAVAILABLE]" in answer and m is not None and 1 <= int(m.group(1)) <= 60
 
 
-def smtp(cmd=None):
-    if cmd:
-        s.sendall(cmd.encode() + b"\r\n")
-    while True:
-        line = f.readline().decode()
-        if line[3:4] != "-":
-            return line.strip()
+# 1. The attacker's address: slowed down, then refused.
+wrong = imap_logins(ATTACKER, [(user, f"wrong{i}") for i in range(3)])
+check(all("AUTHENTICATIONFAILED" in a for a, _ in wrong), f"3 wrong passwords: plain failures {wrong}")
+times = [t for _, t in wrong]
+# Differences, so that the time of a password check itself does not count:
+# the answers wait 0, 0.25 and 0.5 s.
+check(times[1] - times[0] >= 0.2 and times[2] - times[1] >= 0.2,
+      f"each failure answered more slowly than the one before: {['%.2f' % t for t in times]} s")
+[(answer, _)] = imap_logins(ATTACKER, [(user, password)])
+check(refused(answer), f"then {ATTACKER} is refused for {user}, the right password too: {answer}")
+answer = smtp_auth(ATTACKER, user, password)
+check(answer.startswith("454 4.7.0") and RETRY.search(answer) is not None, f"SMTP AUTH from {ATTACKER}: {answer}")
+status, retry = jmap_session(ATTACKER, user, password)
+check(status == 429 and retry.isdigit() and 1 <= int(retry) <= 60, f"JMAP from {ATTACKER}: {status} Retry-After {retry!r}")
 
+# 2. The owner's address, meanwhile: no failures there, so no delay.
+[(answer, took)] = imap_logins(OWNER, [(user, password)])
+# At once: a right password never waits (a failure of USER would now wait
+# 1 s, for its 3 failures from the other address).
+check(answer.startswith("a0 OK") and took < 1.0, f"IMAP LOGIN from {OWNER} works at once: {answer} ({took:.2f} s)")
+answer = smtp_auth(OWNER, user, password)
+check(answer.startswith("235"), f"SMTP AUTH from {OWNER}: {answer}")
+status, _ = jmap_session(OWNER, user, password)
+check(status == 200, f"JMAP from {OWNER}: {status}")
 
-smtp()
-smtp("EHLO attacker.test")
-token = base64.b64encode(f"\0{user}\0{password}".encode()).decode()
-reply = smtp(f"AUTH PLAIN {token}")
-check(reply.startswith("454 4.7.0") and RETRY.search(reply), f"SMTP AUTH with the right password: {reply}")
-s.close()
+# 3. One address guessing over accounts: refused past the per-address
+# limit, for an account it failed only twice for.
+spray = imap_logins(SPRAYER, [(other, "guess1"), (other, "guess2"), ("nobody@limits.test", "x")])
+spray += imap_logins(SPRAYER, [("nobody@limits.test", "y")])
+check(all("AUTHENTICATIONFAILED" in a for a, _ in spray), f"4 wrong logins from {SPRAYER}: plain failures")
+[(answer, _)] = imap_logins(SPRAYER, [(other, password)])
+check(refused(answer), f"then {SPRAYER} is refused, for {other} too: {answer}")
+[(answer, _)] = imap_logins(OWNER, [(other, password)])
+check(answer.startswith("a0 OK"), f"{other} still logs in from {OWNER}: {answer}")
 
-req = urllib.request.Request(f"http://{http_addr}/.well-known/jmap")
-req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
-try:
-    urllib.request.urlopen(req, timeout=30)
-    check(False, "JMAP with the right password is refused")
-except urllib.error.HTTPError as e:
-    ra = e.headers.get("Retry-After", "")
-    check(e.code == 429 and ra.isdigit() and 1 <= int(ra) <= 60, f"JMAP answers 429 with Retry-After ({e.code}, {ra!r})")
-
-# Per account, spread over IPs: each IP fails once.
-spread = [imap_login(victim, "guess", source=f"127.0.0.{i}") for i in range(2, 10)]
-check(all("AUTHENTICATIONFAILED" in a for a in spread), "8 guesses from 8 IPs are plain failures")
-after = imap_login(victim, password, source="127.0.0.20")
-check("[UNAVAILABLE]" in after, f"then the account is locked, from any IP: {after}")
-
+print("login limits: ok" if not failures else f"login limits: {len(failures)} failed")
 sys.exit(1 if failures else 0)

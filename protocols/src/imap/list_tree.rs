@@ -8,7 +8,9 @@
 //! - LIST-EXTENDED (RFC 5258): `SUBSCRIBED` lists subscribed names, those
 //!   whose mailbox is gone as `\NonExistent`; with `RECURSIVEMATCH`, a
 //!   matching name with subscribed inferiors that do not match carries
-//!   `CHILDINFO ("SUBSCRIBED")`; missing superiors are `\NonExistent`.
+//!   `CHILDINFO ("SUBSCRIBED")`, subscribed itself or not (then listed for
+//!   that alone, without `\Subscribed`); missing superiors are
+//!   `\NonExistent`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,21 +72,21 @@ pub fn entries(
         let exists = specials.contains_key(name.as_str());
         let is_subscribed = subscribed.contains(name);
         let has_children = inferiors(name).any(|n| specials.contains_key(n.as_str()));
-        let subscribed_inferior = inferiors(name).any(|n| subscribed.contains(&n));
         let mut attributes: Vec<String> = Vec::new();
         let mut child_subscribed = false;
         if !matches(name) {
             continue;
         }
         if by_subscription {
+            // A subscribed inferior the pattern does not reach: only this
+            // name can tell the client of it (RFC 5258 §3, example 9 of
+            // §5: `eps2` subscribed with CHILDINFO for `eps2/mamba` under
+            // "*2", `baz2` not listed, its subscribed inferiors all match).
+            let hidden_subscribed = inferiors(name).any(|n| subscribed.contains(&n) && !matches(&n));
             if !is_subscribed {
-                // LSUB `%` shows a superior of subscribed names as \Noselect
-                // (RFC 3501 §6.3.9); RECURSIVEMATCH shows it with CHILDINFO,
-                // unless a deeper match already stands for it.
-                let recursive = lsub || cmd.select_recursive_match;
-                let deeper_matches = inferiors(name).any(|n| subscribed.contains(&n) && matches(&n));
-                let shown = recursive && subscribed_inferior && !(lsub && deeper_matches);
-                if !shown {
+                // LSUB `%` shows such a superior as \Noselect (RFC 3501
+                // §6.3.9); RECURSIVEMATCH shows it with CHILDINFO.
+                if !(hidden_subscribed && (lsub || cmd.select_recursive_match)) {
                     continue;
                 }
                 if lsub {
@@ -93,7 +95,7 @@ pub fn entries(
                     child_subscribed = true;
                 }
             } else if cmd.select_recursive_match {
-                child_subscribed = subscribed_inferior;
+                child_subscribed = hidden_subscribed;
             }
         } else if !exists && !has_children {
             continue;
@@ -158,7 +160,7 @@ mod tests {
         }
     }
 
-    fn names(e: &[Entry]) -> Vec<String> {
+    fn names_of(e: &[Entry]) -> Vec<String> {
         e.iter()
             .map(|e| {
                 let child = if e.child_subscribed { " CHILDINFO" } else { "" };
@@ -190,7 +192,7 @@ mod tests {
     fn plain_list_shows_missing_superiors_as_noselect() {
         let (ex, subs) = setup();
         assert_eq!(
-            names(&entries(&cmd("%", false, false), false, &ex, &subs, '/')),
+            names_of(&entries(&cmd("%", false, false), false, &ex, &subs, '/')),
             vec![
                 "INBOX (\\HasNoChildren)",
                 "Sent (\\HasNoChildren \\Sent)",
@@ -198,7 +200,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            names(&entries(&cmd("*", false, false), false, &ex, &subs, '/')),
+            names_of(&entries(&cmd("*", false, false), false, &ex, &subs, '/')),
             vec![
                 "INBOX (\\HasNoChildren)",
                 "Sent (\\HasNoChildren \\Sent)",
@@ -213,7 +215,7 @@ mod tests {
     fn lsub_percent_shows_superiors_of_subscriptions() {
         let (ex, subs) = setup();
         assert_eq!(
-            names(&entries(&cmd("%", false, false), true, &ex, &subs, '/')),
+            names_of(&entries(&cmd("%", false, false), true, &ex, &subs, '/')),
             vec!["INBOX ()", "a (\\Noselect)", "gone ()"]
         );
     }
@@ -222,7 +224,7 @@ mod tests {
     fn subscribed_selection_and_recursive_match() {
         let (ex, subs) = setup();
         assert_eq!(
-            names(&entries(&cmd("*", true, false), false, &ex, &subs, '/')),
+            names_of(&entries(&cmd("*", true, false), false, &ex, &subs, '/')),
             vec![
                 "INBOX (\\HasNoChildren \\Subscribed)",
                 "a/b/c (\\HasNoChildren \\Subscribed)",
@@ -230,12 +232,67 @@ mod tests {
             ]
         );
         assert_eq!(
-            names(&entries(&cmd("%", true, true), false, &ex, &subs, '/')),
+            names_of(&entries(&cmd("%", true, true), false, &ex, &subs, '/')),
             vec![
                 "INBOX (\\HasNoChildren \\Subscribed)",
                 "a (\\NonExistent \\HasChildren) CHILDINFO",
                 "gone (\\NonExistent \\Subscribed)"
             ]
+        );
+    }
+
+    #[test]
+    fn recursive_match_follows_rfc5258_example_9() {
+        let names = [
+            "foo2",
+            "foo2/bar1",
+            "foo2/bar2",
+            "baz2",
+            "baz2/bar2",
+            "baz2/bar22",
+            "baz2/bar222",
+            "eps2",
+            "eps2/mamba",
+            "qux2/bar2",
+        ];
+        let ex: Vec<Existing<'_>> = names
+            .iter()
+            .map(|name| Existing {
+                name,
+                special_use: None,
+            })
+            .collect();
+        let subs: BTreeSet<String> = names
+            .iter()
+            .filter(|n| !["foo2", "baz2"].contains(n))
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            names_of(&entries(&cmd("*2", true, true), false, &ex, &subs, '/')),
+            vec![
+                "baz2/bar2 (\\HasNoChildren \\Subscribed)",
+                "baz2/bar22 (\\HasNoChildren \\Subscribed)",
+                "baz2/bar222 (\\HasNoChildren \\Subscribed)",
+                "eps2 (\\HasChildren \\Subscribed) CHILDINFO",
+                "foo2 (\\HasChildren) CHILDINFO",
+                "foo2/bar2 (\\HasNoChildren \\Subscribed)",
+                "qux2/bar2 (\\HasNoChildren \\Subscribed)",
+            ]
+        );
+        assert_eq!(
+            names_of(&entries(&cmd("%", true, true), false, &ex, &subs, '/')),
+            vec![
+                "baz2 (\\HasChildren) CHILDINFO",
+                "eps2 (\\HasChildren \\Subscribed) CHILDINFO",
+                "foo2 (\\HasChildren) CHILDINFO",
+                "qux2 (\\NonExistent \\HasChildren) CHILDINFO",
+            ]
+        );
+        // LSUB: a subscribed name once; an unsubscribed superior of
+        // subscribed names the pattern does not reach as \Noselect.
+        assert_eq!(
+            names_of(&entries(&cmd("%", false, false), true, &ex, &subs, '/')),
+            vec!["baz2 (\\Noselect)", "eps2 ()", "foo2 (\\Noselect)", "qux2 (\\Noselect)"]
         );
     }
 }

@@ -392,14 +392,16 @@ impl State {
 
     /// RFC 7162 §3.1: a command that uses MODSEQ (FETCH MODSEQ or
     /// CHANGEDSINCE, SEARCH MODSEQ, STORE UNCHANGEDSINCE) makes the session
-    /// CONDSTORE-aware. The first time, the tagged OK carries
-    /// `HIGHESTMODSEQ` (the code returned here).
-    pub fn condstore_by_use(&mut self, sel: &Selected) -> Option<String> {
+    /// CONDSTORE-aware. The first time, the client learns the mailbox's
+    /// HIGHESTMODSEQ in an untagged OK (§3.1.2.1) before the command's own
+    /// responses, as after SELECT (CONDSTORE); Dovecot does the same.
+    pub fn condstore_by_use(&mut self, conn: &mut Conn, sel: &Selected) {
         if self.condstore {
-            return None;
+            return;
         }
         self.condstore = true;
-        Some(format!("HIGHESTMODSEQ {}", sel.known_modseq))
+        let code = format!("HIGHESTMODSEQ {}", sel.known_modseq);
+        conn.send(&response::untagged(Status::Ok, Some(&code), "Highest"));
     }
 
     /// IMAP4rev1 `\Recent` for the messages of the selected mailbox this

@@ -44,7 +44,7 @@ pub(super) async fn run(
             let r = write(
                 st,
                 account,
-                MailboxOp::Create {
+                MailboxOp::CreateUnsubscribed {
                     name: name.clone(),
                     special_use: special,
                 },

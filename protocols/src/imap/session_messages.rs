@@ -65,11 +65,9 @@ pub(super) async fn run(
                 st.tagged(conn, tag, Status::No, Some("READ-ONLY"), "Mailbox is read-only");
                 return Ok(Transition::Stay);
             }
-            let condstore_code = if cmd.unchanged_since.is_some() {
-                st.condstore_by_use(sel)
-            } else {
-                None
-            };
+            if cmd.unchanged_since.is_some() {
+                st.condstore_by_use(conn, sel);
+            }
             let op = MailboxOp::Store {
                 mailbox: sel.id,
                 uids,
@@ -104,7 +102,7 @@ pub(super) async fn run(
                     }
                     st.sync(conn, Some(sel), uid).await;
                     if r.modified.is_empty() {
-                        st.tagged(conn, tag, Status::Ok, condstore_code.as_deref(), "STORE completed");
+                        st.tagged(conn, tag, Status::Ok, None, "STORE completed");
                     } else {
                         let ids: Vec<u32> = if uid {
                             r.modified.clone()
@@ -298,6 +296,13 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
     let need = cmd.attrs.iter().map(summary_need).max().unwrap_or(SummaryNeed::Nothing);
     let db = st.shared.ctx.db.clone();
     let mut unknown_cte = false;
+    // The first FETCH that uses MODSEQ makes the session CONDSTORE-aware
+    // (RFC 7162 §3.1): the client learns the HIGHESTMODSEQ in an untagged
+    // OK before the first MODSEQ it sees (§3.1.2.1), as from SELECT.
+    let uses_modseq = cmd.changed_since.is_some() || cmd.attrs.iter().any(|a| matches!(a, FetchAttr::ModSeq));
+    if uses_modseq {
+        st.condstore_by_use(conn, sel);
+    }
     // Messages of this session's view that another session expunged: they
     // have no row any more, and an EXPUNGE may not be sent during FETCH.
     let mut vanished = 0usize;
@@ -397,9 +402,7 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
             "Cannot decode a part's transfer encoding",
         );
     } else {
-        let uses = cmd.changed_since.is_some() || cmd.attrs.iter().any(|a| matches!(a, FetchAttr::ModSeq));
-        let code = if uses { st.condstore_by_use(sel) } else { None };
-        if vanished > 0 && code.is_none() {
+        if vanished > 0 {
             // RFC 9051 §7.1: the client learns why some messages it asked
             // for got no answer; the EXPUNGEs come at its next command.
             st.tagged(
@@ -410,7 +413,7 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
                 "Some messages were expunged by another session",
             );
         } else {
-            st.tagged(conn, tag, Status::Ok, code.as_deref(), "FETCH completed");
+            st.tagged(conn, tag, Status::Ok, None, "FETCH completed");
         }
     }
 }

@@ -17,7 +17,7 @@ use super::session_messages::{SummaryNeed, load_for, rows_per_read};
 use super::session_view::Selected;
 use super::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
 use super::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
-use super::types::{SearchCommand, SearchKey, SortCommand, ThreadCommand};
+use super::types::{SearchCommand, SearchKey, SearchReturn, SortCommand, ThreadCommand};
 use crate::net::Conn;
 use crate::summary::Envelope;
 
@@ -467,6 +467,9 @@ pub(super) async fn search(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
     };
     let ids: Vec<u32> = hits.iter().map(|(s, u, _)| if cmd.uid { *u } else { *s }).collect();
     let modseq = uses_modseq(&cmd.key).then(|| hits.iter().map(|h| h.2).max().unwrap_or(0));
+    if modseq.is_some() {
+        st.condstore_by_use(conn, sel);
+    }
     match cmd.ret {
         Some(ret) => {
             if ret.save {
@@ -489,18 +492,52 @@ pub(super) async fn search(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
                     max: ret.max.then(|| ids.iter().max().copied()).flatten(),
                     all: (ret.all && !ids.is_empty()).then_some(&all),
                     count: ret.count.then_some(ids.len() as u64),
-                    modseq,
+                    modseq: modseq.and_then(|_| esearch_modseq(&ret, &hits)),
                 };
                 conn.send(&response::esearch_line(&e));
             }
         }
         None => conn.send(&response::search_line(&ids, modseq)),
     }
-    let code = if uses_modseq(&cmd.key) {
-        st.condstore_by_use(sel)
-    } else {
-        None
-    };
     st.sync(conn, Some(sel), cmd.uid).await;
-    st.tagged(conn, tag, Status::Ok, code.as_deref(), "SEARCH completed");
+    st.tagged(conn, tag, Status::Ok, None, "SEARCH completed");
+}
+
+/// The MODSEQ an ESEARCH answer carries (RFC 7162 §3.1.5 with RFC 4731
+/// §3.2): the highest of the messages the answer returns. MIN or MAX alone
+/// return one message, so its own; ALL and COUNT stand for every match.
+/// None when nothing matched: there is no message whose MODSEQ to give.
+fn esearch_modseq(ret: &SearchReturn, hits: &[(u32, Uid, u64)]) -> Option<u64> {
+    if ret.all || ret.count {
+        return hits.iter().map(|h| h.2).max();
+    }
+    let min = hits.iter().min_by_key(|h| h.0).filter(|_| ret.min).map(|h| h.2);
+    let max = hits.iter().max_by_key(|h| h.0).filter(|_| ret.max).map(|h| h.2);
+    min.max(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SearchReturn, esearch_modseq};
+
+    #[test]
+    fn esearch_modseq_is_that_of_the_returned_messages() {
+        let hits = [(1, 10, 8), (2, 11, 6), (3, 12, 7), (4, 13, 5)];
+        let ret = |min, max, all, count| SearchReturn {
+            min,
+            max,
+            all,
+            count,
+            save: false,
+        };
+        assert_eq!(esearch_modseq(&ret(true, false, false, false), &hits), Some(8));
+        assert_eq!(esearch_modseq(&ret(false, true, false, false), &hits), Some(5));
+        assert_eq!(esearch_modseq(&ret(true, true, false, false), &hits[1..3]), Some(7));
+        assert_eq!(esearch_modseq(&ret(false, false, true, false), &hits[1..]), Some(7));
+        assert_eq!(esearch_modseq(&ret(true, false, false, true), &hits), Some(8));
+        assert_eq!(esearch_modseq(&ret(false, false, true, false), &[]), None);
+        assert_eq!(esearch_modseq(&ret(true, true, false, false), &[]), None);
+        // SAVE alone returns nothing, so no MODSEQ either.
+        assert_eq!(esearch_modseq(&ret(false, false, false, false), &hits), None);
+    }
 }

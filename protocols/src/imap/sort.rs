@@ -1,6 +1,8 @@
 //! SORT (RFC 5256): parsing of the sort criteria and the sort keys of a
-//! message. Strings compare with `i;ascii-casemap` (ASCII letters folded,
-//! everything else by octet), the RFC's default collation.
+//! message. Strings compare with `i;ascii-casemap`, the RFC's default
+//! collation: ASCII letters folded to upper case, then octet by octet (RFC
+//! 4790 §9.2). Upper, not lower: `[`, `\`, `]`, `^`, `_` and `` ` `` lie
+//! between the two cases, so they sort after letters.
 
 use std::cmp::Ordering;
 
@@ -113,7 +115,7 @@ pub fn compare(criteria: &[SortCriterion], a: &[SortValue], b: &[SortValue]) -> 
     Ordering::Equal
 }
 
-/// The addr-mailbox of the first address, case-folded (a group's start
+/// The addr-mailbox of the first address, case-mapped (a group's start
 /// marker counts, its mailbox being the group name, as in Dovecot); empty
 /// when there is none (RFC 5256 §3: sorts first).
 fn first_mailbox(list: &AddressList) -> Vec<u8> {
@@ -121,13 +123,13 @@ fn first_mailbox(list: &AddressList) -> Vec<u8> {
         .first()
         .and_then(|a| a.mailbox.as_deref())
         .unwrap_or_default()
-        .to_ascii_lowercase()
+        .to_ascii_uppercase()
         .into_bytes()
 }
 
 /// The base subject of RFC 5256 §2.1: reply and forward markers, leading
-/// `[blob]`s and trailing `(fwd)` removed, whitespace collapsed, case
-/// folded (ASCII).
+/// `[blob]`s and trailing `(fwd)` removed, whitespace collapsed, ASCII
+/// letters in upper case (`i;ascii-casemap`).
 pub fn base_subject(decoded: &str) -> String {
     base_subject_marked(decoded).0
 }
@@ -181,7 +183,7 @@ pub fn base_subject_marked(decoded: &str) -> (String, bool) {
             break;
         }
     }
-    (s.trim().to_ascii_lowercase(), marked)
+    (s.trim().to_ascii_uppercase(), marked)
 }
 
 fn strip_suffix_ci<'a>(s: &'a str, suffix: &str) -> Option<&'a str> {
@@ -218,15 +220,17 @@ mod tests {
 
     #[test]
     fn base_subjects() {
-        assert_eq!(base_subject("Re: Re: Fwd: nested replies"), "nested replies");
-        assert_eq!(base_subject("[list] Re: [x] hello (fwd)"), "hello");
-        assert_eq!(base_subject("[Fwd: Re: topic]"), "topic");
-        assert_eq!(base_subject("RE[2]: Hi  there"), "hi there");
-        assert_eq!(base_subject("[only a blob]"), "[only a blob]");
-        assert_eq!(base_subject("Réponse: x"), "réponse: x");
+        assert_eq!(base_subject("Re: Re: Fwd: nested replies"), "NESTED REPLIES");
+        assert_eq!(base_subject("[list] Re: [x] hello (fwd)"), "HELLO");
+        assert_eq!(base_subject("[Fwd: Re: topic]"), "TOPIC");
+        assert_eq!(base_subject("RE[2]: Hi  there"), "HI THERE");
+        assert_eq!(base_subject("[only a blob]"), "[ONLY A BLOB]");
+        assert_eq!(base_subject("Réponse: x"), "RéPONSE: X");
         assert_eq!(base_subject(""), "");
-        assert_eq!(base_subject("日本語 test"), "日本語 test");
+        assert_eq!(base_subject("日本語 test"), "日本語 TEST");
         assert_eq!(base_subject("[日本]"), "[日本]");
+        // Folded to upper case: "_" (0x5F) sorts after "Z" (0x5A).
+        assert!(base_subject("_x") > base_subject("zed"));
         assert!(base_subject_marked("[list] Re: x").1);
         assert!(base_subject_marked("[Fwd: x]").1);
         assert!(!base_subject_marked("[list] x (fwd)").1);

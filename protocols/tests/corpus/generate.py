@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the IMAP differential corpus: 344 varied messages as NNN.eml
-(320 varied ones, then 24 reply chains for THREAD).
+"""Writes the IMAP differential corpus: 353 varied messages as NNN.eml
+(320 varied ones, 24 reply chains for THREAD, then 9 MIME and header
+shapes).
 
 The corpus is committed; this script documents how it was made and can
 rebuild it byte for byte (fixed seed). The messages are built by hand
@@ -337,6 +338,64 @@ def thread_message(k):
     return msg(h, f"Thread message {k}.\r\n".encode())
 
 
+# Shapes Dovecot and meshmail once disagreed on (issue 40 item 2),
+# messages 344 onwards; hand-written bytes, no rng draws. Line counts of
+# text parts whose content does not end in CRLF (the CRLF before a boundary
+# belongs to the boundary, RFC 2046 §5.1.1), with and without a CRLF after
+# the closing delimiter; a nested message/rfc822 in a multipart; multipart
+# Content-Type without MIME-Version (RFC 2045 §4); folded and repeated
+# header fields (three Cc fields: Cc, CC, cc).
+SHAPE_HEAD = "From: Shape Tester <shape@example.org>\r\nTo: list@example.org\r\n" \
+             "Date: Mon, 07 Dec 2026 09:00:00 +0000\r\n"
+
+
+def shape(k, headers, body):
+    return (SHAPE_HEAD + f"Subject: shape {k}\r\nX-Corpus-Id: {344 + k}\r\n" + headers + "\r\n").encode() + body
+
+
+MIME = "MIME-Version: 1.0\r\n"
+SHAPES = [
+    # Parts without a trailing line break, a CRLF after the close.
+    shape(0, MIME + "Content-Type: multipart/mixed; boundary=b0\r\n",
+          b"--b0\r\nContent-Type: text/plain\r\n\r\nline one\r\nline two\r\n"
+          b"--b0\r\nContent-Type: text/plain\r\n\r\nonly line\r\n--b0--\r\n"),
+    # The same without a CRLF after the closing delimiter.
+    shape(1, MIME + "Content-Type: multipart/mixed; boundary=b1\r\n",
+          b"--b1\r\nContent-Type: text/plain\r\n\r\nline one\r\nline two\r\n"
+          b"--b1\r\nContent-Type: text/html\r\n\r\n<p>one</p>\r\n<p>two</p>\r\n--b1--"),
+    # Parts ending in a blank line, an empty part, preamble and epilogue.
+    shape(2, MIME + "Content-Type: multipart/alternative; boundary=\"b 2\"\r\n",
+          b"preamble\r\n--b 2\r\nContent-Type: text/plain\r\n\r\nline one\r\n\r\n"
+          b"--b 2\r\nContent-Type: text/plain\r\n\r\n\r\n--b 2--\r\nepilogue\r\n"),
+    # A nested message/rfc822 whose own body is multipart.
+    shape(3, MIME + "Content-Type: multipart/mixed; boundary=outer3\r\n",
+          b"--outer3\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n"
+          b"--outer3\r\nContent-Type: message/rfc822\r\n\r\n"
+          b"From: inner@example.org\r\nSubject: inner\r\nMIME-Version: 1.0\r\n"
+          b"Content-Type: multipart/alternative; boundary=inner3\r\n\r\n"
+          b"--inner3\r\nContent-Type: text/plain\r\n\r\ninner text\r\nsecond\r\n"
+          b"--inner3\r\nContent-Type: text/html\r\n\r\n<b>inner</b>\r\n--inner3--\r\n"
+          b"--outer3--\r\n"),
+    # A nested message/rfc822 whose body does not end in a line break.
+    shape(4, MIME + "Content-Type: multipart/mixed; boundary=b4\r\n",
+          b"--b4\r\nContent-Type: message/rfc822\r\n\r\n"
+          b"From: inner@example.org\r\nSubject: inner 4\r\n\r\nfirst\r\nlast\r\n--b4--\r\n"),
+    # Multipart Content-Type without MIME-Version.
+    shape(5, "Content-Type: multipart/mixed; boundary=b5\r\n",
+          b"--b5\r\nContent-Type: text/plain\r\n\r\nno version\r\nhere\r\n"
+          b"--b5\r\nContent-Type: text/plain\r\n\r\nsecond part\r\n\r\n--b5--\r\n"),
+    shape(6, "Content-Type: multipart/alternative; boundary=\"b6\"\r\n",
+          b"preamble\r\n--b6\r\n\r\nplain\r\n--b6\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n--b6--"),
+    # Folded and repeated header fields.
+    shape(7, "Cc: First <cc1@example.org>\r\nCC: cc2@example.org,\r\n cc3@example.org\r\n"
+             "cc: Third\r\n\t<cc4@example.org>\r\nX-Folded: one\r\n  two\r\n\tthree\r\n"
+             "Comments: first\r\nComments: second\r\n",
+          b"body\r\n"),
+    # A single text part without a final line break.
+    shape(8, "", b"first line\r\nno break at the end"),
+]
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".eml"):
@@ -347,6 +406,9 @@ def main():
     for k in range(len(THREADS)):
         with open(os.path.join(HERE, f"{320 + k:03}.eml"), "wb") as f:
             f.write(thread_message(k))
+    for k, data in enumerate(SHAPES):
+        with open(os.path.join(HERE, f"{344 + k:03}.eml"), "wb") as f:
+            f.write(data)
 
 
 if __name__ == "__main__":

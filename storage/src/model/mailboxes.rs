@@ -152,6 +152,30 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
     Ok(mb)
 }
 
+/// Creates a mailbox subscribed only if its name still is: IMAP CREATE
+/// subscribes nothing (RFC 3501 §6.3.3), but a subscription outlives its
+/// mailbox (§6.3.6), and the record's flag (JMAP's `isSubscribed`) says
+/// the same as the subscription key.
+pub async fn create_unsubscribed(
+    txn: &Txn,
+    account: AccountId,
+    name: &str,
+    special_use: Option<String>,
+) -> Result<Mailbox> {
+    let created = create(txn, account, name, special_use).await?;
+    if txn
+        .get(&keyspace::subscription(account, &created.name))
+        .await?
+        .is_some()
+    {
+        return Ok(created);
+    }
+    let mut after = created.clone();
+    after.subscribed = false;
+    put(txn, account, &created, &after)?;
+    Ok(after)
+}
+
 pub async fn get(txn: &Txn, account: AccountId, id: MailboxId) -> Result<Option<Mailbox>> {
     get_record(txn, &keyspace::mailbox(account, id), "mailbox").await
 }
