@@ -87,6 +87,8 @@ pub fn parse_command_with(input: &[u8], options: ParseOptions) -> Result<Command
     }
 }
 
+/// The command after the tag: its name, then its arguments (one function
+/// per command whose arguments take more than a line to read).
 fn command(r: &mut Reader<'_>) -> R<CommandKind> {
     use CommandKind as C;
     let name = r.word()?;
@@ -101,95 +103,16 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
         "CLOSE" => C::Close,
         "UNSELECT" => C::Unselect,
         "EXPUNGE" => C::Expunge,
-        "AUTHENTICATE" => {
-            r.sp()?;
-            let mechanism = r.word()?;
-            let initial_response = if r.more() {
-                r.sp()?;
-                let ir = r.take_while(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
-                Some(if ir == b"=" {
-                    Vec::new()
-                } else {
-                    STANDARD.decode(ir).or(err("invalid base64 initial response"))?
-                })
-            } else {
-                None
-            };
-            C::Authenticate {
-                mechanism,
-                initial_response,
-            }
-        }
-        "LOGIN" => {
-            r.sp()?;
-            let username = String::from_utf8(r.astring()?).or(err("user name is not UTF-8"))?;
-            r.sp()?;
-            let password = String::from_utf8(r.astring()?).or(err("password is not UTF-8"))?;
-            C::Login { username, password }
-        }
+        "AUTHENTICATE" => authenticate(r)?,
+        "LOGIN" => login(r)?,
         "COMPRESS" => {
             r.sp()?;
             C::Compress(r.word()?)
         }
-        "ENABLE" => {
-            let mut caps = Vec::new();
-            while r.more() {
-                r.sp()?;
-                caps.push(r.word()?);
-            }
-            if caps.is_empty() {
-                return err("ENABLE needs at least one capability");
-            }
-            C::Enable(caps)
-        }
-        "ID" => {
-            r.sp()?;
-            if r.eat_word("NIL") {
-                C::Id(None)
-            } else {
-                let items = r.list(|r| {
-                    let key = String::from_utf8_lossy(&r.string()?).into_owned();
-                    r.sp()?;
-                    Ok((key, r.nstring()?.map(|v| String::from_utf8_lossy(&v).into_owned())))
-                })?;
-                if items.len() > 30 {
-                    return err("too many ID fields");
-                }
-                C::Id(Some(items))
-            }
-        }
-        "SELECT" | "EXAMINE" => {
-            r.sp()?;
-            let mailbox = r.mailbox()?;
-            let params = if r.more() {
-                r.sp()?;
-                select_params(r)?
-            } else {
-                SelectParams::default()
-            };
-            if name == "SELECT" {
-                C::Select { mailbox, params }
-            } else {
-                C::Examine { mailbox, params }
-            }
-        }
-        "CREATE" => {
-            r.sp()?;
-            let mailbox = r.mailbox()?;
-            let mut special_use = Vec::new();
-            if r.more() {
-                r.sp()?;
-                r.list(|r| {
-                    if !r.eat_word("USE") {
-                        return err("unsupported CREATE parameter");
-                    }
-                    r.sp()?;
-                    special_use.extend(r.flag_list()?.iter().map(|f| f.as_str().to_string()));
-                    Ok(())
-                })?;
-            }
-            C::Create { mailbox, special_use }
-        }
+        "ENABLE" => enable(r)?,
+        "ID" => id(r)?,
+        "SELECT" | "EXAMINE" => select(r, &name)?,
+        "CREATE" => create(r)?,
         "DELETE" | "SUBSCRIBE" | "UNSUBSCRIBE" | "GETQUOTAROOT" => {
             r.sp()?;
             let mailbox = r.mailbox()?;
@@ -207,15 +130,7 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
             C::Rename { from, to: r.mailbox()? }
         }
         "LIST" => C::List(list(r)?),
-        "LSUB" => {
-            r.sp()?;
-            let reference = r.mailbox()?;
-            r.sp()?;
-            C::Lsub {
-                reference,
-                pattern: r.list_mailbox()?,
-            }
-        }
+        "LSUB" => lsub(r)?,
         "STATUS" => {
             r.sp()?;
             let mailbox = r.mailbox()?;
@@ -225,38 +140,148 @@ fn command(r: &mut Reader<'_>) -> R<CommandKind> {
         }
         "APPEND" => append(r)?,
         "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE" => uid_command(r, &name, false)?,
-        "UID" => {
-            r.sp()?;
-            let sub = r.word()?;
-            if sub == "EXPUNGE" {
-                r.sp()?;
-                C::UidExpunge(r.sequence_set()?)
-            } else if matches!(
-                sub.as_str(),
-                "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE"
-            ) {
-                uid_command(r, &sub, true)?
-            } else {
-                return err("unknown UID command");
-            }
-        }
+        "UID" => uid(r)?,
         "GETQUOTA" => {
             r.sp()?;
             C::GetQuota(r.text()?)
         }
-        "SETQUOTA" => {
-            r.sp()?;
-            let root = r.text()?;
-            r.sp()?;
-            let limits = r.list(|r| {
-                let resource = r.word()?;
-                r.sp()?;
-                Ok((resource, r.number64()?))
-            })?;
-            C::SetQuota { root, limits }
-        }
+        "SETQUOTA" => setquota(r)?,
         _ => return err("unknown command"),
     })
+}
+
+/// `AUTHENTICATE mechanism [initial-response]` (RFC 4959: `=` is empty).
+fn authenticate(r: &mut Reader<'_>) -> R<CommandKind> {
+    r.sp()?;
+    let mechanism = r.word()?;
+    let initial_response = if r.more() {
+        r.sp()?;
+        let ir = r.take_while(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
+        Some(if ir == b"=" {
+            Vec::new()
+        } else {
+            STANDARD.decode(ir).or(err("invalid base64 initial response"))?
+        })
+    } else {
+        None
+    };
+    Ok(CommandKind::Authenticate {
+        mechanism,
+        initial_response,
+    })
+}
+
+fn login(r: &mut Reader<'_>) -> R<CommandKind> {
+    r.sp()?;
+    let username = String::from_utf8(r.astring()?).or(err("user name is not UTF-8"))?;
+    r.sp()?;
+    let password = String::from_utf8(r.astring()?).or(err("password is not UTF-8"))?;
+    Ok(CommandKind::Login { username, password })
+}
+
+fn enable(r: &mut Reader<'_>) -> R<CommandKind> {
+    let mut caps = Vec::new();
+    while r.more() {
+        r.sp()?;
+        caps.push(r.word()?);
+    }
+    if caps.is_empty() {
+        return err("ENABLE needs at least one capability");
+    }
+    Ok(CommandKind::Enable(caps))
+}
+
+/// `ID NIL` or `ID (key value ...)`, at most 30 fields (RFC 2971 §3.3).
+fn id(r: &mut Reader<'_>) -> R<CommandKind> {
+    r.sp()?;
+    if r.eat_word("NIL") {
+        return Ok(CommandKind::Id(None));
+    }
+    let items = r.list(|r| {
+        let key = String::from_utf8_lossy(&r.string()?).into_owned();
+        r.sp()?;
+        Ok((key, r.nstring()?.map(|v| String::from_utf8_lossy(&v).into_owned())))
+    })?;
+    if items.len() > 30 {
+        return err("too many ID fields");
+    }
+    Ok(CommandKind::Id(Some(items)))
+}
+
+/// `SELECT`/`EXAMINE mailbox [(params)]`.
+fn select(r: &mut Reader<'_>, name: &str) -> R<CommandKind> {
+    r.sp()?;
+    let mailbox = r.mailbox()?;
+    let params = if r.more() {
+        r.sp()?;
+        select_params(r)?
+    } else {
+        SelectParams::default()
+    };
+    Ok(if name == "SELECT" {
+        CommandKind::Select { mailbox, params }
+    } else {
+        CommandKind::Examine { mailbox, params }
+    })
+}
+
+/// `CREATE mailbox [(USE (special-use ...))]` (RFC 6154 §3).
+fn create(r: &mut Reader<'_>) -> R<CommandKind> {
+    r.sp()?;
+    let mailbox = r.mailbox()?;
+    let mut special_use = Vec::new();
+    if r.more() {
+        r.sp()?;
+        r.list(|r| {
+            if !r.eat_word("USE") {
+                return err("unsupported CREATE parameter");
+            }
+            r.sp()?;
+            special_use.extend(r.flag_list()?.iter().map(|f| f.as_str().to_string()));
+            Ok(())
+        })?;
+    }
+    Ok(CommandKind::Create { mailbox, special_use })
+}
+
+fn lsub(r: &mut Reader<'_>) -> R<CommandKind> {
+    r.sp()?;
+    let reference = r.mailbox()?;
+    r.sp()?;
+    Ok(CommandKind::Lsub {
+        reference,
+        pattern: r.list_mailbox()?,
+    })
+}
+
+/// `UID EXPUNGE set`, or `UID` before a command that takes UIDs.
+fn uid(r: &mut Reader<'_>) -> R<CommandKind> {
+    r.sp()?;
+    let sub = r.word()?;
+    if sub == "EXPUNGE" {
+        r.sp()?;
+        return Ok(CommandKind::UidExpunge(r.sequence_set()?));
+    }
+    if matches!(
+        sub.as_str(),
+        "SEARCH" | "SORT" | "THREAD" | "FETCH" | "STORE" | "COPY" | "MOVE"
+    ) {
+        return uid_command(r, &sub, true);
+    }
+    err("unknown UID command")
+}
+
+/// `SETQUOTA root (resource limit ...)` (RFC 9208 §4.2).
+fn setquota(r: &mut Reader<'_>) -> R<CommandKind> {
+    r.sp()?;
+    let root = r.text()?;
+    r.sp()?;
+    let limits = r.list(|r| {
+        let resource = r.word()?;
+        r.sp()?;
+        Ok((resource, r.number64()?))
+    })?;
+    Ok(CommandKind::SetQuota { root, limits })
 }
 
 fn status_items(r: &mut Reader<'_>) -> R<Vec<StatusItem>> {
