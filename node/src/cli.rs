@@ -444,4 +444,15 @@ pub enum AccountCmd {
     },
     /// List accounts.
     List,
+    /// Delete an account with all its mail, mailboxes, tokens and JMAP
+    /// records, in bounded transactions (an account of any size, on either
+    /// store). Mail to the address is refused from the first step on. An
+    /// interrupted deletion resumes when the command is run again.
+    Delete {
+        /// user@domain
+        email: String,
+        /// Confirm: the mail cannot be brought back (except from a backup).
+        #[arg(long)]
+        yes: bool,
+    },
 }

@@ -3,6 +3,7 @@
 //! metrics endpoint and the admin commands.
 
 mod admin;
+mod admin_account;
 mod admin_alias;
 mod admin_mesh;
 mod admin_queue;
@@ -68,6 +69,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cmd: AccountCmd::Add { email, password_stdin },
         } => admin::account_add(&cfg, &email, password_stdin).await,
         Command::Account { cmd: AccountCmd::List } => admin::account_list(&cfg).await,
+        Command::Account {
+            cmd: AccountCmd::Delete { email, yes },
+        } => admin_account::delete(&cfg, &email, yes).await,
         Command::Alias { cmd } => match cmd {
             AliasCmd::Add { address, targets } => admin_alias::add(&cfg, &address, &targets).await,
             AliasCmd::Remove { address } => admin_alias::remove(&cfg, &address).await,

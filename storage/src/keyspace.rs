@@ -400,6 +400,43 @@ pub fn vacation_reply(account: AccountId, sender: &str) -> Vec<u8> {
     pack(&("vacr", account, sender))
 }
 
+/// An account being deleted (`model::account_removal`): its id → what is
+/// left to do. Written when its record goes, cleared when the last of its
+/// keys has.
+pub fn account_removal(account: AccountId) -> Vec<u8> {
+    pack(&("adel", account))
+}
+pub fn account_removals() -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("adel",)))
+}
+
+/// Every subspace whose second tuple element is the account: what is left
+/// to clear once an account's mailboxes are gone. A test in this module
+/// reads this file and fails on a per-account subspace missing here.
+const ACCOUNT_SUBSPACES: &[&str] = &[
+    "mbox", "subs", "mbxn", "msg", "eplc", "msum", "unsn", "mdat", "cnt", "quota", "chg", "chgf", "upl", "jsub", "vac",
+    "jid", "jidv", "vacr", "thrm", "thrx",
+];
+
+/// The key ranges of one account in every per-account subspace, and its
+/// per-account sequences (mailbox and identity ids).
+pub fn account_ranges(account: AccountId) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut ranges: Vec<_> = ACCOUNT_SUBSPACES
+        .iter()
+        .map(|name| prefix_range(&pack(&(*name, account))))
+        .collect();
+    for key in [mailbox_sequence(account), identity_sequence(account)] {
+        let end = crate::kv::key_after(&key);
+        ranges.push((key, end));
+    }
+    ranges
+}
+
+/// Every bearer token (a deleted account's are revoked by a walk over them).
+pub fn tokens() -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("tok",)))
+}
+
 /// Thread index: a Message-ID seen in an account → the thread it belongs to.
 pub fn thread_by_message_id(account: AccountId, message_id: &str) -> Vec<u8> {
     pack(&("thrm", account, message_id))
@@ -426,6 +463,36 @@ mod tests {
         let (lo, hi) = messages(1, 2);
         assert!(lo <= a && c < hi);
         assert!(message(1, 3, 0) >= hi);
+    }
+
+    #[test]
+    fn account_ranges_cover_every_per_account_subspace() {
+        // Every per-account subspace packed in this file is in ACCOUNT_SUBSPACES,
+        // so deleting an account leaves none of its keys behind.
+        let source = include_str!("keyspace.rs");
+        let needle = concat!("pack(&(", "\"");
+        for (at, _) in source.match_indices(needle) {
+            let rest = &source[at + needle.len()..];
+            let Some((name, after)) = rest.split_once('"') else {
+                continue;
+            };
+            if after.starts_with(", account") && name != "adel" {
+                assert!(ACCOUNT_SUBSPACES.contains(&name), "{name} is not in ACCOUNT_SUBSPACES");
+            }
+        }
+        let ranges = account_ranges(7);
+        for key in [
+            message(7, 1, 1),
+            mailbox(7, 2),
+            vacation(7),
+            mailbox_sequence(7),
+            identity_sequence(7),
+        ] {
+            assert!(ranges.iter().any(|(b, e)| *b <= key && key < *e), "{key:?}");
+        }
+        for key in [message(70, 1, 1), mailbox(8, 2), mailbox_sequence(8)] {
+            assert!(!ranges.iter().any(|(b, e)| *b <= key && key < *e), "{key:?}");
+        }
     }
 
     #[test]

@@ -30,8 +30,8 @@ pub mod open;
 #[doc(hidden)]
 pub mod test_keys {
     pub use crate::keyspace::{
-        blob_deleting, blob_inline, blob_inline_v1, blob_refs, counter, mailbox, message, message_by_date,
-        message_summary, thread_member, unseen,
+        account_ranges, blob_deleting, blob_inline, blob_inline_v1, blob_refs, counter, mailbox, message,
+        message_by_date, message_summary, thread_member, unseen,
     };
 }
 

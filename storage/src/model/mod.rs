@@ -6,6 +6,7 @@
 //! over the primitives of `wire`); counters are little-endian integers so they can
 //! be changed with atomic adds.
 
+pub mod account_removal;
 pub mod accounts;
 pub mod aliases;
 pub mod cluster;
