@@ -61,7 +61,7 @@ fn smtp_shared(
     cfg: &Config,
     s: &Services,
     mode: Mode,
-    rcpt_cache: Option<Arc<meshmail_protocols::smtp::rcpt_cache::RcptCache>>,
+    rcpt_cache: Option<Arc<meshmail_protocols::accept::rcpt_cache::RcptCache>>,
     inbound_checks: bool,
     sink: bool,
 ) -> anyhow::Result<SmtpShared> {

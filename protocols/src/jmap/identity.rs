@@ -3,7 +3,7 @@
 //! signatures can be edited); the user may add identities for other
 //! addresses they own — a subaddress, an alias that delivers only to them:
 //! the same rule SMTP submission applies to MAIL FROM
-//! (`smtp::accept::sender_allowed`). Any other address is `forbiddenFrom`.
+//! (`accept::sender_allowed`). Any other address is `forbiddenFrom`.
 
 use meshmail_storage::StorageError;
 use meshmail_storage::model::jmap::{self, IDENTITIES_MAX, Identity, NamedAddress};
@@ -16,7 +16,7 @@ use super::dispatch::{
 use super::mailbox::SetResponse;
 use super::object::{Properties, parse_object};
 use super::wire::{MethodError, SetError};
-use crate::smtp::accept::sender_allowed;
+use crate::accept::sender_allowed;
 
 /// The identity of the account's own address.
 pub const IDENTITY_ID: &str = "i0";

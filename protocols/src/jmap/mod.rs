@@ -101,7 +101,7 @@ pub struct JmapShared {
     pub ctx: Arc<NodeCtx>,
     pub auth: Arc<Authenticator>,
     /// The submission listener's settings: EmailSubmission goes through
-    /// `smtp::accept::accept_message` like a message submitted over SMTP.
+    /// `accept::accept_message` like a message submitted over SMTP.
     pub smtp: Arc<SmtpShared>,
     pub limits: Limits,
     /// Basic and bearer credentials over plaintext HTTP from loopback

@@ -2,13 +2,16 @@
 //!
 //! A user sends only as themselves: From, Sender and the envelope sender
 //! must each be one of the account's addresses by the rule SMTP submission
-//! applies (`smtp::accept::sender_allowed`), and the identity must be one
-//! of the account's. EmailSubmission/set hands the message to the same SMTP
-//! acceptance path a submission client reaches (`accept_message`, as the
-//! authenticated user, with the user's own address as the envelope
+//! applies (`accept::sender_allowed`), and the identity must be one of the
+//! account's. EmailSubmission/set hands the message to the acceptance layer
+//! a submission client's message reaches too (`accept::accept_message`, as
+//! the authenticated user, with the user's own address as the envelope
 //! sender): local recipients are delivered through their shard actors and
 //! remote ones queued for outbound delivery. Its undoStatus is therefore
-//! `final` at once.
+//! `final` at once. Acceptance answers one typed `Outcome` per recipient:
+//! none stored is `serverFail`; each recipient's `deliveryStatus.smtpReply`
+//! is the outcome as an SMTP reply (RFC 8621 §7 defines it so), written by
+//! `smtp::session::replies::reply_of`, the same text an SMTP client gets.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -27,8 +30,9 @@ use super::mailbox::{Comparator, QueryResponse, SetResponse, clamp_position};
 use super::object::{Object, Properties};
 use super::store;
 use super::wire::{MethodError, SetError};
-use crate::smtp::accept::{Accepted, RcptOutcome, Recipient, accept_message, resolve_recipient, sender_allowed};
-use crate::smtp::{Mailbox as SmtpMailbox, ReversePath};
+use crate::accept::{Accepted, Outcome, RcptOutcome, Recipient, accept_message, resolve_recipient, sender_allowed};
+use crate::envelope::Mailbox as SmtpMailbox;
+use crate::smtp::session::replies::reply_of;
 
 /// Submissions listed at most (the record is kept for the client's view).
 const SUBMISSIONS_MAX: usize = 10_000;
@@ -482,11 +486,9 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         });
     }
     let from = if mail_from.is_empty() {
-        ReversePath::Null
+        None
     } else {
-        ReversePath::Mailbox(
-            SmtpMailbox::parse(&mail_from).map_err(|e| SetError::new("forbiddenMailFrom", e.to_string()))?,
-        )
+        Some(SmtpMailbox::parse(&mail_from).map_err(|e| SetError::new("forbiddenMailFrom", e.to_string()))?)
     };
     let rcpt_names: Vec<String> = recipients
         .iter()
@@ -508,11 +510,10 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         vacation_off: Vec::new(),
     };
     let started = std::time::Instant::now();
-    let replies = accept_message(&call.shared.smtp, accepted, strip_bcc(&raw)).await;
+    let outcomes = accept_message(call.shared.smtp.acceptor(), accepted, strip_bcc(&raw)).await;
     metrics::histogram!("meshmail_jmap_submission_seconds").record(started.elapsed().as_secs_f64());
-    if replies.iter().all(|r| !(200..300).contains(&r.code)) {
-        let why = replies.first().map(|r| r.to_string()).unwrap_or_default();
-        return Err(SetError::new("serverFail", format!("not accepted: {}", why.trim())));
+    if let Some(refused) = none_stored(&outcomes) {
+        return Err(refused);
     }
     let record = Submission {
         id: new_id(),
@@ -522,7 +523,10 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         mail_from: mail_from.clone(),
         rcpt_to: rcpt_names,
         send_at_ms: now_ms(),
-        replies: replies.iter().map(|r| r.to_string().trim().to_string()).collect(),
+        replies: outcomes
+            .iter()
+            .map(|o| reply_of(o).to_string().trim().to_string())
+            .collect(),
     };
     let (account, r) = (call.caller.account, record.clone());
     ctx.db
@@ -533,6 +537,17 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         .await
         .map_err(|e| SetError::new("serverFail", e.to_string()))?;
     Ok(record)
+}
+
+/// `serverFail` when acceptance stored no recipient's copy (the first
+/// refusal, as its SMTP reply, says why); `None` when one at least is
+/// durable (the others show in `deliveryStatus`).
+fn none_stored(outcomes: &[Outcome]) -> Option<SetError> {
+    if outcomes.iter().any(Outcome::is_stored) {
+        return None;
+    }
+    let why = outcomes.first().map(|o| reply_of(o).to_string()).unwrap_or_default();
+    Some(SetError::new("serverFail", format!("not accepted: {}", why.trim())))
 }
 
 pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {

@@ -1,6 +1,6 @@
 //! VacationResponse/get and /set (RFC 8621 §8): the one setting per
 //! account. The replies themselves are sent at delivery by
-//! `smtp::vacation`, which reads the same record.
+//! `accept::vacation`, which reads the same record.
 
 use meshmail_storage::model::jmap::{self, Vacation};
 use serde::{Deserialize, Serialize};
@@ -48,7 +48,7 @@ fn vacation_object(v: &Vacation) -> VacationObject {
 }
 
 /// VacationResponse/get. The replies are sent by the delivery path
-/// (`smtp::vacation`), which reads the same record.
+/// (`accept::vacation`), which reads the same record.
 pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: GetArgs = parse(args)?;
     let v = vacation(call).await?;

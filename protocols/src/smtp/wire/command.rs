@@ -6,9 +6,9 @@
 //! It checks syntax only; whether a command is allowed now (sequence,
 //! SMTPUTF8 requested, parameter advertised) is the session's business.
 
-use super::address::{self, AddressError, AddressLiteral, Mailbox, PATH_MAX};
 use super::reply::Reply;
-pub use meshmail_storage::model::outbound::{DsnNotify, DsnRet};
+use crate::envelope::address::{self, AddressError, AddressLiteral, Mailbox, PATH_MAX};
+pub use crate::envelope::{DsnNotify, DsnRet, RcptDsn};
 
 /// RFC 5321 §4.5.3.1.4: a command line is at most 512 octets including
 /// CRLF. The caller enforces its read limit; [`parse_command`] refuses a
@@ -80,14 +80,6 @@ pub struct MailParams {
     pub envid: Option<String>,
     pub requiretls: bool,
     pub other: Vec<Param>,
-}
-
-/// The DSN parameters of one RCPT (RFC 3461 §4.1, §4.2).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RcptDsn {
-    pub notify: Option<DsnNotify>,
-    /// ORCPT: `addr-type;address`, the address xtext-decoded.
-    pub orcpt: Option<String>,
 }
 
 /// Decodes NOTIFY and ORCPT from RCPT's parameters; everything else is
@@ -283,7 +275,7 @@ fn parse_host_arg(args: &str) -> Result<Host, SyntaxError> {
     if args.is_empty() {
         return Err(SyntaxError::Parameters("domain or address literal required"));
     }
-    address::parse_host(args, true).map_err(|_| SyntaxError::Parameters("invalid domain or address literal"))
+    parse_host(args, true).map_err(|_| SyntaxError::Parameters("invalid domain or address literal"))
 }
 
 fn parse_bdat(args: &str) -> Result<Command, SyntaxError> {
@@ -390,7 +382,7 @@ fn parse_path(s: &str, allow_postmaster: bool) -> Result<(Path, &str), AddressEr
             let colon = inner.find(':').ok_or(AddressError::InvalidDomain)?;
             for hop in inner[..colon].split(',') {
                 let domain = hop.strip_prefix('@').ok_or(AddressError::InvalidDomain)?;
-                address::parse_host(domain, false)?;
+                parse_host(domain, false)?;
             }
             start = colon + 1;
         }
@@ -541,6 +533,16 @@ fn decode_xtext(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// Parses a domain or an address literal (the argument of EHLO/HELO, the
+/// part after `@`). With `helo`, `_` is tolerated in labels.
+fn parse_host(s: &str, helo: bool) -> Result<Host, AddressError> {
+    if s.starts_with('[') {
+        return address::parse_address_literal(s).map(Host::Literal);
+    }
+    address::check_domain(s, helo)?;
+    Ok(Host::Domain(s.to_string()))
 }
 
 #[cfg(test)]

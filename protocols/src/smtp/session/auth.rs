@@ -7,9 +7,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use meshmail_actors::auth::{AuthOutcome, Authenticator};
 use meshmail_storage::model::accounts::Account;
 
-use super::command::AUTH_LINE_MAX;
-use super::reply::Reply;
 use crate::net::{Conn, ConnError, Line};
+use crate::smtp::wire::command::AUTH_LINE_MAX;
+use crate::smtp::wire::reply::Reply;
 
 pub enum AuthStep {
     Ok(Account),

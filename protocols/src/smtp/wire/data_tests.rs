@@ -1,5 +1,5 @@
 use super::*;
-use crate::smtp::reference::{Outcome, reference_decode, stream_decode};
+use crate::smtp::wire::reference::{Outcome, reference_decode, stream_decode};
 use proptest::prelude::*;
 
 const BIG: DataLimits = DataLimits {

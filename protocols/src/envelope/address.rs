@@ -170,7 +170,7 @@ pub fn validate_helo_domain(domain: &str) -> Result<(), AddressError> {
     check_domain(domain, true)
 }
 
-fn check_domain(domain: &str, allow_underscore: bool) -> Result<(), AddressError> {
+pub(crate) fn check_domain(domain: &str, allow_underscore: bool) -> Result<(), AddressError> {
     if domain.len() > DOMAIN_MAX {
         return Err(AddressError::DomainTooLong);
     }
@@ -229,17 +229,6 @@ pub fn parse_address_literal(s: &str) -> Result<AddressLiteral, AddressError> {
         .parse::<Ipv4Addr>()
         .map(AddressLiteral::V4)
         .map_err(|_| AddressError::InvalidAddressLiteral)
-}
-
-/// Parses a domain or an address literal (the argument of EHLO/HELO, the
-/// part after `@`). With `helo`, `_` is tolerated in labels.
-pub(crate) fn parse_host(s: &str, helo: bool) -> Result<super::command::Host, AddressError> {
-    use super::command::Host;
-    if s.starts_with('[') {
-        return parse_address_literal(s).map(Host::Literal);
-    }
-    check_domain(s, helo)?;
-    Ok(Host::Domain(s.to_string()))
 }
 
 /// Parses a mailbox at the start of `s` and returns it with the number of

@@ -6,6 +6,12 @@
 //! unless loopback plaintext is allowed by config) and a sender the account
 //! owns, and queues remote recipients; LMTP (behind another MTA) answers
 //! once per recipient after the message.
+//!
+//! This folder is SMTP's session layer: the state machine (here), SASL
+//! ([`auth`]), the MX's SPF/DKIM/ARC/DMARC checks ([`inbound_auth`]) and the
+//! map from acceptance's outcomes to SMTP/LMTP replies ([`replies`]). It may
+//! use `smtp::wire`, [`crate::net`], [`crate::accept`] and the actors; the
+//! message itself is stored by [`crate::accept::accept_message`], never here.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,12 +26,23 @@ use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use super::accept::{Accepted, RcptOutcome, Recipient, accept_message};
-use super::auth::{AuthStep, sasl_auth};
-use super::command::{AUTH_LINE_MAX, COMMAND_LINE_MAX, Command, ForwardPath, Host, ReversePath, parse_command};
-use super::data::{BdatReader, DataDecoder, DataLimits};
-use super::inbound_auth::{Disposition, Peer, authenticate};
-use super::reply::Reply;
+mod auth;
+pub mod inbound_auth;
+pub mod replies;
+
+use self::auth::{AuthStep, sasl_auth};
+use self::inbound_auth::{Disposition, Peer, authenticate};
+use self::replies::{combine, reply_of};
+use super::wire::command::{
+    AUTH_LINE_MAX, BodyType, COMMAND_LINE_MAX, Command, ForwardPath, Host, MailParams, Param, ReversePath,
+    parse_command, parse_rcpt_dsn,
+};
+use super::wire::data::{BdatReader, DataDecoder, DataError, DataLimits};
+use super::wire::reply::Reply;
+use crate::accept::{
+    Accepted, Acceptor, EnvelopeParams, RcptOutcome, Recipient, accept_message, check_recipient, sender_allowed,
+};
+use crate::envelope::Mailbox;
 use crate::net::{Conn, ConnError, Line, Stream};
 
 /// Which listener a session belongs to.
@@ -67,16 +84,30 @@ pub struct SmtpShared {
     /// The node's resolver (inbound authentication; outbound shares it).
     pub dns: crate::dns::Dns,
     /// Aliases, subaddressing, catch-alls.
-    pub routing: super::routing::RoutingConfig,
+    pub routing: crate::accept::routing::RoutingConfig,
     /// The node's RCPT answers (one cache for every SMTP/LMTP listener);
     /// `None` when `[smtp] rcpt_cache_entries = 0`.
-    pub rcpt_cache: Option<Arc<super::rcpt_cache::RcptCache>>,
+    pub rcpt_cache: Option<Arc<crate::accept::rcpt_cache::RcptCache>>,
     /// SPF/DKIM/ARC/DMARC on the MX listener (an Authentication-Results
     /// header on every message); `None` turns the checks off.
-    pub inbound_auth: Option<super::inbound_auth::InboundAuthConfig>,
+    pub inbound_auth: Option<inbound_auth::InboundAuthConfig>,
     /// Benchmark mode: answer 250 without storing anything. Never in
     /// production: it acknowledges mail it does not keep.
     pub sink: bool,
+}
+
+impl SmtpShared {
+    /// What acceptance needs of this listener's settings (SMTP and LMTP
+    /// messages, JMAP submission through the submission listener's).
+    pub fn acceptor(&self) -> Acceptor<'_> {
+        Acceptor {
+            ctx: &self.ctx,
+            hostname: &self.hostname,
+            routing: &self.routing,
+            delivery_timeout: self.delivery_timeout,
+            sink: self.sink,
+        }
+    }
 }
 
 pub struct SmtpSession {
@@ -142,7 +173,7 @@ struct MailTxn {
     from: ReversePath,
     smtputf8: bool,
     /// What the outbound queue needs of MAIL's parameters (submission).
-    envelope: super::accept::EnvelopeParams,
+    envelope: EnvelopeParams,
     recipients: Vec<Recipient>,
     /// LMTP: how many of `recipients` each accepted RCPT stands for (an
     /// alias may stand for several), so each RCPT gets its one reply.
@@ -319,7 +350,7 @@ impl State {
         caps
     }
 
-    async fn mail(&mut self, conn: &mut Conn, from: ReversePath, params: super::command::MailParams) {
+    async fn mail(&mut self, conn: &mut Conn, from: ReversePath, params: MailParams) {
         if self.helo.is_none() {
             return self.reply(conn, Reply::new(503, Some((5, 5, 1)), "Say EHLO first"));
         }
@@ -334,8 +365,7 @@ impl State {
                 ReversePath::Null => Ok(false),
                 ReversePath::Mailbox(m) => {
                     let address = m.normalized().to_string();
-                    super::accept::sender_allowed(&self.shared.ctx, &account.email, &address, &self.shared.routing)
-                        .await
+                    sender_allowed(&self.shared.ctx, &account.email, &address, &self.shared.routing).await
                 }
             };
             let owned = match owned {
@@ -368,14 +398,11 @@ impl State {
         if params.requiretls && !(conn.is_tls() && matches!(self.shared.mode, Mode::Submission { .. })) {
             return self.reply(conn, Reply::parameter_not_implemented());
         }
-        let envelope = super::accept::EnvelopeParams {
+        let envelope = EnvelopeParams {
             ret: params.ret,
             envid: params.envid.clone(),
             smtputf8: params.smtputf8,
-            eight_bit: matches!(
-                params.body,
-                Some(super::command::BodyType::EightBitMime | super::command::BodyType::BinaryMime)
-            ),
+            eight_bit: matches!(params.body, Some(BodyType::EightBitMime | BodyType::BinaryMime)),
             require_tls: params.requiretls,
             tls_optional: false,
             rcpt_dsn: Vec::new(),
@@ -393,12 +420,12 @@ impl State {
         self.reply(conn, Reply::sender_ok());
     }
 
-    async fn rcpt(&mut self, conn: &mut Conn, to: ForwardPath, params: Vec<super::command::Param>) {
+    async fn rcpt(&mut self, conn: &mut Conn, to: ForwardPath, params: Vec<Param>) {
         let Some(txn) = &self.txn else {
             return self.reply(conn, Reply::new(503, Some((5, 5, 1)), "Need MAIL before RCPT"));
         };
         // DSN parameters (RFC 3461) are honoured on submission, where DSN is advertised.
-        let dsn = match super::command::parse_rcpt_dsn(&params) {
+        let dsn = match parse_rcpt_dsn(&params) {
             Ok((dsn, _)) if matches!(self.shared.mode, Mode::Submission { .. }) => dsn,
             Ok(_) => Default::default(),
             Err(e) => return self.reply(conn, e.reply()),
@@ -408,7 +435,7 @@ impl State {
         }
         let mailbox = match to {
             ForwardPath::Mailbox(m) => m.normalized(),
-            ForwardPath::Postmaster => super::address::Mailbox {
+            ForwardPath::Postmaster => Mailbox {
                 local: "postmaster".into(),
                 domain: self.shared.hostname.to_ascii_lowercase(),
             },
@@ -423,7 +450,7 @@ impl State {
         // client left waiting on RCPT.
         let checked = tokio::time::timeout(
             self.shared.delivery_timeout,
-            super::accept::check_recipient(
+            check_recipient(
                 &self.shared.ctx,
                 &mailbox,
                 submission,
@@ -570,7 +597,7 @@ impl State {
     }
 
     /// Stores an accepted message (or refuses it) and replies; ends the transaction.
-    async fn finish_message(&mut self, conn: &mut Conn, body: Result<Vec<u8>, super::data::DataError>) {
+    async fn finish_message(&mut self, conn: &mut Conn, body: Result<Vec<u8>, DataError>) {
         let txn = self.txn.take().expect("a transaction is open");
         let raw = match body {
             Ok(raw) => raw,
@@ -615,7 +642,10 @@ impl State {
         }
         let txn_groups = txn.rcpt_groups;
         let accepted = Accepted {
-            from: txn.from,
+            from: match txn.from {
+                ReversePath::Null => None,
+                ReversePath::Mailbox(m) => Some(m),
+            },
             recipients: txn.recipients,
             helo: self.helo.clone().unwrap_or_default(),
             peer: self.peer,
@@ -627,17 +657,18 @@ impl State {
             envelope: txn.envelope,
             vacation_off: txn.vacation_off,
         };
-        let replies = accept_message(&self.shared, accepted, raw).await;
+        let outcomes = accept_message(self.shared.acceptor(), accepted, raw).await;
         metrics::histogram!("meshmail_smtp_accept_seconds", "listener" => self.label())
             .record(started.elapsed().as_secs_f64());
+        let replies: Vec<Reply> = outcomes.iter().map(reply_of).collect();
         if self.shared.mode == Mode::Lmtp {
             let mut replies = replies.into_iter();
             for n in txn_groups {
                 let group: Vec<Reply> = replies.by_ref().take(n).collect();
-                self.reply(conn, super::accept::combine(group));
+                self.reply(conn, combine(group));
             }
         } else {
-            self.reply(conn, super::accept::combine(replies));
+            self.reply(conn, combine(replies));
         }
     }
 

@@ -1,5 +1,5 @@
 //! A deliberately naive DATA decoder, the oracle for differential tests of
-//! [`DataDecoder`](crate::smtp::data::DataDecoder): it sees the whole input at
+//! [`DataDecoder`](crate::smtp::wire::data::DataDecoder): it sees the whole input at
 //! once, searches for the terminator from the start, splits into lines and
 //! unstuffs them. Quadratic in places, obviously right, never used to serve.
 

@@ -8,7 +8,6 @@
 //! into the outbound queue.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use mail_builder::MessageBuilder;
@@ -17,10 +16,8 @@ use meshmail_storage::StorageError;
 use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::{jmap, new_id, now_ms};
 
-use super::accept::{Accepted, RcptOutcome, accept_message, resolve_recipient, sender_allowed};
-use super::address::Mailbox;
-use super::command::ReversePath;
-use super::session::SmtpShared;
+use super::{Accepted, Acceptor, Outcome, RcptOutcome, accept_message, resolve_recipient, sender_allowed};
+use crate::envelope::Mailbox;
 
 /// One reply per sender per this many days for the same response (RFC
 /// 5230's default `:days`).
@@ -61,17 +58,11 @@ impl Skip {
 
 /// After a delivery of `raw` from `sender` to the account: answers it if
 /// the account's vacation response says so. Never fails the delivery.
-pub async fn after_delivery(
-    shared: &Arc<SmtpShared>,
-    account: AccountId,
-    account_email: &str,
-    sender: &str,
-    raw: &[u8],
-) {
+pub async fn after_delivery(acceptor: Acceptor<'_>, account: AccountId, account_email: &str, sender: &str, raw: &[u8]) {
     let started = std::time::Instant::now();
     let outcome = tokio::time::timeout(
         Duration::from_secs(VACATION_TIMEOUT_S),
-        answer(shared, account, account_email, sender, raw),
+        answer(acceptor, account, account_email, sender, raw),
     )
     .await;
     let label = match outcome {
@@ -94,7 +85,7 @@ pub async fn after_delivery(
 
 /// None when a reply was handed on, else why not.
 async fn answer(
-    shared: &Arc<SmtpShared>,
+    acceptor: Acceptor<'_>,
     account: AccountId,
     account_email: &str,
     sender: &str,
@@ -103,7 +94,7 @@ async fn answer(
     if sender.is_empty() {
         return Ok(Some(Skip::NullSender));
     }
-    let ctx = &shared.ctx;
+    let ctx = acceptor.ctx;
     let vacation = ctx
         .db
         .read("vacation_get", move |txn| async move {
@@ -120,13 +111,13 @@ async fn answer(
     if let Some(skip) = automatic(&msg, sender) {
         return Ok(Some(skip));
     }
-    if !addressed_to_account(shared, &msg, account_email).await? {
+    if !addressed_to_account(acceptor, &msg, account_email).await? {
         return Ok(Some(Skip::NotAddressed));
     }
     let Ok(to) = Mailbox::parse(sender) else {
         return Ok(Some(Skip::SenderNotDeliverable));
     };
-    let recipients = match resolve_recipient(ctx, &to.normalized(), true, &shared.routing).await? {
+    let recipients = match resolve_recipient(ctx, &to.normalized(), true, acceptor.routing).await? {
         RcptOutcome::Accept(r) => r,
         _ => return Ok(Some(Skip::SenderNotDeliverable)),
     };
@@ -143,11 +134,11 @@ async fn answer(
     if !claimed {
         return Ok(Some(Skip::AlreadyAnswered));
     }
-    let reply = build_reply(&shared.hostname, &vacation, &msg, account_email, sender, now);
+    let reply = build_reply(acceptor.hostname, &vacation, &msg, account_email, sender, now);
     let accepted = Accepted {
-        from: ReversePath::Null,
+        from: None,
         recipients,
-        helo: shared.hostname.clone(),
+        helo: acceptor.hostname.to_string(),
         peer: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
         tls: true,
         authenticated: None,
@@ -159,9 +150,9 @@ async fn answer(
     };
     // The reply's own delivery has a null sender, so it never recurses
     // further than this one level.
-    let replies = Box::pin(accept_message(shared, accepted, reply)).await;
-    if let Some(r) = replies.iter().find(|r| !(200..300).contains(&r.code)) {
-        tracing::warn!(reply = %r, "vacation reply not accepted");
+    let outcomes = Box::pin(accept_message(acceptor, accepted, reply)).await;
+    if let Some(Outcome::Refused(why)) = outcomes.iter().find(|o| !o.is_stored()) {
+        tracing::warn!(refusal = %why, "vacation reply not accepted");
     }
     Ok(None)
 }
@@ -211,7 +202,7 @@ fn automatic(msg: &Message<'_>, sender: &str) -> Option<Skip> {
 /// delivers only to it) is in To, Cc, Bcc, Resent-To or Resent-Cc: mail
 /// that reached the account only as a blind or list copy is not answered.
 async fn addressed_to_account(
-    shared: &Arc<SmtpShared>,
+    acceptor: Acceptor<'_>,
     msg: &Message<'_>,
     account_email: &str,
 ) -> Result<bool, StorageError> {
@@ -230,7 +221,7 @@ async fn addressed_to_account(
         }
     }
     for a in addresses.iter().take(RECIPIENTS_CHECKED_MAX) {
-        if sender_allowed(&shared.ctx, account_email, a, &shared.routing).await? {
+        if sender_allowed(acceptor.ctx, account_email, a, acceptor.routing).await? {
             return Ok(true);
         }
     }
