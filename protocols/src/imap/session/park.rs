@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use meshmail_actors::session::{Parked, Session};
 use meshmail_actors::shard::ChangeHint;
 
-use super::session::{Imap, ImapSession, Next, Phase};
 use super::uid_runs::UidRuns;
+use super::{Imap, ImapSession, Next, Phase};
 use crate::net::{Conn, ConnError};
 
 /// What woke a parked session.

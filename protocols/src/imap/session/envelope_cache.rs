@@ -192,9 +192,7 @@ async fn read_envelopes(
     mailbox: MailboxId,
     uids: &[Uid],
 ) -> Option<Vec<(Uid, FixedParts)>> {
-    let rows = super::session_view::load_envelopes(db, account, mailbox, uids)
-        .await
-        .ok()?;
+    let rows = super::view::load_envelopes(db, account, mailbox, uids).await.ok()?;
     Some(
         rows.into_iter()
             .map(|(m, envelope)| (m.uid, FixedParts::new(envelope, &m)))

@@ -9,17 +9,17 @@ use meshmail_storage::StorageError;
 use meshmail_storage::ids::Uid;
 use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, MessageMeta};
 
-use super::response::{self, BinaryError, FetchResponse, Status};
-use super::sequence::{IdSet, SequenceSet};
-use super::session::{State, Transition};
-use super::session_commands::{find, refused, write};
-use super::session_view::{Selected, load_envelopes, load_meta, load_rows};
-use super::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, SectionText, StoreMode};
+use super::commands::{find, refused, write};
+use super::view::{Selected, load_envelopes, load_meta, load_rows};
+use super::{State, Transition};
+use crate::imap::wire::response::{self, BinaryError, FetchResponse, Status};
+use crate::imap::wire::sequence::{IdSet, SequenceSet};
+use crate::imap::wire::types::{CommandKind, FetchAttr, FetchCommand, Qresync, Section, SectionText, StoreMode};
 use crate::net::{Conn, ConnError};
 use crate::summary::Summary;
 
 use super::envelope_cache::FixedParts;
-use super::session_view::{ENVELOPE_ROWS_PER_READ, META_ROWS_PER_READ, ROWS_PER_READ};
+use super::view::{ENVELOPE_ROWS_PER_READ, META_ROWS_PER_READ, ROWS_PER_READ};
 
 /// The commands of the selected state, run on `sel`.
 pub(super) async fn run(
@@ -55,9 +55,9 @@ pub(super) async fn run(
             return Ok(Transition::Deselect);
         }
         K::Fetch(cmd) => fetch(st, sel, conn, tag, cmd).await,
-        K::Search(cmd) => super::session_search::search(st, sel, conn, tag, cmd).await,
-        K::Sort(cmd) => super::session_search::sort(st, sel, conn, tag, cmd).await,
-        K::Thread(cmd) => super::session_search::thread(st, sel, conn, tag, cmd).await,
+        K::Search(cmd) => super::search::search(st, sel, conn, tag, cmd).await,
+        K::Sort(cmd) => super::search::sort(st, sel, conn, tag, cmd).await,
+        K::Thread(cmd) => super::search::thread(st, sel, conn, tag, cmd).await,
         K::Store(cmd) => {
             let uid = cmd.uid;
             let uids = resolve(st, sel, &cmd.set, uid);

@@ -1,23 +1,23 @@
 //! SEARCH, SORT and THREAD of the selected mailbox: the matching (rows from the
 //! store, bodies parsed only when a key needs them) and the answers. The
-//! key semantics are in [`super::search`], the sort keys in [`super::sort`].
+//! key semantics are in [`crate::imap::wire::search`], the sort keys in [`crate::imap::wire::sort`].
 
 use meshmail_storage::ids::Uid;
 use meshmail_storage::model::messages::MessageMeta;
 
+use super::State;
 use super::envelope_cache::FixedParts;
-use super::response::{self, Esearch, Status};
-use super::search::{
+use super::messages::{SummaryNeed, load_for, rows_per_read};
+use super::view::Selected;
+use crate::imap::wire::response::{self, Esearch, Status};
+use crate::imap::wire::search::{
     MessageView, SearchContext, matches, needs_body, needs_envelope, needs_headers, needs_live_meta, needs_meta,
     uses_modseq,
 };
-use super::sequence::IdSet;
-use super::session::State;
-use super::session_messages::{SummaryNeed, load_for, rows_per_read};
-use super::session_view::Selected;
-use super::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
-use super::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
-use super::types::{SearchCommand, SearchKey, SearchReturn, SortCommand, ThreadCommand};
+use crate::imap::wire::sequence::IdSet;
+use crate::imap::wire::sort::{SortValue, compare, sent_date_ms, sort_subject, sort_values};
+use crate::imap::wire::thread::{THREAD_MESSAGES_MAX, ThreadMessage, thread_line};
+use crate::imap::wire::types::{SearchCommand, SearchKey, SearchReturn, SortCommand, ThreadCommand};
 use crate::net::Conn;
 use crate::summary::Envelope;
 
@@ -404,7 +404,7 @@ pub(super) async fn thread(st: &mut State, sel: &mut Selected, conn: &mut Conn, 
             }
         })
         .collect();
-    let threads = super::thread::thread(cmd.algorithm, &msgs);
+    let threads = crate::imap::wire::thread::thread(cmd.algorithm, &msgs);
     conn.send(&thread_line(&threads, &msgs));
     st.sync(conn, Some(sel), cmd.uid).await;
     st.tagged(conn, tag, Status::Ok, None, "THREAD completed");

@@ -27,7 +27,7 @@ use meshmail_storage::model::messages::{self, ChangeKind, MessageMeta};
 use meshmail_storage::{Database, StorageError};
 
 use super::mailbox_lru::{MailboxKey, MailboxLru};
-use super::session_view::META_ROWS_PER_READ;
+use super::view::META_ROWS_PER_READ;
 
 /// Changes applied in one refresh at most; beyond, the mailbox is read
 /// again (and the refresh stays one modest transaction, inside FDB's

@@ -2,6 +2,18 @@
 //! connection, run by a session actor. Reads commands (with literals), runs
 //! them against the store (reads) and the shard actor (every write), and
 //! sends untagged updates at the points the RFC allows.
+//!
+//! This folder is IMAP's session layer, everything that does I/O or keeps
+//! state across commands: the state machine and IDLE (here), the first
+//! phase ([`auth`]), parking an idle IDLE ([`park`], [`uid_runs`]), the
+//! commands ([`commands`], [`messages`], [`search`]), the selected
+//! mailbox's view ([`view`]), LIST's answer ([`list_tree`]) and the per-node
+//! caches ([`envelope_cache`], [`hot_row_cache`], [`mailbox_lru`]). It may
+//! use `imap::wire`, [`crate::net`], [`crate::ingest`], the store (reads)
+//! and the actors (every write, through the account's shard actor). IMAP
+//! APPEND stores through the shard actor too, not through
+//! [`crate::accept`]: it files into the user's own mailbox with the user's
+//! flags and date, with no routing, aliases, SRS or vacation to apply.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,13 +30,25 @@ use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use super::parser::{ParseOptions, parse_command_with};
-use super::response::{self, Status};
-use super::sequence::IdSet;
-use super::session_auth::AccountSlot;
-use super::session_view::Selected;
-use super::types::{Command, CommandKind};
-use super::{is_done, literal_announcement};
+mod auth;
+mod commands;
+pub mod envelope_cache;
+pub mod hot_row_cache;
+mod list_tree;
+mod mailbox_lru;
+mod messages;
+mod park;
+mod search;
+mod uid_runs;
+pub mod view;
+
+use self::auth::AccountSlot;
+use self::view::Selected;
+use crate::imap::wire::parser::{ParseOptions, parse_command_with};
+use crate::imap::wire::response::{self, Status};
+use crate::imap::wire::sequence::IdSet;
+use crate::imap::wire::types::{Command, CommandKind};
+use crate::imap::wire::{is_done, literal_announcement};
 use crate::net::{Conn, ConnError, Line, Stream};
 
 /// Longest command line (without literals) accepted.
@@ -49,9 +73,9 @@ pub struct ImapShared {
     pub max_sessions_per_account: usize,
     pub sessions_per_account: Mutex<HashMap<AccountId, usize>>,
     /// Envelopes for SEARCH, SORT and THREAD, node-wide (None: off).
-    pub envelopes: Option<Arc<super::envelope_cache::EnvelopeCache>>,
+    pub envelopes: Option<Arc<self::envelope_cache::EnvelopeCache>>,
     /// Hot rows for FETCH of flags, sizes and dates, node-wide (None: off).
-    pub hot_rows: Option<Arc<super::hot_row_cache::HotRowCache>>,
+    pub hot_rows: Option<Arc<self::hot_row_cache::HotRowCache>>,
     /// How long an IDLE with nothing happening keeps its session actor
     /// before the session parks (None: never parks). See `session_park`.
     pub park_idle_after: Option<Duration>,
@@ -70,7 +94,7 @@ enum Start {
         peer: SocketAddr,
     },
     /// A parked IDLE that woke up: carry on with it.
-    Resumed(Box<super::session_park::ParkedImap>, super::session_park::Wake),
+    Resumed(Box<self::park::ParkedImap>, self::park::Wake),
 }
 
 impl ImapSession {
@@ -80,7 +104,7 @@ impl ImapSession {
         }
     }
 
-    pub(super) fn resumed(parked: Box<super::session_park::ParkedImap>, wake: super::session_park::Wake) -> Self {
+    fn resumed(parked: Box<self::park::ParkedImap>, wake: self::park::Wake) -> Self {
         ImapSession {
             start: Start::Resumed(parked, wake),
         }
@@ -92,7 +116,7 @@ const RECENT_CLAIM_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a session keeps whatever its phase: the listener's shared parts,
 /// the peer, and what ENABLE and SEARCH RETURN (SAVE) set.
-pub(super) struct State {
+struct State {
     pub shared: Arc<ImapShared>,
     pub peer: SocketAddr,
     pub utf8: bool,
@@ -109,20 +133,20 @@ pub(super) struct State {
 /// The session's place in RFC 9051 §3's state diagram. A `Selected` lives
 /// only inside `Phase::Selected`, next to its `Login`: the commands of the
 /// selected state are handed it from there, so none can run without one.
-pub(super) enum Phase {
+enum Phase {
     NotAuthenticated,
     Authenticated(Login),
     Selected(Login, Box<Selected>),
 }
 
 /// A logged-in account, counted against its session cap while it lives.
-pub(super) struct Login {
+struct Login {
     pub account: Account,
-    pub(super) _slot: AccountSlot,
+    _slot: AccountSlot,
 }
 
 /// What a command does to the phase once it has answered.
-pub(super) enum Transition {
+enum Transition {
     Stay,
     /// SELECT/EXAMINE succeeded.
     Select(Box<Selected>),
@@ -185,13 +209,13 @@ impl Phase {
 
 /// One connection's conversation: the state every phase shares, and the
 /// phase. Kept apart so a command borrows both at once.
-pub(super) struct Imap {
+struct Imap {
     pub st: State,
     pub phase: Phase,
 }
 
 /// What a command asks of the loop.
-pub(super) enum Next {
+enum Next {
     Continue,
     Logout,
     /// IDLE went quiet: park the session (the tag is IDLE's).
@@ -236,7 +260,7 @@ impl Session for ImapSession {
             other => other,
         };
         match outcome {
-            Ok(Next::Park(tag)) => return Ended::Parked(super::session_park::ParkedImap::pack(imap, conn, tag)),
+            Ok(Next::Park(tag)) => return Ended::Parked(self::park::ParkedImap::pack(imap, conn, tag)),
             Err(ConnError::TimedOut) => {
                 conn.send(&response::untagged(Status::Bye, None, "Autologout; idle for too long"));
             }
@@ -582,21 +606,13 @@ impl Imap {
             other => {
                 let transition = match &mut self.phase {
                     Phase::Selected(_, sel) if need == Needs::Selected => {
-                        Box::pin(super::session_messages::run(st, sel, conn, &tag, other)).await?
+                        Box::pin(self::messages::run(st, sel, conn, &tag, other)).await?
                     }
                     Phase::Selected(login, sel) => {
-                        Box::pin(super::session_commands::run(
-                            st,
-                            login,
-                            Some(sel.as_mut()),
-                            conn,
-                            &tag,
-                            other,
-                        ))
-                        .await?
+                        Box::pin(self::commands::run(st, login, Some(sel.as_mut()), conn, &tag, other)).await?
                     }
                     Phase::Authenticated(login) => {
-                        Box::pin(super::session_commands::run(st, login, None, conn, &tag, other)).await?
+                        Box::pin(self::commands::run(st, login, None, conn, &tag, other)).await?
                     }
                     // Refused above.
                     Phase::NotAuthenticated => Transition::Stay,
@@ -618,7 +634,7 @@ impl Imap {
 
     /// IDLE after the continuation: until DONE, or until nothing has
     /// happened for `park_idle_after` and the session parks.
-    pub(super) async fn idle_wait(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
+    async fn idle_wait(&mut self, conn: &mut Conn, tag: &str) -> Result<Next, ConnError> {
         enum Event {
             Hint(meshmail_actors::shard::ChangeHint),
             Line(Result<Line, ConnError>),
@@ -669,7 +685,7 @@ impl Imap {
     }
 
     /// Untagged updates for a change hint, sent at once (IDLE).
-    pub(super) async fn push_changes(
+    async fn push_changes(
         &mut self,
         conn: &mut Conn,
         hint: meshmail_actors::shard::ChangeHint,

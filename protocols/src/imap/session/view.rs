@@ -12,8 +12,8 @@ use meshmail_storage::{Database, StorageError};
 
 use crate::summary::Envelope;
 
-use super::response::FetchResponse;
-use super::sequence::IdSet;
+use crate::imap::wire::response::FetchResponse;
+use crate::imap::wire::sequence::IdSet;
 
 /// Changes read per sync before falling back to a full reload.
 const CHANGES_PER_SYNC_MAX: usize = 5000;
@@ -90,8 +90,8 @@ impl Selected {
         } else {
             format!("PERMANENTFLAGS ({names} \\*)")
         };
-        out.extend_from_slice(&super::response::untagged(
-            super::response::Status::Ok,
+        out.extend_from_slice(&crate::imap::wire::response::untagged(
+            crate::imap::wire::response::Status::Ok,
             Some(&permanent),
             "Flags permitted",
         ));
@@ -210,7 +210,7 @@ impl Selected {
                 for u in &expunged {
                     set.insert(*u);
                 }
-                out.extend_from_slice(&super::response::vanished_line(false, &set));
+                out.extend_from_slice(&crate::imap::wire::response::vanished_line(false, &set));
                 self.uids.retain(|u| expunged.binary_search(u).is_err());
             } else {
                 // Highest first would also work; ascending with live

@@ -7,8 +7,8 @@ use meshmail_actors::auth::AuthOutcome;
 use meshmail_actors::shard::subscribe;
 use meshmail_storage::ids::AccountId;
 
-use super::response::{self, Status};
-use super::session::{AUTOLOGOUT, COMMAND_LINE_MAX, Imap, ImapShared, Login, Next, Phase, State};
+use super::{AUTOLOGOUT, COMMAND_LINE_MAX, Imap, ImapShared, Login, Next, Phase, State};
+use crate::imap::wire::response::{self, Status};
 use crate::net::{Conn, ConnError, Line};
 
 /// Failed logins before the connection is closed.
@@ -89,9 +89,9 @@ impl Imap {
                     Line::Complete(l) => l,
                     Line::TooLong => Vec::new(),
                 };
-                match super::parse_sasl_response(&line) {
-                    Ok(super::SaslResponse::Data(d)) => d,
-                    Ok(super::SaslResponse::Cancel) => {
+                match crate::imap::wire::parse_sasl_response(&line) {
+                    Ok(crate::imap::wire::SaslResponse::Data(d)) => d,
+                    Ok(crate::imap::wire::SaslResponse::Cancel) => {
                         self.st.tagged(conn, tag, Status::Bad, None, "Authentication cancelled");
                         return Ok(Next::Continue);
                     }

@@ -14,10 +14,10 @@ use meshmail_storage::model::quota;
 use meshmail_storage::model::{new_id, now_ms};
 
 use super::list_tree::{self, Existing};
-use super::response::{self, ListItem, Status};
-use super::session::{Login, State, Transition};
-use super::session_view::Selected;
-use super::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem, StatusValue};
+use super::view::Selected;
+use super::{Login, State, Transition};
+use crate::imap::wire::response::{self, ListItem, Status};
+use crate::imap::wire::types::{AppendMessage, CommandKind, ListCommand, SelectParams, StatusItem, StatusValue};
 use crate::ingest::ingest;
 use crate::net::{Conn, ConnError};
 
@@ -247,7 +247,7 @@ async fn select(
         && st.qresync
         && q.uidvalidity == mb.uid_validity
     {
-        super::session_messages::qresync_select(st, conn, &sel, q).await;
+        super::messages::qresync_select(st, conn, &sel, q).await;
     }
     let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
     st.tagged(conn, tag, Status::Ok, Some(code), "SELECT completed");
@@ -341,8 +341,8 @@ async fn deleted_in(
         return Vec::new();
     };
     let mut out = Vec::new();
-    for chunk in uids.chunks(super::session_view::META_ROWS_PER_READ) {
-        let Ok(rows) = super::session_view::load_meta(db, account, mb.id, chunk).await else {
+    for chunk in uids.chunks(super::view::META_ROWS_PER_READ) {
+        let Ok(rows) = super::view::load_meta(db, account, mb.id, chunk).await else {
             return Vec::new();
         };
         out.extend(rows.into_iter().filter(|m| m.has_flag("\\Deleted")));

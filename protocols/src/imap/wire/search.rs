@@ -465,8 +465,8 @@ pub fn sent_date(env: &Envelope) -> Option<Date> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::imap::parser::parse_command;
-    use crate::imap::types::CommandKind;
+    use crate::imap::wire::parser::parse_command;
+    use crate::imap::wire::types::CommandKind;
     use crate::summary::{HeaderText, ImapAddress};
 
     struct Msg {

@@ -14,8 +14,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::types::ListCommand;
-use super::utf7::list_pattern_matches;
+use crate::imap::wire::types::ListCommand;
+use crate::imap::wire::utf7::list_pattern_matches;
 
 /// A mailbox as LIST needs it.
 pub struct Existing<'a> {
