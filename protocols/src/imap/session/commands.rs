@@ -53,7 +53,7 @@ pub(super) async fn run(
             // OBJECTID (RFC 8474 §4.1): the new mailbox's id in the OK.
             match (&r, find(st, account, &name).await) {
                 (Ok(_), Ok(Some(mb))) => {
-                    let code = format!("MAILBOXID ({})", crate::jmap::ids::mailbox_id(mb.id));
+                    let code = format!("MAILBOXID ({})", crate::jmap::wire::ids::mailbox_id(mb.id));
                     st.tagged(conn, tag, Status::Ok, Some(&code), "CREATE completed");
                 }
                 _ => reply(st, conn, tag, r, "CREATE completed"),
@@ -232,7 +232,7 @@ async fn select(
     // OBJECTID (RFC 8474 §4): the JMAP Mailbox id.
     out.extend_from_slice(&response::untagged(
         Status::Ok,
-        Some(&format!("MAILBOXID ({})", crate::jmap::ids::mailbox_id(mb.id))),
+        Some(&format!("MAILBOXID ({})", crate::jmap::wire::ids::mailbox_id(mb.id))),
         "Ok",
     ));
     if st.condstore {
@@ -319,7 +319,7 @@ async fn status_values(
             StatusItem::Deleted => deleted.len() as u64,
             StatusItem::DeletedStorage => deleted.iter().map(|m| m.body.size).sum(),
             StatusItem::MailboxId => {
-                out.push((*item, StatusValue::ObjectId(crate::jmap::ids::mailbox_id(id))));
+                out.push((*item, StatusValue::ObjectId(crate::jmap::wire::ids::mailbox_id(id))));
                 continue;
             }
         };

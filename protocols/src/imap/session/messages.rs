@@ -469,10 +469,10 @@ fn render(
             // The same ids JMAP gives the message (OBJECTID, RFC 8474):
             // named by its first place, so a MOVE keeps them.
             FetchAttr::EmailId => {
-                f.object_id("EMAILID", &crate::jmap::ids::email_id(m.first_place(sel.id)));
+                f.object_id("EMAILID", &crate::jmap::wire::ids::email_id(m.first_place(sel.id)));
             }
             FetchAttr::ThreadId => {
-                let id = crate::jmap::ids::thread_id(m.thread_id.as_deref(), m.first_place(sel.id));
+                let id = crate::jmap::wire::ids::thread_id(m.thread_id.as_deref(), m.first_place(sel.id));
                 f.object_id("THREADID", &id);
             }
             FetchAttr::Envelope => {

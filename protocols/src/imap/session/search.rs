@@ -38,10 +38,10 @@ impl MessageView for View<'_> {
         self.m.uid
     }
     fn email_id(&self) -> String {
-        crate::jmap::ids::email_id(self.m.first_place(self.mailbox))
+        crate::jmap::wire::ids::email_id(self.m.first_place(self.mailbox))
     }
     fn thread_id(&self) -> String {
-        crate::jmap::ids::thread_id(self.m.thread_id.as_deref(), self.m.first_place(self.mailbox))
+        crate::jmap::wire::ids::thread_id(self.m.thread_id.as_deref(), self.m.first_place(self.mailbox))
     }
     fn seq(&self) -> u32 {
         self.seq

@@ -11,12 +11,12 @@ use meshmail_storage::model::mailboxes::{Attributes, Counts, Mailbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, Output, parse, reply};
-use super::ids;
 use super::mailbox::{DELIMITER, Rights, SetResponse, object, rights, role, special_use_of, state_of};
-use super::object::{Object, Properties};
-use super::store;
-use super::wire::{MethodError, SetError};
+use crate::jmap::dispatch::{Call, Output, parse, reply};
+use crate::jmap::store;
+use crate::jmap::wire::ids;
+use crate::jmap::wire::object::{Object, Properties};
+use crate::jmap::wire::{MethodError, SetError};
 
 /// `sortOrder` is below 2^31 (RFC 8621 §2).
 const SORT_ORDER_MAX: u32 = (1 << 31) - 1;
@@ -102,9 +102,9 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     let account = call.caller.account;
     let before = store::mailboxes(&ctx, account).await?;
     let old_state = state_of(&before);
-    super::dispatch::begin_set(
+    crate::jmap::dispatch::begin_set(
         call,
-        super::dispatch::set_count(args.create.as_ref(), args.update.as_ref(), args.destroy.as_ref()),
+        crate::jmap::dispatch::set_count(args.create.as_ref(), args.update.as_ref(), args.destroy.as_ref()),
         args.if_in_state.as_deref(),
         &old_state,
     )?;
@@ -486,7 +486,7 @@ mod tests {
 
     #[test]
     fn a_mailbox_create_needs_only_a_name() {
-        super::super::object::assert_required::<MailboxCreate>(serde_json::json!({"name": "x"}));
+        crate::jmap::wire::object::assert_required::<MailboxCreate>(serde_json::json!({"name": "x"}));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::wire::MethodError;
+use super::MethodError;
 
 /// How deep operators may nest (a hostile filter stays bounded).
 pub const FILTER_DEPTH_MAX: usize = 16;

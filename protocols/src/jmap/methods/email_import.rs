@@ -14,13 +14,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::blob::read_blob;
-use super::dispatch::{Call, Output, begin_set, parse, reply};
 use super::email_get::{self, EmailGetArgs, email_state};
 use super::email_set::{CreatedEmail, created_view, flags_of, one_mailbox, rfc3339_seconds, store_message};
-use super::ids;
-use super::object::{Object, Properties};
-use super::store;
-use super::wire::{MethodError, SetError};
+use crate::jmap::dispatch::{Call, Output, begin_set, parse, reply};
+use crate::jmap::store;
+use crate::jmap::wire::ids;
+use crate::jmap::wire::object::{Object, Properties};
+use crate::jmap::wire::{MethodError, SetError};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -292,7 +292,7 @@ struct ParseResponse {
 /// Email/parse: the Email view of blobs holding messages (not stored).
 pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: ParseArgs = parse(args)?;
-    super::dispatch::check_get_size(call, Some(&args.blob_ids))?;
+    crate::jmap::dispatch::check_get_size(call, Some(&args.blob_ids))?;
     let get_args = EmailGetArgs {
         account_id: args.account_id.clone(),
         ids: None,
@@ -326,11 +326,11 @@ pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Resul
             continue;
         }
         // Its parts' blob ids resolve through this blob's bytes.
-        let Some(blob_ref) = super::ids::parse_blob(&blob_id) else {
+        let Some(blob_ref) = crate::jmap::wire::ids::parse_blob(&blob_id) else {
             resp.not_found.push(blob_id);
             continue;
         };
-        let origin = super::email_parts::Origin::of_blob(&blob_ref);
+        let origin = crate::jmap::wire::email_parts::Origin::of_blob(&blob_ref);
         let limit = if args.max_body_value_bytes > 0 {
             args.max_body_value_bytes
         } else {
@@ -344,7 +344,7 @@ pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Resul
         }
         m.insert("blobId".into(), Value::String(blob_id.clone()));
         m.insert("size".into(), Value::from(blob.bytes.len()));
-        let v = super::dispatch::select_properties(Value::Object(m), Some(&properties));
+        let v = crate::jmap::dispatch::select_properties(Value::Object(m), Some(&properties));
         resp.parsed.insert(blob_id, v);
     }
     reply("Email/parse", &resp)
@@ -352,8 +352,8 @@ pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use super::super::object::assert_required;
     use super::*;
+    use crate::jmap::wire::object::assert_required;
 
     #[test]
     fn imports_and_copies_need_their_source_and_mailbox() {

@@ -22,10 +22,10 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 
 use super::blob::{BlobData, read_blob};
-use super::dispatch::Call;
-use super::email_parts::{Form, HeaderProperty, parse_header_property};
-use super::object::Properties;
-use super::wire::SetError;
+use crate::jmap::dispatch::Call;
+use crate::jmap::wire::SetError;
+use crate::jmap::wire::email_parts::{Form, HeaderProperty, parse_header_property};
+use crate::jmap::wire::object::Properties;
 
 /// How deep a bodyStructure may nest.
 const BODY_DEPTH_MAX: usize = 16;

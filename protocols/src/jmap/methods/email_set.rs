@@ -19,15 +19,15 @@ use meshmail_storage::model::{new_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, Output, begin_set, parse, reply, set_count};
 use super::email_build::{EmailCreate, build_message};
 use super::email_get::{email_state, flag_of_keyword, valid_keyword};
-use super::ids;
 use super::mailbox::SetResponse;
-use super::object::Object;
-use super::store;
-use super::wire::{MethodError, SetError};
 use crate::ingest::ingest;
+use crate::jmap::dispatch::{Call, Output, begin_set, parse, reply, set_count};
+use crate::jmap::store;
+use crate::jmap::wire::ids;
+use crate::jmap::wire::object::Object;
+use crate::jmap::wire::{MethodError, SetError};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -363,6 +363,6 @@ mod tests {
 
     #[test]
     fn an_email_create_needs_only_mailbox_ids() {
-        super::super::object::assert_required::<EmailCreate>(serde_json::json!({"mailboxIds": {"m1": true}}));
+        crate::jmap::wire::object::assert_required::<EmailCreate>(serde_json::json!({"mailboxIds": {"m1": true}}));
     }
 }

@@ -13,7 +13,7 @@ use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use serde_json::Value;
 use thiserror::Error;
 
-use super::wire::SetError;
+use super::SetError;
 
 /// An object a client sends whole (a create, an import).
 pub trait Properties: DeserializeOwned {

@@ -10,13 +10,13 @@ use meshmail_storage::model::mailboxes::{Counts, Mailbox};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{
+use crate::jmap::dispatch::{
     Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_get_size, parse, reply, select_properties,
 };
-use super::filter::Filter;
-use super::ids::{self, StateVector};
-use super::store;
-use super::wire::{MethodError, SetError};
+use crate::jmap::store;
+use crate::jmap::wire::filter::Filter;
+use crate::jmap::wire::ids::{self, StateVector};
+use crate::jmap::wire::{MethodError, SetError};
 
 pub use meshmail_storage::model::mailboxes::DELIMITER;
 
@@ -354,7 +354,7 @@ pub fn clamp_position(position: i64, total: usize) -> usize {
 }
 
 pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    super::dispatch::query_changes_unsupported(args)
+    crate::jmap::dispatch::query_changes_unsupported(args)
 }
 
 /// The answer of every /set (RFC 8620 §5.3), `T` what `created` holds.

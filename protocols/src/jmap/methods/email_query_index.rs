@@ -14,13 +14,13 @@ use meshmail_storage::model::messages::{self, ChangeKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, Output, parse, reply};
 use super::email_filter::{Filter, FilterCondition};
 use super::email_get::email_state;
-use super::ids::{self, StateVector};
 use super::mailbox::{Comparator, clamp_position};
-use super::store;
-use super::wire::MethodError;
+use crate::jmap::dispatch::{Call, Output, parse, reply};
+use crate::jmap::store;
+use crate::jmap::wire::MethodError;
+use crate::jmap::wire::ids::{self, StateVector};
 
 /// A query the index can answer: its mailbox and direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,12 +10,12 @@ use meshmail_storage::model::threads;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_get_size, parse, reply};
 use super::email_get::email_state;
 use super::email_query::{CHANGES_MAX, compute_changes};
-use super::ids::{self, ThreadRef};
-use super::store;
-use super::wire::MethodError;
+use crate::jmap::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, check_get_size, parse, reply};
+use crate::jmap::store;
+use crate::jmap::wire::MethodError;
+use crate::jmap::wire::ids::{self, ThreadRef};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -13,12 +13,12 @@ use meshmail_storage::model::messages::Message;
 use serde::Deserialize;
 
 use super::email_get::flag_of_keyword;
-use super::email_parts;
-use super::ids;
-use super::wire::MethodError;
+use crate::jmap::wire::MethodError;
+use crate::jmap::wire::email_parts;
+use crate::jmap::wire::ids;
 use crate::summary::Envelope;
 
-pub type Filter = super::filter::Filter<FilterCondition>;
+pub type Filter = crate::jmap::wire::filter::Filter<FilterCondition>;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -10,12 +10,12 @@ use meshmail_storage::model::messages::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, Output, check_get_size, parse, reply, select_properties};
-use super::email_body_lists;
-use super::email_parts::{self, BodyValue, EmailAddress, Origin};
-use super::ids::{self, StateVector};
-use super::store;
-use super::wire::MethodError;
+use crate::jmap::dispatch::{Call, Output, check_get_size, parse, reply, select_properties};
+use crate::jmap::store;
+use crate::jmap::wire::MethodError;
+use crate::jmap::wire::email_body_lists;
+use crate::jmap::wire::email_parts::{self, BodyValue, EmailAddress, Origin};
+use crate::jmap::wire::ids::{self, StateVector};
 use crate::summary::{AddressList, Envelope};
 
 pub const DEFAULT_PROPERTIES: &[&str] = &[

@@ -22,16 +22,16 @@ use meshmail_storage::model::{id_from_str, id_to_string, new_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, begin_set, parse, reply, set_count};
 use super::email_get::utc_date;
 use super::identity::identities;
-use super::ids;
 use super::mailbox::{Comparator, QueryResponse, SetResponse, clamp_position};
-use super::object::{Object, Properties};
-use super::store;
-use super::wire::{MethodError, SetError};
 use crate::accept::{Accepted, Outcome, RcptOutcome, Recipient, accept_message, resolve_recipient, sender_allowed};
 use crate::envelope::Mailbox as SmtpMailbox;
+use crate::jmap::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, begin_set, parse, reply, set_count};
+use crate::jmap::store;
+use crate::jmap::wire::ids;
+use crate::jmap::wire::object::{Object, Properties};
+use crate::jmap::wire::{MethodError, SetError};
 use crate::smtp::session::replies::reply_of;
 
 /// Submissions listed at most (the record is kept for the client's view).
@@ -183,16 +183,16 @@ async fn current_state(call: &Call<'_>) -> Result<String, MethodError> {
 
 pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: GetArgs = parse(args)?;
-    super::dispatch::check_get_size(call, args.ids.as_ref())?;
+    crate::jmap::dispatch::check_get_size(call, args.ids.as_ref())?;
     let all = submissions(call).await?;
-    let mut resp = super::dispatch::GetResponse {
+    let mut resp = crate::jmap::dispatch::GetResponse {
         account_id: call.account_id(),
         state: submission_state(&all),
         list: Vec::new(),
         not_found: Vec::new(),
     };
     let render = |s: &Submission| {
-        super::dispatch::select_properties(
+        crate::jmap::dispatch::select_properties(
             serde_json::to_value(object(s)).unwrap_or_default(),
             args.properties.as_deref(),
         )
@@ -308,7 +308,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
 }
 
 pub async fn query_changes(_call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
-    super::dispatch::query_changes_unsupported(args)
+    crate::jmap::dispatch::query_changes_unsupported(args)
 }
 
 #[derive(Debug, Deserialize)]
@@ -393,7 +393,7 @@ fn header_recipients(raw: &[u8]) -> (Vec<String>, Vec<String>) {
         return (Vec::new(), Vec::new());
     };
     let emails = |a: Option<&mail_parser::Address<'_>>| -> Vec<String> {
-        super::email_parts::addresses(a)
+        crate::jmap::wire::email_parts::addresses(a)
             .unwrap_or_default()
             .into_iter()
             .map(|a| a.email)
@@ -665,7 +665,7 @@ mod tests {
 
     #[test]
     fn a_submission_create_needs_an_identity_and_an_email() {
-        super::super::object::assert_required::<SubmissionCreate>(
+        crate::jmap::wire::object::assert_required::<SubmissionCreate>(
             serde_json::json!({"identityId": "i0", "emailId": "e1_1"}),
         );
     }

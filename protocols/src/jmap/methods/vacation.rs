@@ -6,10 +6,10 @@ use meshmail_storage::model::jmap::{self, Vacation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, GetArgs, GetResponse, Output, PlainSetArgs, begin_set, parse, reply, set_count};
 use super::mailbox::SetResponse;
-use super::object::{Properties, parse_object};
-use super::wire::{MethodError, SetError};
+use crate::jmap::dispatch::{Call, GetArgs, GetResponse, Output, PlainSetArgs, begin_set, parse, reply, set_count};
+use crate::jmap::wire::object::{Properties, parse_object};
+use crate::jmap::wire::{MethodError, SetError};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -61,7 +61,7 @@ pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     let wanted = args.ids.unwrap_or_else(|| vec!["singleton".into()]);
     for id in wanted {
         if id == "singleton" {
-            resp.list.push(super::dispatch::select_properties(
+            resp.list.push(crate::jmap::dispatch::select_properties(
                 serde_json::to_value(vacation_object(&v)).unwrap_or_default(),
                 args.properties.as_deref(),
             ));

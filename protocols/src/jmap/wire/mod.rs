@@ -6,6 +6,25 @@
 //! Method arguments stay JSON values only here, between the envelope and
 //! the method: back-references (§3.7) are resolved on the JSON of earlier
 //! responses before a method parses its arguments into its own typed struct.
+//!
+//! The folder holds the rest of JMAP's wire layer: [`pointer`] (result
+//! reference paths), [`ids`] (ids and state strings, shared with IMAP's
+//! OBJECTID), [`object`] (one object parsed on its own), [`filter`]
+//! (FilterOperator), [`email_parts`] and [`email_body_lists`] (an Email's
+//! header forms and body parts as JMAP writes them).
+//!
+//! What it may touch: serde, `mail-parser`, [`crate::summary`] and the
+//! store's plain types (ids, records). Never `jmap::methods`, the request
+//! layer (`jmap::dispatch`, `jmap::store`...), the store's transactions,
+//! the actors or [`crate::net`] (`protocols/tests/layers.rs` fails if it
+//! does).
+
+pub mod email_body_lists;
+pub mod email_parts;
+pub mod filter;
+pub mod ids;
+pub mod object;
+pub mod pointer;
 
 use std::collections::BTreeMap;
 
@@ -231,12 +250,6 @@ impl MethodError {
     }
 }
 
-impl From<meshmail_storage::StorageError> for MethodError {
-    fn from(e: meshmail_storage::StorageError) -> Self {
-        MethodError::ServerUnavailable(e.to_string())
-    }
-}
-
 /// A per-object error in a /set or /copy response (RFC 8620 §5.3).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -260,18 +273,6 @@ impl SetError {
             properties: None,
             not_found: None,
         }
-    }
-    /// The SetError for a mailbox operation the shard actor did not apply.
-    pub fn from_op(e: &meshmail_actors::op_error::OpError) -> SetError {
-        use meshmail_actors::op_error::OpError as E;
-        let kind = match e {
-            E::AlreadyExists(_) => "alreadyExists",
-            E::NotFound(_) => "notFound",
-            E::NotAllowed(_) => "forbidden",
-            E::Unavailable(_) => "serverUnavailable",
-            E::Failed(_) => "serverFail",
-        };
-        SetError::new(kind, e.to_string())
     }
     pub fn not_found() -> SetError {
         SetError {

@@ -15,14 +15,14 @@ use meshmail_actors::node::NodeCtx;
 use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::mailboxes::Mailbox;
 
-use super::dispatch::{Call, ChangesArgs, ChangesResponse, Output, parse, reply};
 use super::email_filter::{Context, Filter, FilterCondition, Row, ThreadKeywords, addresses_text, matches};
 use super::email_get::email_state;
 use super::email_query_index;
-use super::ids::{self, MailboxMark, StateVector};
 use super::mailbox::{Comparator, QueryResponse, clamp_position};
-use super::store;
-use super::wire::MethodError;
+use crate::jmap::dispatch::{Call, ChangesArgs, ChangesResponse, Output, parse, reply};
+use crate::jmap::store;
+use crate::jmap::wire::MethodError;
+use crate::jmap::wire::ids::{self, MailboxMark, StateVector};
 use crate::summary::Envelope;
 
 /// Changes one /changes call reports when the client gives no maxChanges.
@@ -454,7 +454,7 @@ fn escape(s: &str) -> String {
 
 pub async fn snippets(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: SnippetArgs = parse(args)?;
-    super::dispatch::check_get_size(call, Some(&args.email_ids))?;
+    crate::jmap::dispatch::check_get_size(call, Some(&args.email_ids))?;
     let mut t = Vec::new();
     if let Some(f) = &args.filter {
         terms(f, &mut t);

@@ -1,6 +1,6 @@
 //! Blobs (RFC 8620 §6): upload, download and Blob/copy. A blob id names
 //! a message of the account, one part of it, or an upload of the account
-//! (see [`super::ids`]); nothing outside the caller's account is readable.
+//! (see [`crate::jmap::wire::ids`]); nothing outside the caller's account is readable.
 //! Uploads are written to the blob store as objects and recorded under
 //! the account; unreferenced, they last the orphan sweep's grace (1 h).
 
@@ -14,10 +14,11 @@ use meshmail_storage::model::now_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{Call, Output, parse, reply};
-use super::ids::{self, BlobRef};
-use super::wire::{MethodError, SetError};
-use super::{JmapShared, email_parts, store};
+use crate::jmap::dispatch::{Call, Output, parse, reply};
+use crate::jmap::wire::email_parts;
+use crate::jmap::wire::ids::{self, BlobRef};
+use crate::jmap::wire::{MethodError, SetError};
+use crate::jmap::{JmapShared, store};
 
 pub struct BlobData {
     pub bytes: Bytes,
@@ -191,7 +192,7 @@ pub async fn copy(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outpu
     call.check_account(&args.account_id)?;
     call.check_account(&args.from_account_id)
         .map_err(|_| MethodError::FromAccountNotFound)?;
-    super::dispatch::check_set_size(call, args.blob_ids.len())?;
+    crate::jmap::dispatch::check_set_size(call, args.blob_ids.len())?;
     let mut resp = CopyResponse {
         from_account_id: args.from_account_id,
         account_id: args.account_id,

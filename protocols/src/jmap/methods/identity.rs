@@ -10,13 +10,13 @@ use meshmail_storage::model::jmap::{self, IDENTITIES_MAX, Identity, NamedAddress
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::dispatch::{
+use super::mailbox::SetResponse;
+use crate::accept::sender_allowed;
+use crate::jmap::dispatch::{
     Call, ChangesArgs, ChangesResponse, GetArgs, GetResponse, Output, PlainSetArgs, begin_set, parse, reply, set_count,
 };
-use super::mailbox::SetResponse;
-use super::object::{Properties, parse_object};
-use super::wire::{MethodError, SetError};
-use crate::accept::sender_allowed;
+use crate::jmap::wire::object::{Properties, parse_object};
+use crate::jmap::wire::{MethodError, SetError};
 
 /// The identity of the account's own address.
 pub const IDENTITY_ID: &str = "i0";
@@ -80,7 +80,7 @@ pub async fn identities(call: &Call<'_>) -> Result<(Vec<Identity>, String), Meth
 
 pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: GetArgs = parse(args)?;
-    super::dispatch::check_get_size(call, args.ids.as_ref())?;
+    crate::jmap::dispatch::check_get_size(call, args.ids.as_ref())?;
     let (all, state) = identities(call).await?;
     let mut resp = GetResponse {
         account_id: call.account_id(),
@@ -88,7 +88,7 @@ pub async fn get(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         list: Vec::new(),
         not_found: Vec::new(),
     };
-    let render = |i: &Identity| super::dispatch::select_properties(object(i), args.properties.as_deref());
+    let render = |i: &Identity| crate::jmap::dispatch::select_properties(object(i), args.properties.as_deref());
     match &args.ids {
         None => resp.list = all.iter().map(render).collect(),
         Some(ids) => {
@@ -366,6 +366,6 @@ mod tests {
 
     #[test]
     fn an_identity_create_needs_only_an_email() {
-        super::super::object::assert_required::<IdentityCreate>(serde_json::json!({"email": "a@example.test"}));
+        crate::jmap::wire::object::assert_required::<IdentityCreate>(serde_json::json!({"email": "a@example.test"}));
     }
 }
