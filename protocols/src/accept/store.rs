@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, deliver};
-use meshmail_actors::faults;
+use meshmail_actors::faults::{self, Fault};
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::blob::{self, PreparedBody};
 use meshmail_storage::model::outbound::{self, DsnParams, OutboundItem};
@@ -18,6 +18,7 @@ use super::routing::SRS_SECRET;
 use super::{Accepted, Acceptor, EnvelopeParams, Outcome, Recipient, Refusal, srs};
 use crate::envelope::{Mailbox, RcptDsn};
 use crate::ingest::{Ingested, ingest};
+use crate::summary::Summary;
 
 fn received_header(acceptor: &Acceptor<'_>, m: &Accepted, id: &str) -> String {
     let with = match (m.lmtp, m.tls, m.authenticated.is_some()) {
@@ -80,54 +81,16 @@ pub async fn accept_message(acceptor: Acceptor<'_>, m: Accepted, body: Vec<u8>) 
     let sender = m.from.as_ref().map(Mailbox::to_string).unwrap_or_default();
     let mut queue_envelope = m.envelope.clone();
     queue_envelope.tls_optional = tls_required_no(&raw);
+    let copy = Copy {
+        raw: &raw,
+        summary: &summary,
+        fault,
+        sender: &sender,
+        queue_envelope: &queue_envelope,
+    };
     let mut outcomes = Vec::with_capacity(m.recipients.len());
     for (i, (rcpt, id)) in m.recipients.iter().zip(ids).enumerate() {
-        let mut outcome = Err(DeliveryError::BodySwept);
-        // A body swept between prepare and commit is written again (rare).
-        for _ in 0..3 {
-            outcome = match rcpt {
-                Recipient::Local { account, address } => {
-                    let req = DeliveryRequest {
-                        acceptance_id: id,
-                        account: *account,
-                        recipient: address.clone(),
-                        mailbox: if m.junk { "Junk".into() } else { "INBOX".into() },
-                        body: prepared.clone(),
-                        flags: Vec::new(),
-                        internal_date_ms: now_ms() as i64,
-                        summary: summary.clone(),
-                        fault,
-                        from_quarantine: None,
-                        deadline: meshmail_actors::delivery::deadline_in(acceptor.delivery_timeout),
-                    };
-                    deliver(ctx, req).await.map(|_| ())
-                }
-                Recipient::Remote { address, forwarded_by } => {
-                    let sender = match forwarded_by {
-                        Some(domain) if !sender.is_empty() => match srs_sender(ctx, &sender, domain).await {
-                            Ok(s) => s,
-                            Err(e) => {
-                                outcome = Err(e);
-                                break;
-                            }
-                        },
-                        _ => sender.clone(),
-                    };
-                    let rcpt_dsn = m.envelope.rcpt_dsn.get(i).cloned().unwrap_or_default();
-                    queue_remote(ctx, id, &sender, address, &prepared, &queue_envelope, rcpt_dsn).await
-                }
-            };
-            if outcome != Err(DeliveryError::BodySwept) {
-                break;
-            }
-            match ctx.blobs.prepare(&ctx.db, raw.clone()).await {
-                Ok(p) => prepared = p,
-                Err(e) => {
-                    outcome = Err(DeliveryError::from(e));
-                    break;
-                }
-            }
-        }
+        let outcome = store_one(acceptor, &m, &copy, (i, rcpt, id), &mut prepared).await;
         if outcome.is_ok()
             && !m.junk
             && let Recipient::Local { account, address } = rcpt
@@ -138,6 +101,67 @@ pub async fn accept_message(acceptor: Acceptor<'_>, m: Accepted, body: Vec<u8>) 
         outcomes.push(outcome_of(id, outcome));
     }
     outcomes
+}
+
+/// What every recipient's copy of one message shares.
+struct Copy<'a> {
+    raw: &'a Bytes,
+    summary: &'a Summary,
+    fault: Option<Fault>,
+    /// The envelope sender, `""` for the null reverse path.
+    sender: &'a str,
+    queue_envelope: &'a EnvelopeParams,
+}
+
+/// Delivers (local) or queues (remote) the copy of the `i`th recipient
+/// under acceptance id `id`. A body swept between prepare and commit is
+/// written again (rare), at most twice; `prepared` is the new one after.
+async fn store_one(
+    acceptor: Acceptor<'_>,
+    m: &Accepted,
+    copy: &Copy<'_>,
+    (i, rcpt, id): (usize, &Recipient, [u8; 16]),
+    prepared: &mut PreparedBody,
+) -> Result<(), DeliveryError> {
+    let ctx = acceptor.ctx;
+    let mut outcome = Err(DeliveryError::BodySwept);
+    for _ in 0..3 {
+        outcome = match rcpt {
+            Recipient::Local { account, address } => {
+                let req = DeliveryRequest {
+                    acceptance_id: id,
+                    account: *account,
+                    recipient: address.clone(),
+                    mailbox: if m.junk { "Junk".into() } else { "INBOX".into() },
+                    body: prepared.clone(),
+                    flags: Vec::new(),
+                    internal_date_ms: now_ms() as i64,
+                    summary: copy.summary.clone(),
+                    fault: copy.fault,
+                    from_quarantine: None,
+                    deadline: meshmail_actors::delivery::deadline_in(acceptor.delivery_timeout),
+                };
+                deliver(ctx, req).await.map(|_| ())
+            }
+            Recipient::Remote { address, forwarded_by } => {
+                let sender = match forwarded_by {
+                    Some(domain) if !copy.sender.is_empty() => srs_sender(ctx, copy.sender, domain).await?,
+                    _ => copy.sender.to_string(),
+                };
+                let rcpt_dsn = m.envelope.rcpt_dsn.get(i).cloned().unwrap_or_default();
+                queue_remote(ctx, id, &sender, address, prepared, copy.queue_envelope, rcpt_dsn).await
+            }
+        };
+        if outcome != Err(DeliveryError::BodySwept) {
+            break;
+        }
+        *prepared = ctx
+            .blobs
+            .prepare(&ctx.db, copy.raw.clone())
+            .await
+            .map_err(DeliveryError::from)?;
+    }
+    outcome
 }
 
 /// The typed answer for one recipient's delivery.

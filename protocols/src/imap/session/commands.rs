@@ -1,6 +1,6 @@
 //! IMAP commands on mailboxes: SELECT/EXAMINE, CREATE, DELETE, RENAME,
 //! (UN)SUBSCRIBE, LIST/LSUB, NAMESPACE, STATUS, APPEND, CLOSE/UNSELECT,
-//! quotas. Message commands are in `session_messages`. Reads go to the
+//! quotas. Message commands are in `messages`. Reads go to the
 //! store; every write goes to the account's shard actor.
 
 use bytes::Bytes;
@@ -122,7 +122,7 @@ pub(super) async fn run(
         }
         K::GetQuota(_) => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such quota root"),
         K::SetQuota { .. } => st.tagged(conn, tag, Status::No, Some("NOPERM"), "Quotas are set by the operator"),
-        // The selected state's commands are routed to `session_messages`.
+        // The selected state's commands are routed to `messages`.
         _ => st.tagged(conn, tag, Status::Bad, None, "Command not valid here"),
     }
     Ok(Transition::Stay)

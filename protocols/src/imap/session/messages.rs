@@ -120,7 +120,7 @@ pub(super) async fn run(
         K::Move { uid, set, mailbox } => copy(st, sel, conn, tag, uid, &set, &mailbox, true).await,
         K::Expunge => expunge(st, sel, conn, tag, None).await,
         K::UidExpunge(set) => expunge(st, sel, conn, tag, Some(set)).await,
-        // Every other command is routed to `session_commands`.
+        // Every other command is routed to `commands`.
         _ => st.tagged(conn, tag, Status::Bad, None, "Command not valid here"),
     }
     Ok(Transition::Stay)

@@ -77,7 +77,7 @@ pub struct ImapShared {
     /// Hot rows for FETCH of flags, sizes and dates, node-wide (None: off).
     pub hot_rows: Option<Arc<self::hot_row_cache::HotRowCache>>,
     /// How long an IDLE with nothing happening keeps its session actor
-    /// before the session parks (None: never parks). See `session_park`.
+    /// before the session parks (None: never parks). See `park`.
     pub park_idle_after: Option<Duration>,
 }
 

@@ -3,10 +3,9 @@
 //! timeouts) is built on top of it and decides what is allowed when; this
 //! layer only says what the bytes mean.
 //!
-//! - [`command`]: [`parse_command`](command::parse_command) for one command line.
-//! - [`data`]: [`DataDecoder`](data::DataDecoder) (DATA, streaming, linear)
-//!   and [`BdatReader`](data::BdatReader).
-//! - [`reply`]: [`Reply`](reply::Reply) and the replies a server sends.
+//! - [`command`]: `parse_command` for one command line.
+//! - [`data`]: `DataDecoder` (DATA, streaming, linear) and `BdatReader`.
+//! - [`reply`]: `Reply` and the replies a server sends.
 //! - Addresses are [`crate::envelope::address`], shared with acceptance
 //!   and JMAP.
 //!
