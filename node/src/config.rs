@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use meshmail_protocols::smtp::inbound_auth::{InboundAuthConfig, RejectAction};
-use meshmail_protocols::smtp::rcpt_cache::RcptCache;
-use meshmail_protocols::smtp::routing::RoutingConfig;
+use meshmail_protocols::accept::rcpt_cache::RcptCache;
+use meshmail_protocols::accept::routing::RoutingConfig;
+use meshmail_protocols::smtp::session::inbound_auth::{InboundAuthConfig, RejectAction};
 use meshmail_storage::blob::{BlobConfig, INLINE_MAX_BYTES_DEFAULT};
 use meshmail_storage::open::KvConfig;
 use serde::Deserialize;

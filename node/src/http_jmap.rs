@@ -16,9 +16,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use meshmail_protocols::jmap::auth::{AuthError, authenticate};
+use meshmail_protocols::jmap::methods::blob;
 use meshmail_protocols::jmap::push::{PushStream, parse_types};
-use meshmail_protocols::jmap::wire::{self, RequestError};
-use meshmail_protocols::jmap::{Caller, JmapShared, blob, execute, ids, session};
+use meshmail_protocols::jmap::wire::{self, RequestError, ids};
+use meshmail_protocols::jmap::{Caller, JmapShared, execute, session};
 use serde::Deserialize;
 
 /// Who is at the other end of a connection, and over what.

@@ -12,9 +12,9 @@ use anyhow::Context;
 use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
 use meshmail_protocols::dns::Dns;
-use meshmail_protocols::imap::envelope_cache::EnvelopeCache;
-use meshmail_protocols::imap::hot_row_cache::HotRowCache;
 use meshmail_protocols::imap::session::ImapShared;
+use meshmail_protocols::imap::session::envelope_cache::EnvelopeCache;
+use meshmail_protocols::imap::session::hot_row_cache::HotRowCache;
 use meshmail_protocols::jmap::JmapShared;
 use meshmail_protocols::smtp::session::{Mode, SmtpShared};
 
@@ -61,7 +61,7 @@ fn smtp_shared(
     cfg: &Config,
     s: &Services,
     mode: Mode,
-    rcpt_cache: Option<Arc<meshmail_protocols::smtp::rcpt_cache::RcptCache>>,
+    rcpt_cache: Option<Arc<meshmail_protocols::accept::rcpt_cache::RcptCache>>,
     inbound_checks: bool,
     sink: bool,
 ) -> anyhow::Result<SmtpShared> {

@@ -1,6 +1,6 @@
 //! Issue 39 item 2: an Email's id and IMAP EMAILID (RFC 8621 §4, RFC 8474
 //! §5.1) are immutable — a JMAP mailboxIds change and an IMAP MOVE keep
-//! them (ids name the message's first place, see `protocols::jmap::ids`),
+//! them (ids name the message's first place, see `protocols::jmap::wire::ids`),
 //! a COPY is another email with its own. Also: the source's EXPUNGE after
 //! a move does not lose the id, `Email/changes` reports a move as one
 //! update, blob ids and SEARCH EMAILID follow the message, and a destroy

@@ -11,7 +11,9 @@
 //! actor (`meshmail-actors`). Parsers never panic on network input and are
 //! fuzzed (`protocols/fuzz`).
 
+pub mod accept;
 pub mod dns;
+pub mod envelope;
 pub mod imap;
 pub mod ingest;
 pub mod jmap;

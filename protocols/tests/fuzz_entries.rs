@@ -5,7 +5,7 @@
 
 mod common;
 
-use meshmail_protocols::smtp::fuzz::{smtp_command, smtp_data};
+use meshmail_protocols::smtp::wire::fuzz::{smtp_command, smtp_data};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use meshmail_protocols::imap::response::{self, Esearch, ListItem};
+use meshmail_protocols::imap::wire::response::{self, Esearch, ListItem};
 use meshmail_protocols::imap::{
     FetchResponse, IdSet, Partial, Section, SectionText, Status, StatusItem, StatusValue, fuzz_command,
     list_pattern_matches,

@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    meshmail_protocols::smtp::fuzz::smtp_data(data);
+    meshmail_protocols::smtp::wire::fuzz::smtp_data(data);
 });

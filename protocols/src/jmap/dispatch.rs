@@ -12,14 +12,16 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use super::methods::{
+    blob, email_get, email_import, email_query, email_query_index, email_set, identity, mailbox, mailbox_set,
+    submission, thread, vacation,
+};
+use super::wire::ids;
 use super::wire::{
     CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAPABILITIES, Invocation, MethodError,
     REGISTERED_NOT_IMPLEMENTED, Request, RequestError, Response, ResultReference,
 };
-use super::{
-    Caller, JmapShared, blob, email_get, email_import, email_query, email_query_index, email_set, identity, ids,
-    mailbox, mailbox_set, submission, thread, vacation,
-};
+use super::{Caller, JmapShared};
 
 /// The Session state: the Session object of an account changes only with
 /// the server's configuration.
@@ -249,7 +251,7 @@ fn resolve_references(args: Map<String, Value>, earlier: &[Invocation]) -> Resul
                     reference.name, reference.result_of
                 ))
             })?;
-        let resolved = super::pointer::evaluate(&Value::Object(source.arguments.clone()), &reference.path)
+        let resolved = super::wire::pointer::evaluate(&Value::Object(source.arguments.clone()), &reference.path)
             .ok_or_else(|| MethodError::InvalidResultReference(format!("path {} does not exist", reference.path)))?;
         out.insert(name.to_string(), resolved);
     }

@@ -1,26 +1,33 @@
 //! JMAP (RFC 8620 Core, RFC 8621 Mail, RFC 8887 WebSocket) over meshmail's
-//! store and shard actors.
+//! store and shard actors, in three parts:
 //!
-//! - [`wire`], [`pointer`], [`ids`]: the wire layer — request/response and
-//!   error types, result-reference pointers, ids and state strings. Pure.
-//! - [`dispatch`]: runs a request — capability and limit checks,
-//!   back-references, creation ids, one method after the other.
-//! - [`object`]: one created or imported object parsed on its own, so a bad
-//!   one is its own `invalidProperties` and the others still run.
-//! - [`filter`]: FilterOperator (`AND`/`OR`/`NOT`), shared by every /query.
-//! - the methods: [`mailbox`] (+ [`mailbox_set`]), [`email_get`] (+
-//!   [`email_parts`], [`email_body_lists`]), [`email_query`] (query,
-//!   changes, snippets; + [`email_filter`]), [`email_set`] (set; +
-//!   [`email_build`], the message a create describes), [`email_import`]
-//!   (copy, import, parse), [`thread`], [`identity`], [`submission`],
-//!   [`vacation`], [`blob`] (upload, download, copy).
-//! - [`auth`] (Basic and bearer credentials), [`session`] (the Session
-//!   resource) and [`push`] (StateChange from the shard actors' hints).
+//! - [`wire`]: what the JSON means — request/response and error types,
+//!   capabilities, result-reference pointers ([`wire::pointer`]), ids and
+//!   state strings ([`wire::ids`]), one object parsed on its own
+//!   ([`wire::object`], so a bad one is its own `invalidProperties`),
+//!   FilterOperator ([`wire::filter`]), and an Email's header forms and body
+//!   parts as JMAP writes them ([`wire::email_parts`],
+//!   [`wire::email_body_lists`]). Pure code, no I/O. May use
+//!   [`crate::summary`] and the store's plain types (ids, records); never
+//!   [`methods`], the request layer, the store's transactions or actors.
+//! - [`methods`]: one file per method family — [`methods::mailbox`] (+
+//!   `mailbox_set`), [`methods::email_get`], [`methods::email_query`]
+//!   (query, changes, snippets; + `email_query_index`, `email_filter`),
+//!   [`methods::email_set`] (+ `email_build`, the message a create
+//!   describes), [`methods::email_import`] (copy, import, parse),
+//!   [`methods::thread`], [`methods::identity`], [`methods::submission`],
+//!   [`methods::vacation`], [`methods::blob`] (upload, download, copy).
+//!   Reads come from the store (snapshot reads); every mailbox write goes
+//!   to the account's shard actor (`mailbox_ops::request`,
+//!   `delivery::deliver`), wherever it lives in the mesh; EmailSubmission
+//!   hands the message to [`crate::accept`] and maps its typed outcomes
+//!   to its own answers.
+//! - the request layer, here: [`dispatch`] (capability and limit checks,
+//!   back-references, creation ids, one method after the other), [`auth`]
+//!   (Basic and bearer credentials), [`session`] (the Session resource),
+//!   [`push`] (StateChange from the shard actors' hints), `store` (the
+//!   reads methods share), and what every request shares ([`JmapShared`]).
 //!
-//! Reads come from the store (snapshot reads); every mailbox write goes to
-//! the account's shard actor (`mailbox_ops::request`, `delivery::deliver`),
-//! wherever it lives in the mesh; EmailSubmission hands the message to the
-//! SMTP acceptance path as the authenticated user.
 //! The HTTP transport (axum routes, EventSource and WebSocket framing)
 //! lives in the node crate; this module knows nothing of HTTP.
 
@@ -35,30 +42,11 @@ use meshmail_storage::ids::AccountId;
 use crate::smtp::session::SmtpShared;
 
 pub mod auth;
-pub mod blob;
 pub mod dispatch;
-pub mod email_body_lists;
-pub mod email_build;
-pub mod email_filter;
-pub mod email_get;
-pub mod email_import;
-pub mod email_parts;
-pub mod email_query;
-pub mod email_query_index;
-pub mod email_set;
-pub mod filter;
-pub mod identity;
-pub mod ids;
-pub mod mailbox;
-pub mod mailbox_set;
-pub mod object;
-pub mod pointer;
+pub mod methods;
 pub mod push;
 pub mod session;
 pub(crate) mod store;
-pub mod submission;
-pub mod thread;
-pub mod vacation;
 pub mod wire;
 
 pub use dispatch::execute;
@@ -101,7 +89,7 @@ pub struct JmapShared {
     pub ctx: Arc<NodeCtx>,
     pub auth: Arc<Authenticator>,
     /// The submission listener's settings: EmailSubmission goes through
-    /// `smtp::accept::accept_message` like a message submitted over SMTP.
+    /// `accept::accept_message` like a message submitted over SMTP.
     pub smtp: Arc<SmtpShared>,
     pub limits: Limits,
     /// Basic and bearer credentials over plaintext HTTP from loopback

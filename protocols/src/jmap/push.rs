@@ -12,10 +12,11 @@ use std::sync::Arc;
 use meshmail_actors::shard::{Subscription, subscribe};
 use serde::Serialize;
 
-use super::email_get::email_state;
-use super::mailbox::state_of;
+use super::methods::email_get::email_state;
+use super::methods::mailbox::state_of;
 use super::wire::MethodError;
-use super::{JmapShared, ids, store};
+use super::wire::ids;
+use super::{JmapShared, store};
 
 /// Data types a client can ask pushes for.
 pub const TYPES: &[&str] = &["Email", "Mailbox", "Thread", "EmailDelivery"];

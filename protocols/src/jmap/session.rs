@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::dispatch::SESSION_STATE;
+use super::wire::ids;
 use super::wire::{CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAP_WEBSOCKET};
-use super::{Caller, Limits, ids};
+use super::{Caller, Limits};
 
 /// Paths on the node's HTTP listener.
 pub const API_PATH: &str = "/jmap/api";

@@ -1,5 +1,7 @@
 //! Reads JMAP methods share: each one a short snapshot transaction (or a
-//! bounded series of them), never a write.
+//! bounded series of them), never a write. Also where the store's and the
+//! actors' errors become JMAP errors (`MethodError::from`,
+//! `SetError::from_op`), so that `jmap::wire` knows neither.
 
 use bytes::Bytes;
 use meshmail_actors::node::NodeCtx;
@@ -8,7 +10,7 @@ use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::mailboxes::{self, Counts, Mailbox};
 use meshmail_storage::model::messages::{self, Message};
 
-use super::wire::MethodError;
+use super::wire::{MethodError, SetError};
 
 /// Messages read per transaction when walking a mailbox.
 const PAGE_MESSAGES: usize = 2000;
@@ -133,4 +135,28 @@ pub async fn mailbox_messages(
 /// A message's raw bytes, checked against its hash.
 pub async fn body(ctx: &NodeCtx, msg: &Message) -> Result<Bytes, MethodError> {
     Ok(ctx.blobs.get(&ctx.db, &msg.body).await?)
+}
+
+// The store's and the actors' errors as JMAP errors: here, beside the
+// reads, so that the wire layer's types know nothing of either.
+
+impl From<StorageError> for MethodError {
+    fn from(e: StorageError) -> Self {
+        MethodError::ServerUnavailable(e.to_string())
+    }
+}
+
+impl SetError {
+    /// The SetError for a mailbox operation the shard actor did not apply.
+    pub fn from_op(e: &meshmail_actors::op_error::OpError) -> SetError {
+        use meshmail_actors::op_error::OpError as E;
+        let kind = match e {
+            E::AlreadyExists(_) => "alreadyExists",
+            E::NotFound(_) => "notFound",
+            E::NotAllowed(_) => "forbidden",
+            E::Unavailable(_) => "serverUnavailable",
+            E::Failed(_) => "serverFail",
+        };
+        SetError::new(kind, e.to_string())
+    }
 }

@@ -215,33 +215,3 @@ impl Drop for InFlight {
         self.o.in_flight.lock().expect("in_flight").remove(&self.id);
     }
 }
-
-/// Whether the message's header says `TLS-Required: No` (RFC 8689 §5):
-/// the sender prefers delivery over TLS policies (MTA-STS, a failed
-/// STARTTLS). Only the header section is read.
-pub fn tls_required_no(raw: &[u8]) -> bool {
-    let mut lines = raw.split(|&c| c == b'\n').peekable();
-    while let Some(line) = lines.next() {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
-            return false;
-        }
-        let Some(colon) = line.iter().position(|&c| c == b':') else {
-            continue;
-        };
-        if !line[..colon].trim_ascii().eq_ignore_ascii_case(b"TLS-Required") {
-            continue;
-        }
-        // The value, unfolded.
-        let mut value = line[colon + 1..].to_vec();
-        while let Some(next) = lines
-            .peek()
-            .filter(|l| l.first().is_some_and(|c| *c == b' ' || *c == b'\t'))
-        {
-            value.extend_from_slice(next.strip_suffix(b"\r").unwrap_or(next));
-            lines.next();
-        }
-        return value.trim_ascii().eq_ignore_ascii_case(b"No");
-    }
-    false
-}

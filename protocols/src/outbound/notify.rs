@@ -16,8 +16,8 @@ use meshmail_storage::model::{accounts, now_ms};
 
 use super::Outbound;
 use super::dsn::{self, Report};
+use crate::accept::{EnvelopeParams, is_local_domain, queue_remote};
 use crate::ingest::ingest;
-use crate::smtp::accept::{EnvelopeParams, is_local_domain, queue_remote};
 
 /// Sends one DSN to the sender of `entries` (the recipients of one message
 /// it reports on, each with its report; all share sender and body).
