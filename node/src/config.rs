@@ -17,6 +17,14 @@ use crate::cli::{GlobalOverrides, ServeArgs, StoreArg};
 
 pub const DATA_DIR_DEFAULT: &str = "./meshmail-data";
 
+/// Commit batchers on FoundationDB. A delivery transaction there is a chain
+/// of ~10 dependent reads, each a round trip to the cluster (13 ms per
+/// batch of 4.5 under load), so ingest is bound by that latency, not by the
+/// commit: 16 batchers take 1.8x the msg/s of 2 on a one-process cluster,
+/// with less node CPU per message (soak/reports/bench-fdb-2026-12-07.md).
+/// A shard keeps its one batcher, so batchers never conflict on a mailbox.
+pub const FDB_BATCHERS: usize = 16;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -824,7 +832,7 @@ impl Config {
     }
 
     /// How many commit batchers share the deliveries: the configured
-    /// number, else one on SQLite and two on FoundationDB.
+    /// number, else one on SQLite and [`FDB_BATCHERS`] on FoundationDB.
     ///
     /// SQLite has one writer: a second batcher only splits the stream into
     /// two half-size batches that queue for it in turn, and each batch stops
@@ -834,11 +842,11 @@ impl Config {
     /// batchers measured 1,602 against 1,802 msg/s, their reads (0.5 ms)
     /// too short beside a commit (2.5 ms) to overlap it
     /// (soak/reports/ingest-2026-12-04.md). FoundationDB commits in
-    /// parallel, so its batchers overlap their commit latency.
+    /// parallel, so its batchers overlap their reads and commit latency.
     pub fn batchers(&self) -> usize {
         self.batchers.unwrap_or(match self.kv() {
             KvConfig::Sqlite { .. } => 1,
-            KvConfig::Fdb { .. } => 2,
+            KvConfig::Fdb { .. } => FDB_BATCHERS,
         })
     }
 
@@ -884,7 +892,7 @@ mod tests {
         assert_eq!(prod.auth.failure_window_s, 300);
         assert_eq!((prod.mesh.dead_after_ms, prod.mesh.drain_deadline_ms), (1000, 500));
         assert_eq!((prod.imap.search_cache_mb, prod.imap.hot_cache_mb), (256, 128));
-        assert_eq!(prod.batchers(), 2, "FoundationDB commits in parallel");
+        assert_eq!(prod.batchers(), FDB_BATCHERS, "FoundationDB commits in parallel");
         // dev.toml spells out the defaults.
         let dev: Config = toml::from_str(include_str!("../../ops/config/dev.toml")).unwrap();
         let d = MeshSection::default();
