@@ -104,6 +104,7 @@ const APPEND_SYNC: &str = "APPEND (synchronizing literals, Nagle on), msg/s";
 const APPEND_LP: &str = "APPEND with LITERAL+ in one write, ms each";
 const SELECT_FETCH: &str = "SELECT + FETCH 1:* (UID FLAGS ENVELOPE RFC822.SIZE INTERNALDATE)";
 const SEARCHES: &str = "4 SEARCHes (SUBJECT, FROM, UNSEEN, LARGER)";
+const FETCH_HEADERS: &str = "FETCH 1:* (BODY.PEEK[HEADER])";
 const STORE_SEEN: &str = "STORE 1:* +FLAGS (\\Seen)";
 const INBOX_SELECT: &str = "INBOX: SELECT";
 const INBOX_FETCH: &str = "INBOX: FETCH 1:* (UID FLAGS)";
@@ -482,6 +483,16 @@ async fn one_run(
         folder.len()
     );
 
+    // Every header of the folder, as a client rebuilding its cache asks.
+    let (f, ms) = timed(&mut c, FETCH_HEADERS).await?;
+    ensure!(
+        fetches(&f) == folder.len(),
+        "FETCH BODY.PEEK[HEADER] gave {} of {}",
+        fetches(&f),
+        folder.len()
+    );
+    out.push((FETCH_HEADERS.into(), ms));
+
     let mut total = 0.0;
     for (label, command) in SEARCH_COMMANDS {
         let (u, ms) = timed(&mut c, command).await?;
@@ -531,6 +542,7 @@ fn row_order(name: &str) -> usize {
         APPEND_SYNC,
         APPEND_LP,
         SELECT_FETCH,
+        FETCH_HEADERS,
         SEARCHES,
         "  SEARCH SUBJECT",
         "  SEARCH FROM",

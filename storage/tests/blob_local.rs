@@ -186,6 +186,55 @@ async fn corruption_is_detected() {
     assert!(matches!(err, StorageError::Corrupt { .. }), "{err:?}");
 }
 
+/// `get_many` (FETCH's read of a run of bodies): inline and object bodies
+/// interleaved come back in order, inline ones past one read's byte bound
+/// included, and a missing or corrupt body fails in its own place only.
+#[tokio::test]
+async fn many_bodies_are_read_in_order_each_failure_in_its_place() {
+    let e = env().await;
+    let mut bodies = Vec::new();
+    let mut want = Vec::new();
+    // 70 inline bodies of 80 KB: more than one read's INLINE_READ_BYTES_MAX.
+    for seed in 0..70u64 {
+        let bytes = if seed % 10 == 3 {
+            large(100 + seed)
+        } else {
+            body(100 + seed, 80_000)
+        };
+        let prepared = e.blobs.prepare(&e.db, bytes.clone()).await.unwrap();
+        reference(&e.db, &prepared).await.unwrap();
+        bodies.push(prepared.body);
+        want.push(bytes);
+    }
+    assert!(70 * 80_000 > blob::INLINE_READ_BYTES_MAX);
+    let got = e.blobs.get_many(&e.db, &bodies).await.unwrap();
+    assert_eq!(got.len(), bodies.len());
+    for (i, (g, w)) in got.into_iter().zip(&want).enumerate() {
+        assert_eq!(&g.unwrap(), w, "body {i}");
+    }
+
+    // Prepared but never referenced: an inline body has no bytes stored.
+    let missing = e.blobs.prepare(&e.db, body(900, 100)).await.unwrap().body;
+    let corrupt = &bodies[3];
+    let path = file_of(&e.root, &corrupt.hash);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[7] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let asked = vec![
+        bodies[0].clone(),
+        missing,
+        bodies[1].clone(),
+        corrupt.clone(),
+        bodies[13].clone(),
+    ];
+    let got = e.blobs.get_many(&e.db, &asked).await.unwrap();
+    assert_eq!(got[0].as_ref().unwrap(), &want[0]);
+    assert!(matches!(got[1], Err(StorageError::NotFound(_))), "{:?}", got[1]);
+    assert_eq!(got[2].as_ref().unwrap(), &want[1]);
+    assert!(matches!(got[3], Err(StorageError::Corrupt { .. })), "{:?}", got[3]);
+    assert_eq!(got[4].as_ref().unwrap(), &want[13]);
+}
+
 #[tokio::test]
 async fn sweep_deletes_only_unreferenced_bodies_past_grace() {
     let e = env().await;

@@ -286,6 +286,90 @@ fn needs_raw(a: &FetchAttr) -> bool {
     )
 }
 
+/// How a FETCH shows each of its rows.
+struct Shown<'a> {
+    cmd: &'a FetchCommand,
+    shows_flags: bool,
+    /// UIDs (sorted) whose flags this FETCH changed (`\Seen`).
+    flags_changed: &'a [Uid],
+    raw_needed: bool,
+}
+
+/// Body bytes a FETCH holds at once: the rows of one store read are
+/// rendered in runs of at most this many body bytes (one message at least),
+/// so `FETCH 1:* BODY[]` of a folder of big messages never holds them all.
+const FETCH_BODY_BYTES_MAX: u64 = 8 << 20;
+
+/// Renders and sends `rows`; true when a part had an unknown transfer
+/// encoding. Bodies, when an item needs them, are read a run at a time.
+async fn send_rows(
+    st: &State,
+    sel: &mut Selected,
+    conn: &mut Conn,
+    rows: &[(MessageMeta, Option<Summary>)],
+    show: &Shown<'_>,
+) -> bool {
+    let mut unknown_cte = false;
+    let mut start = 0;
+    while start < rows.len() {
+        let end = if show.raw_needed {
+            body_run_end(rows, start)
+        } else {
+            rows.len()
+        };
+        let run = &rows[start..end];
+        let mut raws = if show.raw_needed {
+            read_bodies(st, run).await
+        } else {
+            Vec::new()
+        };
+        for (k, (m, summary)) in run.iter().enumerate() {
+            let Some(seq) = to_show(sel, conn, m, show.cmd, show.shows_flags) else {
+                continue;
+            };
+            let raw = raws.get_mut(k).and_then(Option::take);
+            let changed = show.flags_changed.binary_search(&m.uid).is_ok();
+            let (f, bad_cte) = render(st, sel, seq, m, summary.as_ref(), raw.as_ref(), show.cmd, changed);
+            unknown_cte |= bad_cte;
+            conn.send(&f);
+        }
+        start = end;
+    }
+    unknown_cte
+}
+
+/// The end of the run of `rows` from `start` whose bodies together stay
+/// within [`FETCH_BODY_BYTES_MAX`] (one row at least).
+fn body_run_end(rows: &[(MessageMeta, Option<Summary>)], start: usize) -> usize {
+    let mut end = start + 1;
+    let mut bytes = rows[start].0.body.size;
+    while end < rows.len() && bytes + rows[end].0.body.size <= FETCH_BODY_BYTES_MAX {
+        bytes += rows[end].0.body.size;
+        end += 1;
+    }
+    end
+}
+
+/// The bodies of `rows`, in order, read together (see
+/// `BlobStore::get_many`); None for one that cannot be read, logged.
+async fn read_bodies(st: &State, rows: &[(MessageMeta, Option<Summary>)]) -> Vec<Option<Bytes>> {
+    let refs: Vec<_> = rows.iter().map(|(m, _)| m.body.clone()).collect();
+    match st.shared.ctx.blobs.get_many(&st.shared.ctx.db, &refs).await {
+        Ok(read) => read
+            .into_iter()
+            .zip(rows)
+            .map(|(r, (m, _))| {
+                r.map_err(|e| tracing::warn!(uid = m.uid, error = %e, "message body unreadable"))
+                    .ok()
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "message bodies unreadable: the store cannot be read");
+            rows.iter().map(|_| None).collect()
+        }
+    }
+}
+
 async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
     let uids = resolve(st, sel, &cmd.set, cmd.uid);
     let (account, mailbox, read_only) = (sel.account, sel.id, sel.read_only);
@@ -352,26 +436,13 @@ async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, c
         }
         flags_changed.sort_unstable();
         let shows_flags = cmd.attrs.iter().any(|a| matches!(a, FetchAttr::Flags)) || !flags_changed.is_empty();
-        for (m, summary) in &rows {
-            let Some(seq) = to_show(sel, conn, m, &cmd, shows_flags) else {
-                continue;
-            };
-            let raw = if raw_needed {
-                match st.shared.ctx.blobs.get(&db, &m.body).await {
-                    Ok(b) => Some(b),
-                    Err(e) => {
-                        tracing::warn!(uid = m.uid, error = %e, "message body unreadable");
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            let changed = flags_changed.binary_search(&m.uid).is_ok();
-            let (f, bad_cte) = render(st, sel, seq, m, summary.as_ref(), raw.as_ref(), &cmd, changed);
-            unknown_cte |= bad_cte;
-            conn.send(&f);
-        }
+        let show = Shown {
+            cmd: &cmd,
+            shows_flags,
+            flags_changed: &flags_changed,
+            raw_needed,
+        };
+        unknown_cte |= send_rows(st, sel, conn, &rows, &show).await;
         // The envelopes just read serve later searches of the mailbox.
         if need >= SummaryNeed::Envelope
             && rows.iter().all(|(_, s)| s.is_some())
