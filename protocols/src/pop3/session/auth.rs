@@ -69,6 +69,7 @@ impl Pop3 {
             Command::Stls => return self.stls(conn).await,
             Command::Apop => refuse(conn, name, None, "APOP is not supported."),
             _ if matches!(cmd, Command::User(_) | Command::Pass(_) | Command::Auth { .. }) && !self.auth_allowed(conn) => {
+                metrics::counter!("meshmail_pop3_auth_failures_total", "reason" => "plaintext").increment(1);
                 refuse(conn, name, Some(Code::Auth), PLAINTEXT_REFUSED)
             }
             Command::User(user) => {
@@ -147,6 +148,7 @@ impl Pop3 {
         let account = match outcome {
             AuthOutcome::Ok(account) => account,
             AuthOutcome::Failed => {
+                metrics::counter!("meshmail_pop3_auth_failures_total", "reason" => "failed").increment(1);
                 self.login_failures += 1;
                 refuse(conn, name, Some(Code::Auth), "Authentication failed.");
                 if self.login_failures >= LOGIN_FAILURES_MAX {
@@ -158,11 +160,13 @@ impl Pop3 {
             // Not [AUTH]: the password may be right, and a client told it
             // is wrong asks its user for another (RFC 3206 §4).
             AuthOutcome::RateLimited { retry_after } => {
+                metrics::counter!("meshmail_pop3_auth_failures_total", "reason" => "rate_limited").increment(1);
                 let text = format!("Too many failed attempts; try again in {} s.", retry_after.as_secs());
                 refuse(conn, name, Some(Code::SysTemp), &text);
                 return Ok(Next::Continue);
             }
             AuthOutcome::Unavailable(_) => {
+                metrics::counter!("meshmail_pop3_auth_failures_total", "reason" => "unavailable").increment(1);
                 refuse(conn, name, Some(Code::SysTemp), "Authentication temporarily unavailable.");
                 return Ok(Next::Continue);
             }

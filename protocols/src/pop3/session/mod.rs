@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use meshmail_actors::auth::Authenticator;
@@ -106,7 +106,8 @@ impl Session for Pop3Session {
 
     async fn run(self: Box<Self>) -> Ended {
         let Pop3Session { shared, stream, peer } = *self;
-        metrics::counter!("meshmail_pop3_sessions_total").increment(1);
+        let listener = if shared.implicit_tls { "pop3s" } else { "pop3" };
+        metrics::counter!("meshmail_pop3_sessions_total", "listener" => listener).increment(1);
         let mut conn = Conn::new(Stream::Plain(stream), shared.idle_timeout.max(IDLE_TIMEOUT_MIN));
         if shared.implicit_tls {
             let Some(tls) = &shared.tls else { return Ended::Closed };
@@ -165,6 +166,7 @@ impl Pop3 {
                 Ok(cmd) => cmd,
                 Err(e) => {
                     bad += 1;
+                    metrics::counter!("meshmail_pop3_bad_commands_total").increment(1);
                     refuse(conn, "unparsed", None, &e.to_string());
                     if bad >= BAD_COMMANDS_MAX {
                         conn.send(&response::err(None, "Too many bad commands."));
@@ -173,8 +175,11 @@ impl Pop3 {
                     continue;
                 }
             };
-            metrics::counter!("meshmail_pop3_commands_total", "command" => cmd.name()).increment(1);
-            if let Next::Quit = self.dispatch(conn, cmd).await? {
+            let (name, started) = (cmd.name(), Instant::now());
+            metrics::counter!("meshmail_pop3_commands_total", "command" => name).increment(1);
+            let next = self.dispatch(conn, cmd).await?;
+            metrics::histogram!("meshmail_pop3_command_seconds", "command" => name).record(started.elapsed().as_secs_f64());
+            if let Next::Quit = next {
                 return Ok(());
             }
         }

@@ -131,7 +131,7 @@ pub fn unique_id(uid_validity: u32, uid: u32) -> String {
 /// lines of the body (RFC 1939 §7); a message with no blank line is all
 /// header. State is carried between chunks, so a message is never held
 /// twice and chunk boundaries change nothing (tested against
-/// [`stuff_naive`] over random splits).
+/// `stuff_naive` over random splits).
 #[derive(Debug, Clone)]
 pub struct Stuffer {
     line_start: bool,
@@ -233,8 +233,8 @@ impl Stuffer {
 
 /// The obvious encoder, the oracle of [`Stuffer`]'s tests: split into
 /// lines, keep the header and `top` body lines, stuff, join with CRLF.
-#[doc(hidden)]
-pub fn stuff_naive(message: &[u8], top: Option<u32>) -> Vec<u8> {
+#[cfg(test)]
+fn stuff_naive(message: &[u8], top: Option<u32>) -> Vec<u8> {
     let mut lines: Vec<&[u8]> = message.split(|&b| b == b'\n').collect();
     // A final LF ends the last line rather than starting an empty one.
     if lines.last().is_some_and(|l| l.is_empty()) {
