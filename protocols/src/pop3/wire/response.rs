@@ -115,12 +115,15 @@ pub fn uid_line(number: usize, id: &str) -> String {
 
 /// The unique id of a message, from the mailbox's UIDVALIDITY and the
 /// message's UID: stable across sessions (a UID is never reused within a
-/// UIDVALIDITY), unique within the maildrop, 16 characters of 0x30–0x46
+/// UIDVALIDITY), unique within the maildrop, 16 characters of `0-9a-f`
 /// (RFC 1939 §7 asks for 1 to 70 of 0x21–0x7E). The layout is Dovecot's
-/// default `pop3_uidl_format` (`%08Xu%08Xv`), so a reader of either
-/// server's UIDLs sees the same shape.
+/// default `pop3_uidl_format = %08Xu%08Xv`, which in Dovecot 2.3 prints
+/// lower-case hex (checked against dovecot-pop3d by
+/// `node/tests/pop3_dovecot.rs`): a mailbox moved from Dovecot with its
+/// UIDs and UIDVALIDITY keeps its UIDLs, so clients that "leave mail on
+/// the server" do not download everything again.
 pub fn unique_id(uid_validity: u32, uid: u32) -> String {
-    format!("{uid:08X}{uid_validity:08X}")
+    format!("{uid:08x}{uid_validity:08x}")
 }
 
 /// Encodes a message as the body of a RETR or TOP answer, a chunk at a
@@ -314,7 +317,8 @@ mod tests {
     #[test]
     fn unique_ids_are_within_rfc_1939_limits() {
         let id = unique_id(u32::MAX, 1);
-        assert_eq!(id, "00000001FFFFFFFF");
+        assert_eq!(id, "00000001ffffffff");
+        assert_eq!(unique_id(0x6b16_b28b, 0x2a), "0000002a6b16b28b");
         assert!((1..=70).contains(&id.len()) && id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
     }
 
