@@ -911,7 +911,13 @@ mod tests {
         assert_eq!(dev.batchers(), 1, "SQLite has one writer");
         let p = crate::config_pop3::Pop3Section::default();
         let pop3 = |c: &crate::config_pop3::Pop3Section| {
-            (c.listen, c.listen_tls, c.max_sessions_per_account, c.max_connections, c.idle_timeout_s)
+            (
+                c.listen,
+                c.listen_tls,
+                c.max_sessions_per_account,
+                c.max_connections,
+                c.idle_timeout_s,
+            )
         };
         assert_eq!(pop3(&dev.pop3), pop3(&p));
         let c = crate::config_compactor::CompactorSection::default();

@@ -99,7 +99,11 @@ impl Config {
                 continue;
             };
             // Named as in the file: `smtp` under [listen], `[pop3] listen`.
-            let name = if section == "listen" { key.to_string() } else { format!("[{section}] {key}") };
+            let name = if section == "listen" {
+                key.to_string()
+            } else {
+                format!("[{section}] {key}")
+            };
             if let Some(other) = seen.insert(addr, name) {
                 p.0.push(format!("[{section}] {key} = \"{addr}\": the same address as {other}"));
             }

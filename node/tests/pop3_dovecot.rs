@@ -48,7 +48,15 @@ fn pop3_answers_agree_with_dovecot() {
     let allowed = format!("{corpus}/pop3-allowed-differences.txt");
     let (ok, text) = common::python_script(
         "pop3_differential.py",
-        &[node.addr("pop3"), node.addr("imap"), user, password, &corpus, &allowed, &work],
+        &[
+            node.addr("pop3"),
+            node.addr("imap"),
+            user,
+            password,
+            &corpus,
+            &allowed,
+            &work,
+        ],
     );
     assert!(
         text.contains("pop3 differential: 356 messages"),

@@ -314,7 +314,10 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         "ingest",
     ];
     if r.external {
-        let pure = matches!(from, "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" | "envelope");
+        let pure = matches!(
+            from,
+            "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" | "envelope"
+        );
         return pure && IO.contains(&r.path.as_str());
     }
     match from {
@@ -326,10 +329,7 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         // One protocol's session never reaches into another's: what they
         // share (net, accept, ingest) sits below both.
         "pop3::session" => r.to.starts_with("imap") || r.to.starts_with("smtp") || r.to.starts_with("jmap"),
-        "envelope" => {
-            SESSIONS.contains(&r.to)
-                || ["smtp", "imap", "pop3", "jmap"].iter().any(|p| r.to.starts_with(p))
-        }
+        "envelope" => SESSIONS.contains(&r.to) || ["smtp", "imap", "pop3", "jmap"].iter().any(|p| r.to.starts_with(p)),
         // Protocols depend on acceptance, never the other way round.
         "accept" => {
             r.to.starts_with("smtp")

@@ -12,9 +12,9 @@ use meshmail_storage::ids::AccountId;
 use super::maildrop::{LoadError, Maildrop};
 use super::{Next, Phase, Pop3, Pop3Shared, Transaction, refuse};
 use crate::net::{Conn, ConnError, Line};
+use crate::pop3::wire::Command;
 use crate::pop3::wire::response::{self, Code};
 use crate::pop3::wire::sasl::{self, SASL_LINE_MAX, SaslError};
-use crate::pop3::wire::Command;
 
 /// Failed logins before the connection is closed (as IMAP).
 const LOGIN_FAILURES_MAX: u32 = 3;
@@ -68,7 +68,9 @@ impl Pop3 {
         match cmd {
             Command::Stls => return self.stls(conn).await,
             Command::Apop => refuse(conn, name, None, "APOP is not supported."),
-            _ if matches!(cmd, Command::User(_) | Command::Pass(_) | Command::Auth { .. }) && !self.auth_allowed(conn) => {
+            _ if matches!(cmd, Command::User(_) | Command::Pass(_) | Command::Auth { .. })
+                && !self.auth_allowed(conn) =>
+            {
                 metrics::counter!("meshmail_pop3_auth_failures_total", "reason" => "plaintext").increment(1);
                 refuse(conn, name, Some(Code::Auth), PLAINTEXT_REFUSED)
             }
@@ -80,9 +82,7 @@ impl Pop3 {
                 Some(user) => return self.login(conn, name, &user, &password).await,
                 None => refuse(conn, name, None, "No username given."),
             },
-            Command::Auth {
-                mechanism: None, ..
-            } => conn.send(&response::multi_line("Mechanisms follow", &["PLAIN"])),
+            Command::Auth { mechanism: None, .. } => conn.send(&response::multi_line("Mechanisms follow", &["PLAIN"])),
             Command::Auth {
                 mechanism: Some(mech),
                 initial_response,
@@ -143,7 +143,13 @@ impl Pop3 {
 
     /// Checks the credentials, takes a session slot and opens the
     /// maildrop: the TRANSACTION state, or an answer saying why not.
-    async fn login(&mut self, conn: &mut Conn, name: &'static str, user: &str, password: &str) -> Result<Next, ConnError> {
+    async fn login(
+        &mut self,
+        conn: &mut Conn,
+        name: &'static str,
+        user: &str,
+        password: &str,
+    ) -> Result<Next, ConnError> {
         let outcome = self.shared.auth.authenticate(user, password, self.peer.ip()).await;
         let account = match outcome {
             AuthOutcome::Ok(account) => account,
@@ -167,7 +173,12 @@ impl Pop3 {
             }
             AuthOutcome::Unavailable(_) => {
                 metrics::counter!("meshmail_pop3_auth_failures_total", "reason" => "unavailable").increment(1);
-                refuse(conn, name, Some(Code::SysTemp), "Authentication temporarily unavailable.");
+                refuse(
+                    conn,
+                    name,
+                    Some(Code::SysTemp),
+                    "Authentication temporarily unavailable.",
+                );
                 return Ok(Next::Continue);
             }
         };
@@ -186,7 +197,12 @@ impl Pop3 {
             Err(LoadError::NoInbox) => refuse(conn, name, Some(Code::SysPerm), "The account has no INBOX."),
             Err(LoadError::Store(e)) => {
                 tracing::warn!(error = %e, "pop3: opening the maildrop failed");
-                refuse(conn, name, Some(Code::SysTemp), "Unable to open the maildrop; try again later.");
+                refuse(
+                    conn,
+                    name,
+                    Some(Code::SysTemp),
+                    "Unable to open the maildrop; try again later.",
+                );
             }
         }
         Ok(Next::Continue)

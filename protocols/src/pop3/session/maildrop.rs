@@ -10,8 +10,8 @@ use meshmail_actors::mailbox_ops::{self, MailboxOp};
 use meshmail_actors::node::NodeCtx;
 use meshmail_actors::op_error::OpError;
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
-use meshmail_storage::model::messages::{self, BodyRef, FlagOp, RANGE_KEYS_MAX};
 use meshmail_storage::model::mailboxes;
+use meshmail_storage::model::messages::{self, BodyRef, FlagOp, RANGE_KEYS_MAX};
 use meshmail_storage::{Database, StorageError};
 
 use crate::pop3::wire::MessageNumber;
@@ -99,7 +99,10 @@ impl Maildrop {
                 break;
             }
         }
-        debug_assert!(entries.windows(2).all(|w| w[0].uid < w[1].uid), "UIDs strictly increase");
+        debug_assert!(
+            entries.windows(2).all(|w| w[0].uid < w[1].uid),
+            "UIDs strictly increase"
+        );
         Ok(Maildrop {
             account,
             mailbox,
@@ -125,7 +128,11 @@ impl Maildrop {
     }
 
     fn live(&self) -> impl Iterator<Item = (usize, &Entry)> {
-        self.entries.iter().enumerate().filter(|(_, e)| !e.deleted).map(|(i, e)| (i + 1, e))
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.deleted)
+            .map(|(i, e)| (i + 1, e))
     }
 
     /// LIST n: the message's size.
@@ -145,7 +152,9 @@ impl Maildrop {
 
     /// UIDL: (number, unique id) of every message not deleted.
     pub fn unique_ids(&self) -> Vec<(usize, String)> {
-        self.live().map(|(n, e)| (n, unique_id(self.uid_validity, e.uid))).collect()
+        self.live()
+            .map(|(n, e)| (n, unique_id(self.uid_validity, e.uid)))
+            .collect()
     }
 
     /// The UID and size RETR and TOP read.

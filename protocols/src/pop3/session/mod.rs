@@ -74,7 +74,9 @@ impl Pop3Session {
 /// the session ends with it.
 enum Phase {
     /// The name USER gave, waiting for PASS.
-    Authorization { user: Option<String> },
+    Authorization {
+        user: Option<String>,
+    },
     Transaction(Box<Transaction>),
 }
 
@@ -178,7 +180,8 @@ impl Pop3 {
             let (name, started) = (cmd.name(), Instant::now());
             metrics::counter!("meshmail_pop3_commands_total", "command" => name).increment(1);
             let next = self.dispatch(conn, cmd).await?;
-            metrics::histogram!("meshmail_pop3_command_seconds", "command" => name).record(started.elapsed().as_secs_f64());
+            metrics::histogram!("meshmail_pop3_command_seconds", "command" => name)
+                .record(started.elapsed().as_secs_f64());
             if let Next::Quit = next {
                 return Ok(());
             }

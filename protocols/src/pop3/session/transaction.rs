@@ -18,7 +18,12 @@ const SEND_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Runs one command of the TRANSACTION state (not QUIT, not the
 /// AUTHORIZATION state's, which the dispatcher answers).
-pub(super) async fn run(ctx: &Arc<NodeCtx>, conn: &mut Conn, drop: &mut Maildrop, cmd: Command) -> Result<(), ConnError> {
+pub(super) async fn run(
+    ctx: &Arc<NodeCtx>,
+    conn: &mut Conn,
+    drop: &mut Maildrop,
+    cmd: Command,
+) -> Result<(), ConnError> {
     let name = cmd.name();
     match cmd {
         Command::Stat => {
@@ -28,7 +33,10 @@ pub(super) async fn run(ctx: &Arc<NodeCtx>, conn: &mut Conn, drop: &mut Maildrop
         Command::List(None) => {
             let lines: Vec<String> = drop.sizes().into_iter().map(|(n, s)| scan_line(n, s)).collect();
             let (count, octets) = drop.stat();
-            conn.send(&response::multi_line(&format!("{count} messages ({octets} octets)"), &lines));
+            conn.send(&response::multi_line(
+                &format!("{count} messages ({octets} octets)"),
+                &lines,
+            ));
         }
         Command::List(Some(n)) => answer(conn, name, drop.size(n).map(|s| scan_line(n as usize, s))),
         Command::Uidl(None) => {
@@ -41,7 +49,9 @@ pub(super) async fn run(ctx: &Arc<NodeCtx>, conn: &mut Conn, drop: &mut Maildrop
         Command::Rset => {
             drop.rset();
             let (count, octets) = drop.stat();
-            conn.send(&response::ok(&format!("Maildrop has {count} messages ({octets} octets).")));
+            conn.send(&response::ok(&format!(
+                "Maildrop has {count} messages ({octets} octets)."
+            )));
         }
         Command::Retr(n) => {
             if send_message(ctx, conn, drop, n, None).await? {
@@ -89,7 +99,12 @@ async fn send_message(
         }
         Err(e) => {
             tracing::warn!(uid, error = %e, "pop3: reading a message failed");
-            refuse(conn, name, Some(Code::SysTemp), "Unable to read the message; try again later.");
+            refuse(
+                conn,
+                name,
+                Some(Code::SysTemp),
+                "Unable to read the message; try again later.",
+            );
             return Ok(false);
         }
     };
@@ -97,7 +112,12 @@ async fn send_message(
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(uid, error = %e, "pop3: message body unreadable");
-            refuse(conn, name, Some(Code::SysTemp), "Unable to read the message; try again later.");
+            refuse(
+                conn,
+                name,
+                Some(Code::SysTemp),
+                "Unable to read the message; try again later.",
+            );
             return Ok(false);
         }
     };
@@ -137,7 +157,12 @@ pub(super) async fn quit(ctx: &Arc<NodeCtx>, conn: &mut Conn, drop: &Maildrop) {
         }
         Err(e) => {
             tracing::warn!(error = %e, "pop3: the UPDATE state failed");
-            refuse(conn, "QUIT", Some(Code::SysTemp), "Some deleted messages were not removed; try again.");
+            refuse(
+                conn,
+                "QUIT",
+                Some(Code::SysTemp),
+                "Some deleted messages were not removed; try again.",
+            );
         }
     }
 }

@@ -81,10 +81,7 @@ pub enum ParseError {
     #[error("Unknown command")]
     Unknown,
     #[error("{command}: {why}")]
-    BadArgs {
-        command: &'static str,
-        why: &'static str,
-    },
+    BadArgs { command: &'static str, why: &'static str },
 }
 
 /// Parses one command line (without CRLF).
@@ -243,7 +240,10 @@ mod tests {
     fn commands_parse_case_insensitively() {
         assert_eq!(p("capa"), Ok(Command::Capa));
         assert_eq!(p("QuIt"), Ok(Command::Quit));
-        assert_eq!(p("USER alice@example.org"), Ok(Command::User("alice@example.org".into())));
+        assert_eq!(
+            p("USER alice@example.org"),
+            Ok(Command::User("alice@example.org".into()))
+        );
         assert_eq!(p("PASS two words "), Ok(Command::Pass("two words ".into())));
         assert_eq!(p("LIST"), Ok(Command::List(None)));
         assert_eq!(p("list 7"), Ok(Command::List(Some(7))));
@@ -282,7 +282,10 @@ mod tests {
         assert!(matches!(p("RETR +1"), Err(ParseError::BadArgs { .. })));
         assert!(matches!(p("RETR 1 2"), Err(ParseError::BadArgs { .. })));
         assert!(matches!(p("RETR 4294967296"), Err(ParseError::BadArgs { .. })));
-        assert!(matches!(p("RETR 99999999999999999999"), Err(ParseError::BadArgs { .. })));
+        assert!(matches!(
+            p("RETR 99999999999999999999"),
+            Err(ParseError::BadArgs { .. })
+        ));
         assert!(matches!(p("DELE x"), Err(ParseError::BadArgs { .. })));
         assert!(matches!(p("LIST 1 2"), Err(ParseError::BadArgs { .. })));
         assert!(matches!(p("TOP 1"), Err(ParseError::BadArgs { command: "TOP", .. })));
@@ -313,7 +316,10 @@ mod tests {
         assert_eq!(parse_command(b"PASS \xc3\x28"), Err(ParseError::NotUtf8));
         assert_eq!(parse_command(b"\x80"), Err(ParseError::NotUtf8));
         // Valid UTF-8 beyond ASCII is a name like any other.
-        assert_eq!(parse_command("USER jörg@example.org".as_bytes()), Ok(Command::User("jörg@example.org".into())));
+        assert_eq!(
+            parse_command("USER jörg@example.org".as_bytes()),
+            Ok(Command::User("jörg@example.org".into()))
+        );
     }
 
     #[test]

@@ -32,7 +32,10 @@ pub fn fuzz(data: &[u8]) {
         stuffer.finish(&mut out);
         assert!(out.ends_with(b".\r\n"), "the answer ends in the terminator");
         let body = &out[..out.len() - 3];
-        assert!(body.is_empty() || body.ends_with(b"\r\n"), "the terminator starts a line");
+        assert!(
+            body.is_empty() || body.ends_with(b"\r\n"),
+            "the terminator starts a line"
+        );
         assert!(
             !body.split(|&b| b == b'\n').any(|l| l == b".\r" || l == b"."),
             "no line of the message reads as the terminator"

@@ -205,7 +205,11 @@ impl Stuffer {
     pub fn finish(self, out: &mut Vec<u8>) {
         if !self.line_start && !self.done {
             // A last line ending in CR needs only its LF.
-            out.extend_from_slice(if self.last_was_cr { b"\n".as_slice() } else { b"\r\n".as_slice() });
+            out.extend_from_slice(if self.last_was_cr {
+                b"\n".as_slice()
+            } else {
+                b"\r\n".as_slice()
+            });
         }
         out.extend_from_slice(b".\r\n");
     }
@@ -291,7 +295,10 @@ mod tests {
 
     #[test]
     fn multi_line_answers_are_stuffed_and_terminated() {
-        assert_eq!(multi_line("", &["CAPA", ".hidden"]), b"+OK\r\nCAPA\r\n..hidden\r\n.\r\n");
+        assert_eq!(
+            multi_line("", &["CAPA", ".hidden"]),
+            b"+OK\r\nCAPA\r\n..hidden\r\n.\r\n"
+        );
         assert_eq!(multi_line::<&str>("0 messages", &[]), b"+OK 0 messages\r\n.\r\n");
     }
 

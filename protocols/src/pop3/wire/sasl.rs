@@ -67,7 +67,10 @@ mod tests {
     #[test]
     fn plain_decodes_and_refuses_bad_input() {
         let p = decode_plain(&b64(b"\0alice@example.org\0pass word")).unwrap();
-        assert_eq!((p.authzid.as_str(), p.authcid.as_str(), p.password.as_str()), ("", "alice@example.org", "pass word"));
+        assert_eq!(
+            (p.authzid.as_str(), p.authcid.as_str(), p.password.as_str()),
+            ("", "alice@example.org", "pass word")
+        );
         assert_eq!(decode_plain(b"*"), Err(SaslError::Cancelled));
         assert_eq!(decode_plain(b"=="), Err(SaslError::NotBase64));
         assert_eq!(decode_plain(b"not base64!"), Err(SaslError::NotBase64));
