@@ -2,7 +2,7 @@
 //! USER/PASS and AUTH PLAIN, STAT/LIST/UIDL/RETR/TOP with byte-stuffing,
 //! DELE applied at QUIT only (IMAP then shows the messages gone), RSET, a
 //! dropped connection deleting nothing, STLS and POP3S, failed logins, and
-//! over-long lines. Each scenario runs on its own node (port 0 for every
+//! over-long lines, and a maildrop read in more than one page. Each scenario runs on its own node (port 0 for every
 //! listener) after three messages were delivered over SMTP.
 
 mod common;
@@ -66,6 +66,11 @@ fn a_dropped_connection_deletes_nothing() {
 #[test]
 fn stls_and_pop3s_and_no_plaintext_login_without_tls() {
     run("stls", false);
+}
+
+#[test]
+fn a_maildrop_larger_than_one_read() {
+    run("big_inbox", true);
 }
 
 #[test]

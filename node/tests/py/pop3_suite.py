@@ -296,8 +296,36 @@ def long_lines():
     print("long_lines: ok")
 
 
+def big_inbox():
+    # More messages than one read of the maildrop at login (1,000 rows):
+    # numbering, sizes and UIDLs must run on across the page boundary.
+    extra = 1_005
+    c = imaplib.IMAP4(*hp(IMAP))
+    c.login(USER, PASSWORD)
+    for i in range(extra):
+        c.append("INBOX", None, None, f"Subject: bulk {i}\r\n\r\nbody {i}\r\n".encode())
+    c.logout()
+    total = len(MESSAGES) + extra
+    p = login()
+    count, octets = p.stat()
+    _, scan, _ = p.list()
+    assert count == total and len(scan) == total, (count, len(scan))
+    assert [int(l.split()[0]) for l in scan] == list(range(1, total + 1))
+    assert octets == sum(int(l.split()[1]) for l in scan)
+    ids = [l.split()[1] for l in p.uidl()[1]]
+    assert len(set(ids)) == total and ids == sorted(ids), "unique, in UID order"
+    last = b"\r\n".join(p.retr(total)[1])
+    assert last.endswith(f"body {extra - 1}".encode()), last
+    assert b"Subject: bulk 0" in b"\r\n".join(p.top(len(MESSAGES) + 1, 0)[1])
+    p.dele(1)
+    p.dele(total)
+    p.quit()
+    assert imap_count() == total - 2
+    print("big_inbox: ok")
+
+
 SCENARIOS = {f.__name__: f for f in (capa_and_logins, listing, dele_quit, dele_rset, dele_drop, stls, bad_login,
-                                      long_lines)}
+                                      long_lines, big_inbox)}
 
 if __name__ == "__main__":
     deliver()

@@ -11,7 +11,7 @@ use meshmail_actors::node::NodeCtx;
 use meshmail_actors::op_error::OpError;
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::mailboxes;
-use meshmail_storage::model::messages::{self, BodyRef, FlagOp, RANGE_KEYS_MAX};
+use meshmail_storage::model::messages::{self, BodyRef, FlagOp};
 use meshmail_storage::{Database, StorageError};
 
 use crate::pop3::wire::MessageNumber;
@@ -21,6 +21,12 @@ use crate::pop3::wire::response::unique_id;
 /// INBOX (16 bytes each, so 3.2 MB per session at the cap). A POP3 client
 /// downloads and deletes; a larger INBOX is seen in pieces as it shrinks.
 pub const MAILDROP_MESSAGES_MAX: usize = 200_000;
+
+/// Hot rows (~80 bytes each, no summary) read per read transaction at
+/// login: ~80 KB per read, far inside FDB's 5 s and 10 MB; a maildrop at
+/// [`MAILDROP_MESSAGES_MAX`] takes 200 reads. Small enough that
+/// `node/tests/pop3.rs` crosses a page boundary with ~1,000 messages.
+const ROWS_PER_READ: usize = 1_000;
 
 /// The mailbox POP3 serves (RFC 1939 knows one maildrop per user).
 const INBOX: &str = "INBOX";
@@ -67,7 +73,7 @@ pub struct Maildrop {
 
 impl Maildrop {
     /// INBOX's messages now, oldest first (in UID order, as IMAP numbers
-    /// them), read [`RANGE_KEYS_MAX`] hot rows per read transaction.
+    /// them), read [`ROWS_PER_READ`] hot rows per read transaction.
     pub async fn load(db: &Database, account: AccountId) -> Result<Maildrop, LoadError> {
         let mb = db
             .read("pop3_inbox", move |txn| async move {
@@ -79,7 +85,7 @@ impl Maildrop {
         let mut entries = Vec::new();
         let mut from: Uid = 1;
         while entries.len() < MAILDROP_MESSAGES_MAX {
-            let limit = RANGE_KEYS_MAX.min(MAILDROP_MESSAGES_MAX - entries.len());
+            let limit = ROWS_PER_READ.min(MAILDROP_MESSAGES_MAX - entries.len());
             let rows = db
                 .read("pop3_scan", move |txn| async move {
                     messages::list_meta(&txn, account, mailbox, from, None, limit).await
