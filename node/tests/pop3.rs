@@ -83,6 +83,54 @@ fn long_lines_and_bad_commands_never_crash() {
     run("long_lines", true);
 }
 
+/// On a two-node mesh, POP3 on one node and IMAP on the other, both ways:
+/// one of the two runs is on the node that does not own the account's
+/// shard, so its QUIT's expunge goes to the owner over the mesh.
+#[test]
+fn dele_at_quit_reaches_the_shard_owner_across_the_mesh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let user = "mesh@example.org";
+    setup_account(dir, user, PASSWORD);
+    common::run_ok(common::meshmail(dir).args(["cluster", "init"]), None);
+    for n in ["node-a", "node-b"] {
+        common::run_ok(common::meshmail(dir).args(["cluster", "cert", n]), None);
+    }
+    let pop3 = [
+        "--pop3",
+        "127.0.0.1:0",
+        "--allow-plaintext-auth-on-loopback",
+        "--mesh",
+        "127.0.0.1:0",
+    ];
+    let a = Node::start(dir, &[&["--node-name", "node-a"], &pop3[..]].concat(), &[]);
+    let seed = format!("node-a@{}", a.addr("mesh"));
+    let b = Node::start(
+        dir,
+        &[&["--node-name", "node-b", "--seeds", &seed], &pop3[..]].concat(),
+        &[],
+    );
+    common::wait_for("the mesh to converge", std::time::Duration::from_secs(60), || {
+        common::converged(1024, &[&a, &b])
+    });
+    for (pop, imap) in [(&a, &b), (&b, &a)] {
+        let (ok, text) = common::python_script(
+            "pop3_suite.py",
+            &[
+                "dele_newest",
+                pop.addr("smtp"),
+                pop.addr("pop3"),
+                pop.addr("pop3"),
+                imap.addr("imap"),
+                pop.addr("http"),
+                user,
+                PASSWORD,
+            ],
+        );
+        assert!(ok && text.contains("dele_newest: ok"), "{text}");
+    }
+}
+
 /// The POP3 stages are measured, each metric with its HELP text.
 #[test]
 fn pop3_metrics_are_exported() {

@@ -324,8 +324,24 @@ def big_inbox():
     print("big_inbox: ok")
 
 
+def dele_newest():
+    # Run once per node of a mesh (POP3 on one, IMAP on the other): at least
+    # one run's expunge crosses the mesh to the shard's owner. Counts are
+    # relative, as the messages of earlier runs remain.
+    p = login()
+    count = p.stat()[0]
+    assert count >= len(MESSAGES) and imap_count() == count, count
+    newest = b"\r\n".join(p.retr(count)[1])
+    assert newest.endswith(MESSAGES[-1].encode().split(b"\r\n\r\n", 1)[1].rstrip(b"\r\n")), newest[-80:]
+    p.dele(count)
+    assert imap_count() == count, "nothing is deleted before QUIT"
+    assert p.quit().startswith(b"+OK")
+    assert imap_count() == count - 1, "QUIT's expunge reached the shard's owner"
+    print("dele_newest: ok")
+
+
 SCENARIOS = {f.__name__: f for f in (capa_and_logins, listing, dele_quit, dele_rset, dele_drop, stls, bad_login,
-                                      long_lines, big_inbox)}
+                                      long_lines, big_inbox, dele_newest)}
 
 if __name__ == "__main__":
     deliver()
