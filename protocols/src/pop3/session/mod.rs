@@ -39,8 +39,10 @@ use crate::pop3::wire::{COMMAND_TEXT_MAX, Command, parse_command};
 /// RFC 1939 §3: an autologout timer "MUST be of at least 10 minutes'
 /// duration"; the config may raise it, never lower it below this.
 pub const IDLE_TIMEOUT_MIN: Duration = Duration::from_secs(10 * 60);
-/// Commands that fail to parse in one session before it is closed (as
-/// Dovecot's `CLIENT_MAX_BAD_COMMANDS`).
+/// Lines that fail to parse in one session before it is closed (without
+/// the UPDATE state): room for a confused client to recover, none for a
+/// probe to feed the parser forever. Dovecot's login process is stricter
+/// (3 before login); a refused but well-formed command does not count.
 const BAD_COMMANDS_MAX: u32 = 20;
 
 /// What the sessions of one POP3 listener share.
