@@ -143,8 +143,8 @@ pub enum Command {
         node: Option<String>,
     },
     /// Start a local mesh: N node processes sharing --data-dir, on the dev
-    /// ports plus 10·i (node-0: SMTP 2525, IMAP 1143, HTTP 8080, mesh
-    /// 7400; node-1: 2535, 1153, 8090, 7410; …). Creates the cluster CA and
+    /// ports plus 10·i (node-0: SMTP 2525, IMAP 1143, POP3 1110, HTTP
+    /// 8080, mesh 7400; node-1: 2535, 1153, 1120, 8090, 7410; …). Creates the cluster CA and
     /// node certificates if missing, restarts a node that dies, and stops
     /// them all on Ctrl-C.
     Up(UpArgs),
@@ -385,6 +385,14 @@ pub struct ServeArgs {
     /// IMAP over implicit TLS (dev default 127.0.0.1:1993).
     #[arg(long)]
     pub imaps: Option<ListenAddr>,
+    /// POP3 with STLS, e.g. 127.0.0.1:1110 (off unless set here or in
+    /// `[pop3] listen`; `meshmail up` uses 1110 + 10·i).
+    #[arg(long)]
+    pub pop3: Option<ListenAddr>,
+    /// POP3 over implicit TLS, e.g. 127.0.0.1:1995 (off unless set here or
+    /// in `[pop3] listen_tls`; `meshmail up` uses 1995 + 10·i).
+    #[arg(long)]
+    pub pop3s: Option<ListenAddr>,
     /// HTTP listener for /metrics, /health, /status and the admin API (dev default 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<ListenAddr>,
@@ -401,7 +409,7 @@ pub struct ServeArgs {
     /// node-1@127.0.0.1:7410). Others are learned from them.
     #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<String>,
-    /// Allow SMTP AUTH, IMAP LOGIN and JMAP credentials without TLS from loopback clients (tests and local tools only).
+    /// Allow SMTP AUTH, IMAP LOGIN, POP3 USER/PASS and JMAP credentials without TLS from loopback clients (tests and local tools only).
     #[arg(long)]
     pub allow_plaintext_auth_on_loopback: bool,
     /// Largest accepted message in bytes (default 50 MiB).

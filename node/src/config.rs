@@ -47,6 +47,8 @@ pub struct Config {
     #[serde(default)]
     pub imap: ImapConfig,
     #[serde(default)]
+    pub pop3: crate::config_pop3::Pop3Section,
+    #[serde(default)]
     pub tls: TlsConfig,
     #[serde(default)]
     pub mesh: MeshSection,
@@ -741,7 +743,7 @@ fn d_delivery_timeout() -> u64 {
 }
 
 /// `"host:port"` or `"off"`.
-mod opt_addr {
+pub(crate) mod opt_addr {
     use std::net::SocketAddr;
 
     use serde::{Deserialize, Deserializer};
@@ -809,6 +811,8 @@ impl Config {
             (&args.imaps, &mut self.listen.imaps),
             (&args.http, &mut self.listen.http),
             (&args.https, &mut self.listen.https),
+            (&args.pop3, &mut self.pop3.listen),
+            (&args.pop3s, &mut self.pop3.listen_tls),
         ] {
             if let Some(v) = flag {
                 *slot = v.0;
@@ -823,6 +827,7 @@ impl Config {
         if args.allow_plaintext_auth_on_loopback {
             self.smtp.allow_plaintext_auth_on_loopback = true;
             self.imap.allow_plaintext_auth_on_loopback = true;
+            self.pop3.allow_plaintext_auth_on_loopback = true;
             self.jmap.allow_plaintext_auth_on_loopback = true;
         }
         if let Some(m) = args.max_message_bytes {
@@ -887,6 +892,8 @@ mod tests {
         let prod: Config = toml::from_str(include_str!("../../ops/config/production.toml")).unwrap();
         assert_eq!(prod.listen.smtp.unwrap().port(), 25);
         assert_eq!(prod.listen.imaps.unwrap().port(), 993);
+        assert_eq!(prod.pop3.listen.unwrap().port(), 110);
+        assert_eq!(prod.pop3.listen_tls.unwrap().port(), 995);
         assert!(matches!(prod.store, Some(KvConfig::Fdb { .. })));
         assert_eq!(prod.auth.failures_per_ip_max, 10);
         assert_eq!(prod.auth.failure_window_s, 300);
@@ -910,6 +917,17 @@ mod tests {
         };
         assert_eq!(keys(&dev.mesh), keys(&d));
         assert_eq!(dev.batchers(), 1, "SQLite has one writer");
+        let p = crate::config_pop3::Pop3Section::default();
+        let pop3 = |c: &crate::config_pop3::Pop3Section| {
+            (
+                c.listen,
+                c.listen_tls,
+                c.max_sessions_per_account,
+                c.max_connections,
+                c.idle_timeout_s,
+            )
+        };
+        assert_eq!(pop3(&dev.pop3), pop3(&p));
         let c = crate::config_compactor::CompactorSection::default();
         assert_eq!(
             (dev.compactor.interval_s, dev.compactor.change_log_window),

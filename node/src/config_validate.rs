@@ -80,8 +80,8 @@ impl Config {
 
     fn check_listeners(&self, p: &mut Problems) {
         let l = &self.listen;
-        let mut seen: BTreeMap<SocketAddr, &str> = BTreeMap::new();
-        for (name, addr) in [
+        let mut seen: BTreeMap<SocketAddr, String> = BTreeMap::new();
+        let listen = [
             ("smtp", l.smtp),
             ("submission", l.submission),
             ("submissions", l.submissions),
@@ -90,17 +90,40 @@ impl Config {
             ("imaps", l.imaps),
             ("http", l.http),
             ("https", l.https),
-        ] {
+        ]
+        .map(|(key, addr)| ("listen", key, addr));
+        let pop3 = [("listen", self.pop3.listen), ("listen_tls", self.pop3.listen_tls)].map(|(k, a)| ("pop3", k, a));
+        for (section, key, addr) in listen.into_iter().chain(pop3) {
             // Port 0 (tests) binds a fresh port each time: no clash.
             let Some(addr) = addr.filter(|a| a.port() != 0) else {
                 continue;
             };
+            // Named as in the file: `smtp` under [listen], `[pop3] listen`.
+            let name = if section == "listen" {
+                key.to_string()
+            } else {
+                format!("[{section}] {key}")
+            };
             if let Some(other) = seen.insert(addr, name) {
-                p.0.push(format!("[listen] {name} = \"{addr}\": the same address as {other}"));
+                p.0.push(format!("[{section}] {key} = \"{addr}\": the same address as {other}"));
             }
         }
         p.positive("listen", "smtp_max_connections", l.smtp_max_connections as u64);
         p.positive("listen", "imap_max_connections", l.imap_max_connections as u64);
+    }
+
+    fn check_pop3(&self, p: &mut Problems) {
+        let c = &self.pop3;
+        p.positive("pop3", "max_sessions_per_account", c.max_sessions_per_account as u64);
+        p.positive("pop3", "max_connections", c.max_connections as u64);
+        let min_s = meshmail_protocols::pop3::session::IDLE_TIMEOUT_MIN.as_secs();
+        p.check(
+            c.idle_timeout_s >= min_s,
+            format!(
+                "[pop3] idle_timeout_s = {}: must be at least {min_s} (RFC 1939 §3: at least 10 minutes)",
+                c.idle_timeout_s
+            ),
+        );
     }
 
     fn check_protocols(&self, p: &mut Problems) {
@@ -120,6 +143,7 @@ impl Config {
         if let Some(n) = self.imap.max_literal_bytes {
             p.positive("imap", "max_literal_bytes", n);
         }
+        self.check_pop3(p);
         let j = &self.jmap;
         for (key, v) in [
             ("max_size_request_bytes", j.max_size_request_bytes as u64),
@@ -260,7 +284,8 @@ mod tests {
     fn every_problem_is_named_at_once() {
         let cfg = parse(
             "shard_count = 0\n[mesh]\nkeep_alive_ms = 500\ndead_after_ms = 1000\nsuspect_after_ms = 2000\n\
-             [listen]\nimap = \"127.0.0.1:2525\"\n[outbound]\nconnect_timeout_s = 0\n",
+             [listen]\nimap = \"127.0.0.1:2525\"\n[outbound]\nconnect_timeout_s = 0\n\
+             [pop3]\nlisten = \"127.0.0.1:2587\"\nidle_timeout_s = 60\n",
         );
         let e = cfg.validate().unwrap_err();
         let text = e.to_string();
@@ -270,10 +295,12 @@ mod tests {
             "suspect_after_ms = 2000 exceeds dead_after_ms = 1000",
             "[listen] imap = \"127.0.0.1:2525\": the same address as smtp",
             "[outbound] connect_timeout_s = 0: must be at least 1",
+            "[pop3] listen = \"127.0.0.1:2587\": the same address as submission",
+            "[pop3] idle_timeout_s = 60: must be at least 600",
         ] {
             assert!(text.contains(want), "missing {want:?} in:\n{text}");
         }
-        assert_eq!(e.problems.len(), 5, "{text}");
+        assert_eq!(e.problems.len(), 7, "{text}");
     }
 
     /// The docs state the mesh timeouts the code has (whitespace folded,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use meshmail_actors::session::{Ended, ListenerMsg, Parked, Session, start_listener};
 use meshmail_protocols::imap::session::{ImapSession, ImapShared};
+use meshmail_protocols::pop3::session::{Pop3Session, Pop3Shared};
 use meshmail_protocols::smtp::session::{SmtpSession, SmtpShared};
 use tokio::net::TcpListener;
 
@@ -44,6 +45,22 @@ pub async fn spawn_imap(
     let busy = "* BYE Too many connections, try again later\r\n".to_string();
     spawn(name, addr, max_connections, busy, vitals, move |stream, peer| {
         Box::new(ImapSession::new(shared.clone(), stream, peer))
+    })
+    .await
+}
+
+/// The same for POP3 sessions (`-ERR [SYS/TEMP]`: RFC 3206 §4, a
+/// temporary failure the client retries).
+pub async fn spawn_pop3(
+    name: &'static str,
+    addr: SocketAddr,
+    max_connections: usize,
+    shared: Arc<Pop3Shared>,
+    vitals: &mut Vitals,
+) -> anyhow::Result<SocketAddr> {
+    let busy = "-ERR [SYS/TEMP] Too many connections, try again later\r\n".to_string();
+    spawn(name, addr, max_connections, busy, vitals, move |stream, peer| {
+        Box::new(Pop3Session::new(shared.clone(), stream, peer))
     })
     .await
 }

@@ -14,6 +14,7 @@ mod cluster;
 mod config;
 mod config_auth;
 mod config_compactor;
+mod config_pop3;
 mod config_validate;
 mod http;
 mod http_cap;

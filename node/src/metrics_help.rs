@@ -180,6 +180,16 @@ pub const HELP: &[(&str, Kind, &str)] = &[
     ("meshmail_imap_hot_cache_refresh_seconds", H, "Time of one hot-row cache refresh."),
     ("meshmail_imap_hot_cache_rows_read_total", C, "Message rows read by hot-row cache refreshes."),
     ("meshmail_imap_hot_cache_too_big_total", C, "Mailboxes too big for the hot-row cache."),
+    // POP3.
+    ("meshmail_pop3_sessions_total", C, "POP3 sessions accepted, by listener (pop3, pop3s)."),
+    ("meshmail_pop3_commands_total", C, "POP3 commands, by command."),
+    ("meshmail_pop3_command_seconds", H, "Time of one POP3 command, by command (QUIT includes the UPDATE state's writes)."),
+    ("meshmail_pop3_errors_total", C, "POP3 -ERR answers, by command (unparsed: a line that is no command)."),
+    ("meshmail_pop3_bad_commands_total", C, "POP3 lines that did not parse as a command (too many close the session)."),
+    ("meshmail_pop3_auth_failures_total", C, "POP3 logins refused, by reason (failed, rate_limited, unavailable, plaintext: no TLS)."),
+    ("meshmail_pop3_timeouts_total", C, "POP3 sessions closed by the autologout timer (nothing deleted)."),
+    ("meshmail_pop3_expunged_total", C, "Messages expunged by POP3 QUIT (DELE applied in the UPDATE state)."),
+    ("meshmail_pop3_sent_bytes_total", C, "Message bytes sent by POP3 RETR and TOP, after byte-stuffing."),
     // JMAP.
     ("meshmail_jmap_request_seconds", H, "Time of one JMAP API request."),
     ("meshmail_jmap_call_seconds", H, "Time of one JMAP method call, by method."),

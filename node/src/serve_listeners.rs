@@ -1,7 +1,8 @@
 //! The node's listeners, as `serve` starts them: SMTP (MX, submission,
-//! submissions, LMTP), IMAP and IMAPS, and HTTP/HTTPS (status, metrics,
+//! submissions, LMTP), IMAP and IMAPS, POP3 and POP3S, and HTTP/HTTPS (status, metrics,
 //! admin, JMAP, webmail). Each is built from the [`Services`] every
-//! protocol shares and the `[listen]` address the config gives (absent:
+//! protocol shares and the address the config gives (`[listen]`, or
+//! `[pop3] listen` and `listen_tls`; absent:
 //! not started); each returns `name=bound address` for the ready line.
 
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use meshmail_protocols::imap::session::ImapShared;
 use meshmail_protocols::imap::session::envelope_cache::EnvelopeCache;
 use meshmail_protocols::imap::session::hot_row_cache::HotRowCache;
 use meshmail_protocols::jmap::JmapShared;
+use meshmail_protocols::pop3::session::Pop3Shared;
 use meshmail_protocols::smtp::session::{Mode, SmtpShared};
 
 use crate::config::Config;
@@ -135,6 +137,28 @@ pub async fn start_imap(cfg: &Config, s: &Services, vitals: &mut Vitals) -> anyh
                 .then(|| Duration::from_secs(cfg.imap.park_idle_after_secs)),
         });
         let bound = listeners::spawn_imap(name, addr, cfg.listen.imap_max_connections, shared, vitals).await?;
+        endpoints.push(format!("{name}={bound}"));
+    }
+    Ok(endpoints)
+}
+
+/// The POP3 (STLS) and POP3S (implicit TLS) listeners `[pop3]` names.
+pub async fn start_pop3(cfg: &Config, s: &Services, vitals: &mut Vitals) -> anyhow::Result<Vec<String>> {
+    let c = &cfg.pop3;
+    let mut endpoints = Vec::new();
+    for (name, addr, implicit_tls) in [("pop3", c.listen, false), ("pop3s", c.listen_tls, true)] {
+        let Some(addr) = addr else { continue };
+        let shared = Arc::new(Pop3Shared {
+            ctx: s.ctx.clone(),
+            auth: s.auth.clone(),
+            tls: Some(s.tls.clone()),
+            implicit_tls,
+            allow_plaintext_auth_on_loopback: c.allow_plaintext_auth_on_loopback,
+            idle_timeout: c.idle_timeout(),
+            max_sessions_per_account: c.max_sessions_per_account,
+            sessions_per_account: Default::default(),
+        });
+        let bound = listeners::spawn_pop3(name, addr, c.max_connections, shared, vitals).await?;
         endpoints.push(format!("{name}={bound}"));
     }
     Ok(endpoints)

@@ -37,6 +37,8 @@ const BASE_PORTS: &[(&str, u16)] = &[
     ("lmtp", 2424),
     ("imap", 1143),
     ("imaps", 1993),
+    ("pop3", 1110),
+    ("pop3s", 1995),
     ("http", 8080),
     ("mesh", 7400),
 ];
@@ -417,19 +419,20 @@ fn announce_ready(name: &str, child: &mut Child) {
 fn print_table(cfg: &Config, nodes: &[NodeSpec], generations: &[String], demo: bool) {
     println!();
     println!(
-        "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
-        "node", "gen", "smtp", "submission", "imap", "imaps", "http", "mesh (udp)"
+        "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
+        "node", "gen", "smtp", "submission", "imap", "imaps", "pop3", "http", "mesh (udp)"
     );
     for (n, g) in nodes.iter().zip(generations) {
         let a = |l: &str| format!("127.0.0.1:{}", n.port(l));
         println!(
-            "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
+            "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
             n.name,
             g,
             a("smtp"),
             a("submission"),
             a("imap"),
             a("imaps"),
+            a("pop3"),
             a("http"),
             a("mesh")
         );
@@ -442,7 +445,7 @@ fn print_table(cfg: &Config, nodes: &[NodeSpec], generations: &[String], demo: b
     );
     if demo {
         println!(
-            "demo account: {DEMO_ACCOUNT} / password {DEMO_PASSWORD} (IMAP LOGIN from loopback; mail to it on any SMTP port)"
+            "demo account: {DEMO_ACCOUNT} / password {DEMO_PASSWORD} (IMAP LOGIN or POP3 USER/PASS from loopback; mail to it on any SMTP port)"
         );
     }
     println!(

@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod jmap;
 pub mod net;
 pub mod outbound;
+pub mod pop3;
 pub mod smtp;
 pub mod summary;
 pub mod summary_raw;

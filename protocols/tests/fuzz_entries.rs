@@ -109,3 +109,23 @@ fn outbound_downgrade_on_random_inputs() {
         assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");
     }
 }
+
+const POP3_INPUTS: &[&[u8]] = &[
+    b"USER alice@example.org",
+    b"PASS two words",
+    b"AUTH PLAIN AGFsaWNlAHNlY3JldA==",
+    b"TOP 1 10",
+    b"UIDL 4294967295",
+    b"Subject: x\r\n\r\n.dot\r\n..two\r\n.\r\nbare lf\nend",
+];
+
+#[test]
+fn pop3_wire_on_random_inputs() {
+    let seed = 0x9093_5eed;
+    let mut rng = StdRng::seed_from_u64(seed);
+    for i in 0..RUNS {
+        let input = random_input(&mut rng, POP3_INPUTS);
+        let result = std::panic::catch_unwind(|| meshmail_protocols::pop3::wire::fuzz(&input));
+        assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");
+    }
+}

@@ -37,6 +37,9 @@ fn layer(path: &[String]) -> &'static str {
         ("imap", "wire") => "imap::wire",
         ("imap", "session") => "imap::session",
         ("imap", _) => "imap",
+        ("pop3", "wire") => "pop3::wire",
+        ("pop3", "session") => "pop3::session",
+        ("pop3", _) => "pop3",
         ("jmap", "wire") => "jmap::wire",
         // The dispatcher calls the methods and the methods take its `Call`:
         // one layer, JMAP's session side.
@@ -302,6 +305,7 @@ fn forbidden(from: &str, r: &Reference) -> bool {
     const SESSIONS: &[&str] = &[
         "smtp::session",
         "imap::session",
+        "pop3::session",
         "jmap::methods",
         "accept",
         "outbound",
@@ -310,25 +314,35 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         "ingest",
     ];
     if r.external {
-        let pure = matches!(from, "smtp::wire" | "imap::wire" | "jmap::wire" | "envelope");
+        let pure = matches!(
+            from,
+            "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" | "envelope"
+        );
         return pure && IO.contains(&r.path.as_str());
     }
     match from {
         // Pure layers: no session, no acceptance, no I/O module; envelope
         // not even SMTP's wire (it is below it).
-        "smtp::wire" | "imap::wire" | "jmap::wire" => SESSIONS.contains(&r.to) || r.to == "smtp" || r.to == "imap",
-        "envelope" => {
-            SESSIONS.contains(&r.to) || r.to.starts_with("smtp") || r.to.starts_with("imap") || r.to.starts_with("jmap")
+        "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" => {
+            SESSIONS.contains(&r.to) || matches!(r.to, "smtp" | "imap" | "pop3")
         }
+        // One protocol's session never reaches into another's: what they
+        // share (net, accept, ingest) sits below both.
+        "pop3::session" => r.to.starts_with("imap") || r.to.starts_with("smtp") || r.to.starts_with("jmap"),
+        "envelope" => SESSIONS.contains(&r.to) || ["smtp", "imap", "pop3", "jmap"].iter().any(|p| r.to.starts_with(p)),
         // Protocols depend on acceptance, never the other way round.
         "accept" => {
             r.to.starts_with("smtp")
                 || r.to.starts_with("imap")
+                || r.to.starts_with("pop3")
                 || r.to.starts_with("jmap")
                 || matches!(r.to, "net" | "outbound")
         }
         // The queue runner hands DSNs to acceptance, not to SMTP's session.
-        "outbound" => matches!(r.to, "smtp::session" | "smtp" | "imap::session" | "jmap::methods"),
+        "outbound" => matches!(
+            r.to,
+            "smtp::session" | "smtp" | "imap::session" | "pop3::session" | "jmap::methods"
+        ),
         _ => false,
     }
 }
@@ -395,6 +409,12 @@ fn the_scan_catches_a_violation() {
     let src = dir.join("src");
     std::fs::create_dir_all(src.join("smtp/wire")).expect("mkdir");
     std::fs::create_dir_all(src.join("accept")).expect("mkdir");
+    std::fs::create_dir_all(src.join("pop3/wire")).expect("mkdir");
+    std::fs::write(
+        src.join("pop3/wire/bad.rs"),
+        "use crate::pop3::session::Pop3Shared;\nfn f() -> super::super::session::maildrop::Maildrop { todo!() }\n",
+    )
+    .expect("write");
     std::fs::write(
         src.join("smtp/wire/bad.rs"),
         "use crate::smtp::session::SmtpShared;\nuse super::super::super::accept::{Outcome, store::{self, accept_message}};\n\
@@ -416,6 +436,8 @@ fn the_scan_catches_a_violation() {
         bad,
         [
             "accept crate::smtp::wire::reply::Reply",
+            "pop3::wire crate::pop3::session::Pop3Shared",
+            "pop3::wire crate::pop3::session::maildrop::Maildrop",
             "smtp::wire crate::smtp::session::SmtpShared",
             "smtp::wire crate::accept::Outcome",
             "smtp::wire crate::accept::store",

@@ -1,9 +1,10 @@
-"""Starts Debian's Dovecot (dovecot-imapd, dovecot-lmtpd) on loopback with a
-throwaway configuration, as the reference server that meshmail's IMAP
-answers and ingest speed are compared with.
+"""Starts Debian's Dovecot (dovecot-imapd, dovecot-lmtpd, and with
+`pop3=True` dovecot-pop3d) on loopback with a throwaway configuration, as
+the reference server that meshmail's IMAP and POP3 answers and ingest speed
+are compared with.
 
-    with Dovecot(tmpdir, {"user@example.org": "secret"}) as d:
-        d.imap_port, d.lmtp_port
+    with Dovecot(tmpdir, {"user@example.org": "secret"}, pop3=True) as d:
+        d.imap_port, d.lmtp_port, d.pop3_port
 
 Everything (config, sockets, mail, logs) lives under `tmpdir`; the system's
 /etc/dovecot is not read. Run as root, mail is owned by the `dovecot`
@@ -17,7 +18,7 @@ import subprocess
 import time
 
 CONFIG = """\
-protocols = imap lmtp
+protocols = {protocols}
 listen = 127.0.0.1
 base_dir = {base}/run
 state_dir = {base}/state
@@ -70,6 +71,27 @@ protocol lmtp {{
 }}
 """
 
+# Only with pop3=True: without dovecot-pop3d, `protocols = pop3` stops
+# Dovecot from starting, and the IMAP tests need no POP3.
+POP3_CONFIG = """\
+service pop3-login {{
+  inet_listener pop3 {{
+    address = 127.0.0.1
+    port = {pop3_port}
+  }}
+  inet_listener pop3s {{
+    port = 0
+  }}
+}}
+protocol pop3 {{
+  # Dovecot's default, spelled out: meshmail's UIDL has the same layout.
+  pop3_uidl_format = %08Xu%08Xv
+  # Also the default: RETR sets \\Seen at QUIT (meshmail does the same).
+  pop3_no_flag_updates = no
+  mail_max_userip_connections = 1000
+}}
+"""
+
 
 def free_port():
     # Dovecot cannot report a port it picked itself, so the port comes from
@@ -88,11 +110,12 @@ def binary():
 
 
 class Dovecot:
-    def __init__(self, base, users):
+    def __init__(self, base, users, pop3=False):
         self.base = os.path.abspath(base)
         self.users = users
         self.imap_port = free_port()
         self.lmtp_port = free_port()
+        self.pop3_port = free_port() if pop3 else None
         self.proc = None
 
     def __enter__(self):
@@ -116,8 +139,12 @@ class Dovecot:
                 f.write(f"{u}:{{PLAIN}}{p}\n")
         conf = os.path.join(self.base, "dovecot.conf")
         with open(conf, "w") as f:
+            protocols = "imap lmtp pop3" if self.pop3_port else "imap lmtp"
             f.write(CONFIG.format(base=self.base, uid=pw.pw_uid, gid=pw.pw_gid, user=pw.pw_name,
-                                  group=group, imap_port=self.imap_port, lmtp_port=self.lmtp_port))
+                                  group=group, imap_port=self.imap_port, lmtp_port=self.lmtp_port,
+                                  protocols=protocols))
+            if self.pop3_port:
+                f.write(POP3_CONFIG.format(pop3_port=self.pop3_port))
         for d in ("mail", "home"):
             os.chown(os.path.join(self.base, d), pw.pw_uid, pw.pw_gid)
         self.proc = subprocess.Popen([binary(), "-F", "-c", conf],
