@@ -4,6 +4,9 @@
 
 mod admin;
 mod admin_account;
+mod admin_export;
+mod admin_http;
+mod admin_import;
 mod admin_alias;
 mod admin_mesh;
 mod admin_queue;
@@ -18,10 +21,12 @@ mod config_validate;
 mod http;
 mod http_cap;
 mod http_faults;
+mod http_import;
 mod http_jmap;
 mod http_mesh;
 mod https;
 mod listeners;
+mod mailfmt;
 mod mesh;
 mod metrics_help;
 mod serve;
@@ -134,6 +139,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Node {
             cmd: NodeCmd::Forget { name, silence_s },
         } => admin::node_forget(&cfg, &name, silence_s).await,
+        Command::Export { account, format, dir } => admin_export::export(&cfg, &account, format, &dir).await,
+        Command::Import { account, dir, node } => admin_import::import(&node, &account, &dir).await,
         Command::Cluster { cmd } => match cmd {
             ClusterCmd::Init { dir } => cluster::init(&cfg, dir.as_deref()),
             ClusterCmd::Cert { node, dir } => cluster::cert(&cfg, &node, dir.as_deref()),
