@@ -114,7 +114,7 @@ def dump(c):
                     bodies[int(item[0].split()[0])] = hashlib.sha256(item[1]).hexdigest()
             assert meta.keys() == bodies.keys(), (meta.keys(), bodies.keys())
             msgs = [[bodies[s], meta[s][0], meta[s][1]] for s in meta]
-        out[name] = sorted(msgs)
+        out[name.strip('"')] = sorted(msgs)
     print(json.dumps(out, sort_keys=True))
 
 
