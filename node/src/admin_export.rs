@@ -83,7 +83,10 @@ struct Tally {
 
 pub async fn export(cfg: &Config, email: &str, format: Format, dir: &Path) -> anyhow::Result<()> {
     if dir.exists() && std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{} is not empty: export writes into a new or empty directory", dir.display());
+        bail!(
+            "{} is not empty: export writes into a new or empty directory",
+            dir.display()
+        );
     }
     std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
     let db = open(cfg).await?;
@@ -101,7 +104,9 @@ pub async fn export(cfg: &Config, email: &str, format: Format, dir: &Path) -> an
         .with_context(|| format!("no such account: {email}"))?;
     let id = account.id;
     let folders = db
-        .read("admin_export_mailboxes", move |txn| async move { mailboxes::list(&txn, id).await })
+        .read("admin_export_mailboxes", move |txn| async move {
+            mailboxes::list(&txn, id).await
+        })
         .await?;
     let total = message_total(&db, id, &folders).await?;
     let bar = indicatif::ProgressBar::new(total).with_style(indicatif::ProgressStyle::with_template(

@@ -8,7 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Why a request to the node failed before an answer came.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error("connecting to the node's HTTP listener at {addr}: {source} (is `meshmail serve` running there? see --node)")]
+    #[error(
+        "connecting to the node's HTTP listener at {addr}: {source} (is `meshmail serve` running there? see --node)"
+    )]
     Connect {
         addr: String,
         #[source]
@@ -37,20 +39,17 @@ impl Answer {
 }
 
 /// Sends one request; `body` with its content type, if any.
-pub async fn request(
-    method: &str,
-    addr: &str,
-    path: &str,
-    body: Option<(&str, &[u8])>,
-) -> Result<Answer, HttpError> {
+pub async fn request(method: &str, addr: &str, path: &str, body: Option<(&str, &[u8])>) -> Result<Answer, HttpError> {
     let io = |source| HttpError::Io {
         addr: addr.to_string(),
         source,
     };
-    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|source| HttpError::Connect {
-        addr: addr.to_string(),
-        source,
-    })?;
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|source| HttpError::Connect {
+            addr: addr.to_string(),
+            source,
+        })?;
     let (content_type, bytes) = body.unwrap_or(("application/octet-stream", &[]));
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\

@@ -52,6 +52,7 @@ pub async fn import(node: &str, account: &str, dir: &Path) -> anyhow::Result<()>
     }
     let target: ImportTarget = serde_json::from_slice(&answer.body).context("not an import target document")?;
     let folders = source::discover(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let started = std::time::Instant::now();
     let bar = indicatif::ProgressBar::new_spinner().with_style(indicatif::ProgressStyle::with_template(
         "{spinner} importing into {prefix}: {pos} messages read ({per_sec}) {msg}",
     )?);
@@ -71,12 +72,21 @@ pub async fn import(node: &str, account: &str, dir: &Path) -> anyhow::Result<()>
     }
     run.bar.finish_and_clear();
     let t = &run.tally;
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
     println!(
-        "imported {} messages into {} folders, {} skipped (already present), {} errors",
-        t.imported, t.folders, t.skipped, t.errors
+        "imported {} messages into {} folders, {} skipped (already present), {} errors ({:.1} s, {:.0} msg/s)",
+        t.imported,
+        t.folders,
+        t.skipped,
+        t.errors,
+        secs,
+        (t.imported + t.skipped) as f64 / secs
     );
     if t.errors > 0 {
-        bail!("{} messages or folders were not imported (see the errors above)", t.errors);
+        bail!(
+            "{} messages or folders were not imported (see the errors above)",
+            t.errors
+        );
     }
     Ok(())
 }
@@ -120,7 +130,11 @@ impl Run<'_> {
                 }
                 _ => match self.store(&f.name, &item).await? {
                     Ok(_) => self.tally.imported += 1,
-                    Err(why) => self.error(&format!("folder {:?}: a message of {} bytes: {why}", f.name, item.raw.len())),
+                    Err(why) => self.error(&format!(
+                        "folder {:?}: a message of {} bytes: {why}",
+                        f.name,
+                        item.raw.len()
+                    )),
                 },
             }
         }
@@ -147,7 +161,11 @@ impl Run<'_> {
         let path = format!("/admin/import/{}/digests?mailbox={}", self.email, encode(name));
         let answer = admin_http::request("GET", self.node, &path, None).await?;
         if answer.code != 200 {
-            bail!("reading what {name:?} holds: the node answered {}: {}", answer.code, answer.text());
+            bail!(
+                "reading what {name:?} holds: the node answered {}: {}",
+                answer.code,
+                answer.text()
+            );
         }
         let digests: Digests = serde_json::from_slice(&answer.body).context("not a digest list")?;
         let mut present = HashMap::new();
@@ -170,7 +188,9 @@ impl Run<'_> {
         );
         let answer = admin_http::request("POST", self.node, &path, Some(("message/rfc822", &item.raw))).await?;
         Ok(match answer.code {
-            200 => Ok(serde_json::from_slice::<Stored>(&answer.body).context("not a stored answer")?.uid),
+            200 => Ok(serde_json::from_slice::<Stored>(&answer.body)
+                .context("not a stored answer")?
+                .uid),
             413 => Err(format!(
                 "over the node's max message size ({} bytes)",
                 self.target.max_message_bytes

@@ -103,21 +103,33 @@ fn refuse(code: StatusCode, text: impl std::fmt::Display) -> Response {
     (code, format!("{text}\n")).into_response()
 }
 
-fn storage(e: StorageError) -> Response {
-    refuse(StatusCode::SERVICE_UNAVAILABLE, format!("store unavailable: {e}"))
+/// Why a route refused before doing anything.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("import is served to loopback callers only: run `meshmail import` on the node's host")]
+    NotLoopback,
+    #[error("no such account")]
+    NoAccount,
+    #[error("store unavailable: {0}")]
+    Store(#[from] StorageError),
 }
 
-fn loopback_only(peer: &PeerInfo) -> Result<(), Response> {
-    if peer.addr.ip().is_loopback() {
-        return Ok(());
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let code = match self {
+            Refusal::NotLoopback => StatusCode::FORBIDDEN,
+            Refusal::NoAccount => StatusCode::NOT_FOUND,
+            Refusal::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        refuse(code, self)
     }
-    Err(refuse(
-        StatusCode::FORBIDDEN,
-        "import is served to loopback callers only: run `meshmail import` on the node's host",
-    ))
 }
 
-async fn account(ctx: &NodeCtx, email: &str) -> Result<Account, Response> {
+/// The account of a loopback caller's request.
+async fn account(ctx: &NodeCtx, peer: &PeerInfo, email: &str) -> Result<Account, Refusal> {
+    if !peer.addr.ip().is_loopback() {
+        return Err(Refusal::NotLoopback);
+    }
     let email = email.to_string();
     let found = ctx
         .db
@@ -125,33 +137,29 @@ async fn account(ctx: &NodeCtx, email: &str) -> Result<Account, Response> {
             let email = email.clone();
             async move { accounts::get(&txn, &email).await }
         })
-        .await
-        .map_err(storage)?;
-    found.ok_or_else(|| refuse(StatusCode::NOT_FOUND, "no such account"))
+        .await?;
+    found.ok_or(Refusal::NoAccount)
 }
 
 async fn target(
     State(s): State<ImportState>,
     ConnectInfo(peer): ConnectInfo<PeerInfo>,
     Path(email): Path<String>,
-) -> Response {
-    if let Err(r) = loopback_only(&peer) {
-        return r;
-    }
-    let acc = match account(&s.ctx, &email).await {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
+) -> Result<Json<ImportTarget>, Refusal> {
+    let acc = account(&s.ctx, &peer, &email).await?;
     let id = acc.id;
-    match s.ctx.db.read("admin_import_list", move |txn| async move { mailboxes::list(&txn, id).await }).await {
-        Ok(list) => Json(ImportTarget {
-            account: acc.email,
-            max_message_bytes: s.max_message_bytes,
-            mailboxes: list.into_iter().map(|m| m.name).collect(),
+    let list = s
+        .ctx
+        .db
+        .read("admin_import_list", move |txn| async move {
+            mailboxes::list(&txn, id).await
         })
-        .into_response(),
-        Err(e) => storage(e),
-    }
+        .await?;
+    Ok(Json(ImportTarget {
+        account: acc.email,
+        max_message_bytes: s.max_message_bytes,
+        mailboxes: list.into_iter().map(|m| m.name).collect(),
+    }))
 }
 
 async fn create_folder(
@@ -159,25 +167,19 @@ async fn create_folder(
     ConnectInfo(peer): ConnectInfo<PeerInfo>,
     Path(email): Path<String>,
     Json(folder): Json<NewFolder>,
-) -> Response {
-    if let Err(r) = loopback_only(&peer) {
-        return r;
-    }
-    let acc = match account(&s.ctx, &email).await {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
+) -> Result<Response, Refusal> {
+    let acc = account(&s.ctx, &peer, &email).await?;
     // Subscribed, as JMAP creates them: imported folders should show in
     // every client without a SUBSCRIBE.
     let op = MailboxOp::Create {
         name: folder.name,
         special_use: None,
     };
-    match mailbox_ops::request(&s.ctx, acc.id, op).await {
+    Ok(match mailbox_ops::request(&s.ctx, acc.id, op).await {
         Ok(_) | Err(OpError::AlreadyExists(_)) => StatusCode::NO_CONTENT.into_response(),
         Err(e @ OpError::Unavailable(_)) => refuse(StatusCode::SERVICE_UNAVAILABLE, e),
         Err(e) => refuse(StatusCode::UNPROCESSABLE_ENTITY, e),
-    }
+    })
 }
 
 async fn digests(
@@ -185,19 +187,10 @@ async fn digests(
     ConnectInfo(peer): ConnectInfo<PeerInfo>,
     Path(email): Path<String>,
     Query(q): Query<FolderQuery>,
-) -> Response {
-    if let Err(r) = loopback_only(&peer) {
-        return r;
-    }
-    let acc = match account(&s.ctx, &email).await {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    match folder_digests(&s.ctx, acc, q.mailbox).await {
-        Ok(Some(d)) => Json(d).into_response(),
-        Ok(None) => Json(Digests { digests: Vec::new() }).into_response(),
-        Err(e) => storage(e),
-    }
+) -> Result<Json<Digests>, Refusal> {
+    let acc = account(&s.ctx, &peer, &email).await?;
+    let found = folder_digests(&s.ctx, acc, q.mailbox).await?;
+    Ok(Json(found.unwrap_or(Digests { digests: Vec::new() })))
 }
 
 /// The body hashes of a folder, [`DIGEST_PAGE_ROWS`] rows per read
@@ -254,24 +247,23 @@ async fn store_message(
     Path(email): Path<String>,
     Query(q): Query<MessageQuery>,
     body: Bytes,
-) -> Response {
-    if let Err(r) = loopback_only(&peer) {
-        return r;
-    }
+) -> Result<Response, Refusal> {
+    let acc = account(&s.ctx, &peer, &email).await?;
     let flags: Vec<String> = q.flags.split_whitespace().map(str::to_string).collect();
     if let Some(bad) = flags.iter().find(|f| !valid_flag(f)) {
-        return refuse(StatusCode::UNPROCESSABLE_ENTITY, format!("not an IMAP flag: {bad:?}"));
+        return Ok(refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("not an IMAP flag: {bad:?}"),
+        ));
     }
-    let acc = match account(&s.ctx, &email).await {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    match store(&s.ctx, &acc, q.mailbox, flags, q.internal_date_ms, body).await {
-        Ok(uid) => Json(Stored { uid }).into_response(),
-        Err(DeliveryError::OverQuota) => refuse(StatusCode::INSUFFICIENT_STORAGE, "over quota"),
-        Err(e @ DeliveryError::Permanent(_)) => refuse(StatusCode::UNPROCESSABLE_ENTITY, e),
-        Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, e),
-    }
+    Ok(
+        match store(&s.ctx, &acc, q.mailbox, flags, q.internal_date_ms, body).await {
+            Ok(uid) => Json(Stored { uid }).into_response(),
+            Err(DeliveryError::OverQuota) => refuse(StatusCode::INSUFFICIENT_STORAGE, "over quota"),
+            Err(e @ DeliveryError::Permanent(_)) => refuse(StatusCode::UNPROCESSABLE_ENTITY, e),
+            Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, e),
+        },
+    )
 }
 
 /// Attempts per message when the body was swept between its write and
@@ -307,7 +299,9 @@ async fn store(
         match delivery::deliver(ctx, req).await {
             Ok(Outcome::Delivered { uid, .. }) => return Ok(uid),
             Ok(Outcome::Quarantined { .. }) => {
-                return Err(DeliveryError::Permanent("quarantined: the store refused it three times".into()));
+                return Err(DeliveryError::Permanent(
+                    "quarantined: the store refused it three times".into(),
+                ));
             }
             Err(DeliveryError::BodySwept) if attempt < BODY_SWEPT_ATTEMPTS_MAX => continue,
             Err(e) => return Err(e),

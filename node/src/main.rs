@@ -4,10 +4,10 @@
 
 mod admin;
 mod admin_account;
+mod admin_alias;
 mod admin_export;
 mod admin_http;
 mod admin_import;
-mod admin_alias;
 mod admin_mesh;
 mod admin_queue;
 mod admin_quota;

@@ -107,7 +107,8 @@ fn a_round_trip_keeps_folders_flags_dates_and_bytes_and_a_rerun_adds_nothing() {
     let node = Node::start(&data, &["--allow-plaintext-auth-on-loopback"], &[]);
     let imap = node.addr("imap").to_string();
     for i in 0..3 {
-        let msg = format!("From: s@example.net\r\nSubject: smtp {i}\r\nMessage-ID: <s{i}@example.net>\r\n\r\nhello {i}\r\n");
+        let msg =
+            format!("From: s@example.net\r\nSubject: smtp {i}\r\nMessage-ID: <s{i}@example.net>\r\n\r\nhello {i}\r\n");
         let (code, reply) = smtp_send(node.addr("smtp"), "s@example.net", "alice@example.org", &msg);
         assert_eq!(code, 250, "{reply}");
     }
@@ -128,7 +129,12 @@ fn a_round_trip_keeps_folders_flags_dates_and_bytes_and_a_rerun_adds_nothing() {
         let got = import(&node, account, source);
         let (stdout, stderr) = text(&got);
         assert!(got.status.success() && stdout.contains(&first), "{stdout}{stderr}");
-        assert_eq!(imap_dump(&imap, account, "pw"), alice, "{account} from {}", source.display());
+        assert_eq!(
+            imap_dump(&imap, account, "pw"),
+            alice,
+            "{account} from {}",
+            source.display()
+        );
     }
 
     // Run twice: nothing is duplicated, the twins in Work/Projects stay two.
@@ -155,7 +161,10 @@ fn a_round_trip_keeps_folders_flags_dates_and_bytes_and_a_rerun_adds_nothing() {
         std::fs::copy(e.unwrap().path(), eml.join(format!("{i}.eml"))).unwrap();
     }
     let (stdout, stderr) = text(&import(&node, "dave@example.org", &eml));
-    assert!(stdout.contains("imported 5 messages into 1 folders, 0 skipped"), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("imported 5 messages into 1 folders, 0 skipped"),
+        "{stdout}{stderr}"
+    );
 
     let verify = run_ok(meshmail(&data).args(["verify", "ledger"]), None);
     assert!(verify.contains("discrepancies:  0"), "{verify}");
@@ -195,8 +204,14 @@ fn bad_input_is_an_error_for_that_message_and_the_rest_goes_in() {
         "{stdout}{stderr}"
     );
     assert!(stderr.contains("has no header fields"), "{stderr}");
-    assert!(stderr.contains("62914560 bytes, over the limit of 52428800 bytes"), "{stderr}");
-    assert!(stderr.contains("folder name is not UTF-8 (\"Caf\u{fffd}\")"), "{stderr}");
+    assert!(
+        stderr.contains("62914560 bytes, over the limit of 52428800 bytes"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("folder name is not UTF-8 (\"Caf\u{fffd}\")"),
+        "{stderr}"
+    );
 
     // An mbox cut in the middle of its last message.
     let mbox = dir.path().join("cut.mbox");

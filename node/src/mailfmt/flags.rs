@@ -22,7 +22,12 @@ const MAILDIR_SYSTEM: [(char, &str); 6] = [
 ];
 
 /// `X-Status:` letters (mbox), in the order written.
-const X_STATUS: [(char, &str); 4] = [('A', "\\Answered"), ('F', "\\Flagged"), ('T', "\\Draft"), ('D', "\\Deleted")];
+const X_STATUS: [(char, &str); 4] = [
+    ('A', "\\Answered"),
+    ('F', "\\Flagged"),
+    ('T', "\\Draft"),
+    ('D', "\\Deleted"),
+];
 
 fn has(flags: &[String], flag: &str) -> bool {
     flags.iter().any(|f| f.eq_ignore_ascii_case(flag))
@@ -43,7 +48,10 @@ pub fn maildir_info(flags: &[String], mut letter: impl FnMut(&str) -> Option<cha
         .filter(|(_, f)| has(flags, f))
         .map(|(c, _)| *c)
         .collect();
-    for f in flags.iter().filter(|f| is_keyword(f) && !f.eq_ignore_ascii_case("$Forwarded")) {
+    for f in flags
+        .iter()
+        .filter(|f| is_keyword(f) && !f.eq_ignore_ascii_case("$Forwarded"))
+    {
         letters.extend(letter(f));
     }
     letters.sort_unstable();
@@ -76,7 +84,11 @@ pub fn from_maildir_info(info: &str, keyword: impl Fn(char) -> Option<String>) -
 /// (`X-Status:` and `X-Keywords:` None when empty).
 pub fn mbox_headers(flags: &[String]) -> (String, Option<String>, Option<String>) {
     let status = if has(flags, "\\Seen") { "RO" } else { "O" }.to_string();
-    let x: String = X_STATUS.iter().filter(|(_, f)| has(flags, f)).map(|(c, _)| *c).collect();
+    let x: String = X_STATUS
+        .iter()
+        .filter(|(_, f)| has(flags, f))
+        .map(|(c, _)| *c)
+        .collect();
     let keywords: Vec<&str> = flags.iter().filter(|f| is_keyword(f)).map(String::as_str).collect();
     (
         status,
@@ -98,7 +110,11 @@ pub fn from_mbox_headers(status: Option<&str>, x_status: Option<&str>, x_keyword
             flags.push(f.to_string());
         }
     }
-    for k in x_keywords.unwrap_or("").split([' ', ',', '\t']).filter(|k| !k.is_empty()) {
+    for k in x_keywords
+        .unwrap_or("")
+        .split([' ', ',', '\t'])
+        .filter(|k| !k.is_empty())
+    {
         if !flags.iter().any(|f| f.eq_ignore_ascii_case(k)) {
             flags.push(k.to_string());
         }
@@ -109,7 +125,11 @@ pub fn from_mbox_headers(status: Option<&str>, x_status: Option<&str>, x_keyword
 /// `flags` in one order (system flags, then keywords, each sorted), to
 /// compare sets.
 pub fn canonical(flags: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = flags.iter().filter(|f| !f.eq_ignore_ascii_case("\\Recent")).cloned().collect();
+    let mut out: Vec<String> = flags
+        .iter()
+        .filter(|f| !f.eq_ignore_ascii_case("\\Recent"))
+        .cloned()
+        .collect();
     out.sort_by_key(|f| (is_keyword(f), f.to_ascii_lowercase()));
     out.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
     out
@@ -125,7 +145,15 @@ mod tests {
 
     #[test]
     fn maildir_letters_are_sorted_and_read_back() {
-        let flags = v(&["\\Seen", "\\Deleted", "$Label1", "\\Answered", "\\Draft", "\\Flagged", "work"]);
+        let flags = v(&[
+            "\\Seen",
+            "\\Deleted",
+            "$Label1",
+            "\\Answered",
+            "\\Draft",
+            "\\Flagged",
+            "work",
+        ]);
         let table = ["$Label1", "work"];
         let info = maildir_info(&flags, |k| {
             table.iter().position(|t| t == &k).map(|i| (b'a' + i as u8) as char)
@@ -145,9 +173,20 @@ mod tests {
 
     #[test]
     fn mbox_status_headers_round_trip() {
-        let flags = v(&["\\Seen", "\\Answered", "\\Flagged", "\\Deleted", "\\Draft", "$Label1", "x"]);
+        let flags = v(&[
+            "\\Seen",
+            "\\Answered",
+            "\\Flagged",
+            "\\Deleted",
+            "\\Draft",
+            "$Label1",
+            "x",
+        ]);
         let (s, x, k) = mbox_headers(&flags);
-        assert_eq!((s.as_str(), x.as_deref(), k.as_deref()), ("RO", Some("AFTD"), Some("$Label1 x")));
+        assert_eq!(
+            (s.as_str(), x.as_deref(), k.as_deref()),
+            ("RO", Some("AFTD"), Some("$Label1 x"))
+        );
         let back = from_mbox_headers(Some(&s), x.as_deref(), k.as_deref());
         assert_eq!(canonical(&back), canonical(&flags));
         assert_eq!(mbox_headers(&[]), ("O".to_string(), None, None));

@@ -85,7 +85,13 @@ impl FolderWriter {
 
     /// Writes one message; `unique` makes its name unique in the folder
     /// (the UID).
-    pub fn write(&mut self, unique: u32, item_flags: &[String], internal_date_ms: i64, raw: &[u8]) -> Result<(), WriteError> {
+    pub fn write(
+        &mut self,
+        unique: u32,
+        item_flags: &[String],
+        internal_date_ms: i64,
+        raw: &[u8],
+    ) -> Result<(), WriteError> {
         let info = flags::maildir_info(item_flags, |k| self.letter(k));
         let secs = internal_date_ms.div_euclid(1000);
         let name = format!("{secs}.U{unique:010}.meshmail");
@@ -119,7 +125,12 @@ impl FolderWriter {
     pub fn finish(self) -> Result<usize, WriteError> {
         if !self.keywords.is_empty() {
             let path = self.dir.join(KEYWORDS_FILE);
-            let text: String = self.keywords.iter().enumerate().map(|(i, k)| format!("{i} {k}\n")).collect();
+            let text: String = self
+                .keywords
+                .iter()
+                .enumerate()
+                .map(|(i, k)| format!("{i} {k}\n"))
+                .collect();
             fs::write(&path, text).map_err(io(&path))?;
         }
         Ok(self.keywords_dropped)
@@ -139,7 +150,10 @@ mod tests {
     fn folders_nest_below_the_inbox() {
         let root = Path::new("/x");
         assert_eq!(folder_dir(root, "INBOX").unwrap(), PathBuf::from("/x"));
-        assert_eq!(folder_dir(root, "Work/Projects").unwrap(), PathBuf::from("/x/Work/Projects"));
+        assert_eq!(
+            folder_dir(root, "Work/Projects").unwrap(),
+            PathBuf::from("/x/Work/Projects")
+        );
         for bad in ["cur", "a//b", ".hidden", "a/tmp"] {
             assert!(folder_dir(root, bad).is_err(), "{bad}");
         }
@@ -150,14 +164,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = FolderWriter::create(dir.path().to_path_buf()).unwrap();
         let flags = vec!["\\Seen".to_string(), "$Label1".to_string()];
-        w.write(7, &flags, 1_796_461_387_123, b"Subject: x\r\n\r\nhi\r\n").unwrap();
+        w.write(7, &flags, 1_796_461_387_123, b"Subject: x\r\n\r\nhi\r\n")
+            .unwrap();
         assert_eq!(w.finish().unwrap(), 0);
-        let names: Vec<_> = fs::read_dir(dir.path().join("cur")).unwrap().map(|e| e.unwrap()).collect();
+        let names: Vec<_> = fs::read_dir(dir.path().join("cur"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
         assert_eq!(names.len(), 1);
         assert_eq!(names[0].file_name(), "1796461387.U0000000007.meshmail:2,Sa");
         let mtime = names[0].metadata().unwrap().modified().unwrap();
         assert_eq!(mtime, system_time(1_796_461_387_123));
-        assert_eq!(fs::read_to_string(dir.path().join(KEYWORDS_FILE)).unwrap(), "0 $Label1\n");
+        assert_eq!(
+            fs::read_to_string(dir.path().join(KEYWORDS_FILE)).unwrap(),
+            "0 $Label1\n"
+        );
         assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
     }
 }

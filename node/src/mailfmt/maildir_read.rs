@@ -32,7 +32,10 @@ pub fn message_files(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
         }
     }
     files.sort_by_cached_key(|p| {
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let secs: u64 = name.split('.').next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
         (secs, name)
     });
@@ -79,7 +82,10 @@ pub fn read_message(
     if !has_header(&raw) {
         return Err(ReadError::NoHeaders { path: shown, index });
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let info = name.rsplit_once(':').map_or("", |(_, info)| info);
     let flags = flags::from_maildir_info(info, |c| keywords.get((c as u8 - b'a') as usize).cloned().flatten());
     let mtime = meta.modified().map_err(io(path))?;
@@ -105,7 +111,8 @@ mod tests {
         let mut w = FolderWriter::create(dir.path().to_path_buf()).unwrap();
         let a = ["\\Seen", "\\Flagged", "$Label1"].map(String::from).to_vec();
         w.write(2, &a, 2_000_500, b"Subject: a\r\n\r\na\r\n").unwrap();
-        w.write(10, &["todo".to_string()], 1_000_000, b"Subject: b\n\nb\n").unwrap();
+        w.write(10, &["todo".to_string()], 1_000_000, b"Subject: b\n\nb\n")
+            .unwrap();
         w.finish().unwrap();
         let files = message_files(dir.path()).unwrap();
         assert_eq!(files.len(), 2);
@@ -116,7 +123,10 @@ mod tests {
         assert_eq!(first.internal_date_ms, 1_000_000);
         let second = read_message(&files[1], 2, &table, 1 << 20).unwrap();
         assert_eq!(flags::canonical(&second.flags), flags::canonical(&a));
-        assert_eq!(fs::metadata(&files[1]).unwrap().modified().unwrap(), system_time(2_000_500));
+        assert_eq!(
+            fs::metadata(&files[1]).unwrap().modified().unwrap(),
+            system_time(2_000_500)
+        );
     }
 
     #[test]
@@ -125,7 +135,13 @@ mod tests {
         fs::create_dir_all(dir.path().join("cur")).unwrap();
         let big = dir.path().join("cur/1.a.h:2,");
         fs::write(&big, vec![b'x'; 100]).unwrap();
-        assert!(matches!(read_message(&big, 1, &[], 99), Err(ReadError::TooBig { bytes: 100, .. })));
-        assert!(matches!(read_message(&big, 1, &[], 100), Err(ReadError::NoHeaders { .. })));
+        assert!(matches!(
+            read_message(&big, 1, &[], 99),
+            Err(ReadError::TooBig { bytes: 100, .. })
+        ));
+        assert!(matches!(
+            read_message(&big, 1, &[], 100),
+            Err(ReadError::NoHeaders { .. })
+        ));
     }
 }

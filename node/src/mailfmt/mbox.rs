@@ -56,7 +56,11 @@ impl MboxWriter {
             b"\n"
         };
         let (status, x_status, keywords) = flags::mbox_headers(item_flags);
-        for (name, value) in [("Status", Some(status)), ("X-Status", x_status), ("X-Keywords", keywords)] {
+        for (name, value) in [
+            ("Status", Some(status)),
+            ("X-Status", x_status),
+            ("X-Keywords", keywords),
+        ] {
             if let Some(v) = value {
                 write!(self.out, "{name}: {v}")?;
                 self.out.write_all(eol)?;
@@ -90,7 +94,10 @@ mod tests {
     #[test]
     fn folders_map_to_files() {
         assert_eq!(folder_file(Path::new("/d"), "INBOX"), PathBuf::from("/d/INBOX.mbox"));
-        assert_eq!(folder_file(Path::new("/d"), "Work/Pro"), PathBuf::from("/d/Work/Pro.mbox"));
+        assert_eq!(
+            folder_file(Path::new("/d"), "Work/Pro"),
+            PathBuf::from("/d/Work/Pro.mbox")
+        );
     }
 
     #[test]
@@ -99,7 +106,8 @@ mod tests {
         let path = dir.path().join("x.mbox");
         let mut w = MboxWriter::create(path.clone()).unwrap();
         let raw = b"Subject: q\r\n\r\nFrom here\r\n>From there\r\nno From\r\n";
-        w.write(&["\\Seen".to_string(), "\\Flagged".to_string()], 0, raw).unwrap();
+        w.write(&["\\Seen".to_string(), "\\Flagged".to_string()], 0, raw)
+            .unwrap();
         w.finish().unwrap();
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(

@@ -74,10 +74,13 @@ impl MboxReader {
         self.next_from = None;
         loop {
             line.clear();
-            let n = self.lines.read_until(b'\n', &mut line).map_err(|source| ReadError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
+            let n = self
+                .lines
+                .read_until(b'\n', &mut line)
+                .map_err(|source| ReadError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
             if n == 0 {
                 return Ok((kept, seen, ended));
             }
@@ -153,7 +156,10 @@ fn take_status_fields(raw: &mut Vec<u8>) -> (Vec<String>, u64) {
     let mut pos = 0;
     let mut dropping = false;
     while pos < raw.len() {
-        let end = raw[pos..].iter().position(|&b| b == b'\n').map_or(raw.len(), |i| pos + i + 1);
+        let end = raw[pos..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(raw.len(), |i| pos + i + 1);
         let line = &raw[pos..end];
         if line == b"\n" || line == b"\r\n" {
             break;
@@ -197,9 +203,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.mbox");
         let messages: Vec<(Vec<String>, i64, &[u8])> = vec![
-            (vec!["\\Seen".into(), "$Label1".into()], 1_000_000, b"Subject: a\r\n\r\nFrom x\r\n>From y\r\n"),
+            (
+                vec!["\\Seen".into(), "$Label1".into()],
+                1_000_000,
+                b"Subject: a\r\n\r\nFrom x\r\n>From y\r\n",
+            ),
             (vec![], 2_000_000, b"Subject: b\n\nno final newline"),
-            (vec!["\\Draft".into()], 3_000_000, b"Subject: c\n\nends with a blank line\n\n"),
+            (
+                vec!["\\Draft".into()],
+                3_000_000,
+                b"Subject: c\n\nends with a blank line\n\n",
+            ),
         ];
         let mut w = MboxWriter::create(path.clone()).unwrap();
         for (f, d, raw) in &messages {
@@ -244,6 +258,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c");
         fs::write(&path, "Subject: x\n\n").unwrap();
-        assert!(matches!(MboxReader::open(&path, 100, 0), Err(ReadError::NotMbox { .. })));
+        assert!(matches!(
+            MboxReader::open(&path, 100, 0),
+            Err(ReadError::NotMbox { .. })
+        ));
     }
 }

@@ -40,7 +40,11 @@ pub enum ReadError {
     #[error("{path}: folder name is not UTF-8 ({lossy:?}); its messages were not imported")]
     FolderNotUtf8 { path: String, lossy: String },
     #[error("{path}: message {index} is cut short ({why}); the file looks truncated")]
-    Truncated { path: String, index: usize, why: &'static str },
+    Truncated {
+        path: String,
+        index: usize,
+        why: &'static str,
+    },
     #[error("{path}: message {index} has {bytes} bytes, over the limit of {limit} bytes")]
     TooBig {
         path: String,

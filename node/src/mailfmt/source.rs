@@ -87,7 +87,11 @@ fn not_utf8(path: &Path) -> ReadError {
     }
 }
 
-fn walk_maildirs(dir: &Path, parents: &[String], out: &mut Vec<Result<SourceFolder, ReadError>>) -> Result<(), ReadError> {
+fn walk_maildirs(
+    dir: &Path,
+    parents: &[String],
+    out: &mut Vec<Result<SourceFolder, ReadError>>,
+) -> Result<(), ReadError> {
     for (path, name) in entries(dir)? {
         if !path.is_dir() {
             continue;
@@ -147,7 +151,11 @@ fn walk_files(dir: &Path, parents: &[String], out: &mut Vec<Result<SourceFolder,
         }
     }
     if has_eml {
-        let name = if parents.is_empty() { "INBOX".to_string() } else { parents.join("/") };
+        let name = if parents.is_empty() {
+            "INBOX".to_string()
+        } else {
+            parents.join("/")
+        };
         out.push(Ok(SourceFolder {
             name,
             origin: Origin::Eml(dir.to_path_buf()),
@@ -209,10 +217,19 @@ mod tests {
     #[test]
     fn a_maildir_tree_in_both_layouts() {
         let d = tempfile::tempdir().unwrap();
-        for sub in ["cur", "Work/cur", "Work/Projects/new", ".Lists.rust/cur", "Empty/Deeper/cur"] {
+        for sub in [
+            "cur",
+            "Work/cur",
+            "Work/Projects/new",
+            ".Lists.rust/cur",
+            "Empty/Deeper/cur",
+        ] {
             fs::create_dir_all(d.path().join(sub)).unwrap();
         }
-        assert_eq!(names(d.path()), ["INBOX", "Lists/rust", "Empty/Deeper", "Work", "Work/Projects"]);
+        assert_eq!(
+            names(d.path()),
+            ["INBOX", "Lists/rust", "Empty/Deeper", "Work", "Work/Projects"]
+        );
     }
 
     #[test]
