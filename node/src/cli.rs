@@ -153,6 +153,11 @@ pub enum Command {
         #[command(subcommand)]
         cmd: NodeCmd,
     },
+    /// What to publish in DNS for a mail domain.
+    Dns {
+        #[command(subcommand)]
+        cmd: DnsCmd,
+    },
     /// Write every folder of ACCOUNT, with flags, keywords and internal
     /// dates, to DIR (new or empty) as a maildir tree or mbox files. Reads
     /// the store and the blob store directly (bounded read transactions),
@@ -317,6 +322,21 @@ pub enum QueueCmd {
         #[arg(long, default_value = "cancelled by the postmaster")]
         reason: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DnsCmd {
+    /// Print every record DOMAIN needs, as zone-file lines ready to paste:
+    /// MX, SPF, the DKIM key (from the store: `meshmail dkim generate`),
+    /// DMARC, MTA-STS (`_mta-sts` with an id that changes with the policy
+    /// the node serves at /.well-known/mta-sts.txt), TLS-RPT, the
+    /// mta-sts/autoconfig names, and SRV records for IMAP, IMAPS,
+    /// submission(s) and JMAP (RFC 6186, RFC 8314, RFC 8620 §2.2; POP3 as
+    /// "not offered"). Hostnames, ports and policies come from the config
+    /// (`hostname`, `[listen]`, `[publish]`). DOMAIN must be a local domain.
+    ///
+    /// Example: meshmail --config /etc/meshmail/meshmail.toml dns records example.org
+    Records { domain: String },
 }
 
 #[derive(Debug, Subcommand)]

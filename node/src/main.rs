@@ -5,6 +5,7 @@
 mod admin;
 mod admin_account;
 mod admin_alias;
+mod admin_dns;
 mod admin_export;
 mod admin_http;
 mod admin_import;
@@ -17,9 +18,12 @@ mod cluster;
 mod config;
 mod config_auth;
 mod config_compactor;
+mod config_publish;
 mod config_validate;
+mod day_one;
 mod http;
 mod http_cap;
+mod http_day_one;
 mod http_faults;
 mod http_import;
 mod http_jmap;
@@ -41,7 +45,7 @@ mod webmail;
 use clap::Parser;
 
 use cli::{
-    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, QuotaCmd,
+    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DnsCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, QuotaCmd,
     TokenCmd, VerifyCmd,
 };
 
@@ -139,6 +143,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Node {
             cmd: NodeCmd::Forget { name, silence_s },
         } => admin::node_forget(&cfg, &name, silence_s).await,
+        Command::Dns {
+            cmd: DnsCmd::Records { domain },
+        } => admin_dns::records(&cfg, &domain).await,
         Command::Export { account, format, dir } => admin_export::export(&cfg, &account, format, &dir).await,
         Command::Import { account, dir, node } => admin_import::import(&node, &account, &dir).await,
         Command::Cluster { cmd } => match cmd {
