@@ -60,7 +60,9 @@ pub struct PublishSection {
     pub submission_port: Option<u16>,
     #[serde(default)]
     pub submissions_port: Option<u16>,
-    /// JMAP's HTTPS port (default: `[listen] https`'s).
+    /// JMAP's public HTTPS port (default: `[listen] https`'s). Set, it is
+    /// published even with `https` off: a TLS proxy in front of the HTTP
+    /// listener is the usual way to serve JMAP.
     #[serde(default)]
     pub jmap_port: Option<u16>,
 }
@@ -123,7 +125,7 @@ impl Config {
             imaps: port(p.imaps_port, l.imaps),
             submission: port(p.submission_port, l.submission),
             submissions: port(p.submissions_port, l.submissions),
-            jmap: port(p.jmap_port, l.https),
+            jmap: p.jmap_port.or(l.https.map(|a| a.port())),
         }
     }
 }
