@@ -27,7 +27,10 @@ pub async fn records(cfg: &Config, domain: &str) -> anyhow::Result<()> {
         bail!("{domain} is not a local domain (meshmail domain add {domain})");
     }
     let face = cfg.public_face();
-    println!("; DNS records for {domain}, from the config of {} (paste into the zone)", face.hostname);
+    println!(
+        "; DNS records for {domain}, from the config of {} (paste into the zone)",
+        face.hostname
+    );
     if key.is_none() {
         println!("; no DKIM key yet: run `meshmail dkim generate {domain}`, then this again");
     }

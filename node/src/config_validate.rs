@@ -92,7 +92,10 @@ impl Config {
         );
         p.check(
             ["none", "quarantine", "reject"].contains(&pb.dmarc_policy.as_str()),
-            format!("[publish] dmarc_policy = {:?}: none, quarantine or reject", pb.dmarc_policy),
+            format!(
+                "[publish] dmarc_policy = {:?}: none, quarantine or reject",
+                pb.dmarc_policy
+            ),
         );
         for mx in &pb.mx_hosts {
             p.check(

@@ -74,7 +74,10 @@ fn srv(service: &'static str, domain: &str, port: Option<u16>, host: &str, why: 
 /// Every record `domain` needs; `dkim` is the domain's DKIM record (name
 /// and TXT value) when it has a key.
 pub fn records(face: &PublicFace, domain: &str, dkim: Option<(String, String)>) -> Vec<Record> {
-    let report = face.report_address.clone().unwrap_or_else(|| format!("postmaster@{domain}"));
+    let report = face
+        .report_address
+        .clone()
+        .unwrap_or_else(|| format!("postmaster@{domain}"));
     let host = face.hostname.as_str();
     let mut out: Vec<Record> = face
         .mx_hosts
@@ -93,7 +96,11 @@ pub fn records(face: &PublicFace, domain: &str, dkim: Option<(String, String)>) 
         value: txt(&value),
         why,
     };
-    out.push(txt_record(domain.into(), face.spf.clone(), "SPF: who may send as the domain"));
+    out.push(txt_record(
+        domain.into(),
+        face.spf.clone(),
+        "SPF: who may send as the domain",
+    ));
     if let Some((name, value)) = dkim {
         out.push(txt_record(name, value, "DKIM: the key outgoing mail is signed with"));
     }
@@ -130,8 +137,20 @@ pub fn records(face: &PublicFace, domain: &str, dkim: Option<(String, String)>) 
         srv("_imaps._tcp", domain, face.imaps, host, "IMAP over TLS (RFC 6186)"),
         srv("_pop3._tcp", domain, None, host, "no POP3 here (RFC 6186 §4)"),
         srv("_pop3s._tcp", domain, None, host, "no POP3 here (RFC 6186 §4)"),
-        srv("_submission._tcp", domain, face.submission, host, "submission with STARTTLS (RFC 6186)"),
-        srv("_submissions._tcp", domain, face.submissions, host, "submission over TLS (RFC 8314)"),
+        srv(
+            "_submission._tcp",
+            domain,
+            face.submission,
+            host,
+            "submission with STARTTLS (RFC 6186)",
+        ),
+        srv(
+            "_submissions._tcp",
+            domain,
+            face.submissions,
+            host,
+            "submission over TLS (RFC 8314)",
+        ),
         srv("_jmap._tcp", domain, face.jmap, host, "JMAP (RFC 8620 §2.2)"),
     ]);
     out
@@ -218,7 +237,10 @@ mod tests {
 
     #[test]
     fn records_name_every_service() {
-        let lines: Vec<String> = records(&face(), "example.org", None).iter().map(Record::zone_line).collect();
+        let lines: Vec<String> = records(&face(), "example.org", None)
+            .iter()
+            .map(Record::zone_line)
+            .collect();
         let text = lines.join("\n");
         for want in [
             "example.org. 3600 IN MX 10 mail.example.org.",

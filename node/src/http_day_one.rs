@@ -59,9 +59,8 @@ async fn autoconfig(State(s): State<DayOne>, Query(q): Query<AutoconfigQuery>, h
         return (StatusCode::BAD_REQUEST, "no emailaddress and no Host\n").into_response();
     };
     let d = domain.clone();
-    let local = s
-        .db
-        .read("autoconfig_domain", move |txn| {
+    let local =
+        s.db.read("autoconfig_domain", move |txn| {
             let d = d.clone();
             async move { domains::get(&txn, &d).await }
         })

@@ -45,8 +45,8 @@ mod webmail;
 use clap::Parser;
 
 use cli::{
-    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DnsCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, QuotaCmd,
-    TokenCmd, VerifyCmd,
+    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DnsCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd,
+    QuotaCmd, TokenCmd, VerifyCmd,
 };
 
 fn main() -> anyhow::Result<()> {

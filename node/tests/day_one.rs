@@ -78,7 +78,9 @@ fn dns_records_autoconfig_and_mta_sts_come_from_the_config() {
     let dkim_line = records.lines().find(|l| l.starts_with("s1._domainkey.")).unwrap();
     peer.add_records(&[("s1._domainkey.local.test.", "TXT", &txt_value(dkim_line))]);
     submit(&node, "bob@remote.test", "signed on day one");
-    let msg = peer.next_message(Duration::from_secs(30)).expect("delivered to the remote MX");
+    let msg = peer
+        .next_message(Duration::from_secs(30))
+        .expect("delivered to the remote MX");
     let (ok, out) = python_script("day_one.py", &["dkim", msg["file"].as_str().unwrap(), &peer.dns]);
     assert!(ok, "dkimpy did not verify through DNS: {out}");
 
@@ -99,10 +101,16 @@ fn dns_records_autoconfig_and_mta_sts_come_from_the_config() {
 
     // The MTA-STS policy: RFC 8461's grammar, and the record's id is its own.
     let answer = http_get(http, "/.well-known/mta-sts.txt");
-    assert!(answer.to_ascii_lowercase().contains("content-type: text/plain"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("content-type: text/plain"),
+        "{answer}"
+    );
     let policy = body_of(&answer, "200");
     check(dir.path(), &["mta-sts"], &policy);
-    assert!(policy.contains("mode: enforce\r\n") && policy.contains("mx: mx2.local.test\r\n"), "{policy}");
+    assert!(
+        policy.contains("mode: enforce\r\n") && policy.contains("mx: mx2.local.test\r\n"),
+        "{policy}"
+    );
     let id_line = records.lines().find(|l| l.starts_with("_mta-sts.")).unwrap();
     assert!(
         id_line.contains(&format!("id={}\"", &content_hash(policy.as_bytes())[..20])),
