@@ -41,5 +41,5 @@ cargo test -p meshmail-actors -p meshmail-mesh -p meshmail-node --features meshm
     --test compactor --test leases \
     --test smtp --test imap --test pop3 --test jmap --test jmap_mesh --test jmap_email_ids --test jmap_rfc8621 --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
-    --test imap_state --test ops --test vacation --test account_delete --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
+    --test imap_state --test ops --test vacation --test account_delete --test export_import --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
     --no-fail-fast -- --skip a_commit_times_its_wal_write_and_fsync_apart

@@ -153,6 +153,53 @@ pub enum Command {
         #[command(subcommand)]
         cmd: NodeCmd,
     },
+    /// What to publish in DNS for a mail domain.
+    Dns {
+        #[command(subcommand)]
+        cmd: DnsCmd,
+    },
+    /// Write every folder of ACCOUNT, with flags, keywords and internal
+    /// dates, to DIR (new or empty) as a maildir tree or mbox files. Reads
+    /// the store and the blob store directly (bounded read transactions),
+    /// with or without a node running.
+    ///
+    /// maildir: Dovecot's LAYOUT=fs (DIR is INBOX, DIR/Work/Projects the
+    /// folder Work/Projects), flags in file names (`:2,DFPRST` + keyword
+    /// letters listed in each folder's `dovecot-keywords`), internal date
+    /// as the file's mtime. mbox: mboxrd (`>From ` quoting), one file per
+    /// folder (DIR/INBOX.mbox, DIR/Work/Projects.mbox), flags in `Status:`,
+    /// `X-Status:` and `X-Keywords:`, internal date on the `From ` line.
+    /// See ops/runbooks/export-import.md.
+    ///
+    /// Example: meshmail export alice@example.org --format maildir /backup/alice
+    Export {
+        /// The account (user@domain).
+        account: String,
+        #[arg(long, value_enum)]
+        format: crate::admin_export::Format,
+        /// Where to write: a new or empty directory.
+        dir: PathBuf,
+    },
+    /// Import a maildir tree, an mbox file, or a folder of mbox and `.eml`
+    /// files into ACCOUNT, keeping folders (nested), flags, keywords and
+    /// internal dates (the formats `export` writes; Maildir++ `.A.B`
+    /// folders too). Goes through the running node at --node, which stores
+    /// each message as IMAP APPEND does (its HTTP listener, from the same
+    /// host). Safe to run again: a message whose bytes a folder already
+    /// holds is skipped. A message that cannot be read or stored (cut
+    /// short, too big, no header) is reported and the rest go on; the exit
+    /// status is 1 when any was.
+    ///
+    /// Example: meshmail import bob@example.org /backup/alice --node 127.0.0.1:8080
+    Import {
+        /// The account (user@domain); it must exist.
+        account: String,
+        /// A maildir tree, an mbox file, or a directory of mbox/.eml files.
+        dir: PathBuf,
+        /// HTTP address of a running node.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        node: String,
+    },
     /// Manage the mesh's cluster CA and node certificates (mutual TLS between nodes).
     Cluster {
         #[command(subcommand)]
@@ -275,6 +322,21 @@ pub enum QueueCmd {
         #[arg(long, default_value = "cancelled by the postmaster")]
         reason: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DnsCmd {
+    /// Print every record DOMAIN needs, as zone-file lines ready to paste:
+    /// MX, SPF, the DKIM key (from the store: `meshmail dkim generate`),
+    /// DMARC, MTA-STS (`_mta-sts` with an id that changes with the policy
+    /// the node serves at /.well-known/mta-sts.txt), TLS-RPT, the
+    /// mta-sts/autoconfig names, and SRV records for IMAP, IMAPS,
+    /// submission(s) and JMAP (RFC 6186, RFC 8314, RFC 8620 §2.2; POP3 as
+    /// "not offered"). Hostnames, ports and policies come from the config
+    /// (`hostname`, `[listen]`, `[publish]`). DOMAIN must be a local domain.
+    ///
+    /// Example: meshmail --config /etc/meshmail/meshmail.toml dns records example.org
+    Records { domain: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -62,6 +62,9 @@ pub struct Config {
     pub auth: crate::config_auth::AuthSection,
     #[serde(default)]
     pub compactor: crate::config_compactor::CompactorSection,
+    /// What the node publishes: DNS records, autoconfig, MTA-STS.
+    #[serde(default)]
+    pub publish: crate::config_publish::PublishSection,
     /// The KV store; default: SQLite at `<data_dir>/meshmail.sqlite`.
     #[serde(default)]
     pub store: Option<KvConfig>,

@@ -38,6 +38,7 @@ impl Config {
         self.check_protocols(&mut p);
         self.check_mesh(&mut p);
         self.check_outbound(&mut p);
+        self.check_publish(&mut p);
         if p.0.is_empty() {
             Ok(())
         } else {
@@ -76,6 +77,32 @@ impl Config {
             self.tls.cert.is_some() == self.tls.key.is_some(),
             "[tls] cert and key go together (neither: a self-signed certificate is made)".to_string(),
         );
+    }
+
+    /// `[publish]`: what would make a DNS record or policy receivers reject.
+    fn check_publish(&self, p: &mut Problems) {
+        use crate::config_publish::MTA_STS_MAX_AGE_S_MAX;
+        let pb = &self.publish;
+        p.check(
+            (1..=MTA_STS_MAX_AGE_S_MAX).contains(&pb.mta_sts_max_age_s),
+            format!(
+                "[publish] mta_sts_max_age_s = {}: 1..={MTA_STS_MAX_AGE_S_MAX} (RFC 8461 §3.2)",
+                pb.mta_sts_max_age_s
+            ),
+        );
+        p.check(
+            ["none", "quarantine", "reject"].contains(&pb.dmarc_policy.as_str()),
+            format!(
+                "[publish] dmarc_policy = {:?}: none, quarantine or reject",
+                pb.dmarc_policy
+            ),
+        );
+        for mx in &pb.mx_hosts {
+            p.check(
+                !mx.is_empty() && !mx.ends_with('.') && !mx.contains(char::is_whitespace),
+                format!("[publish] mx_hosts: {mx:?} is not a host name (no trailing dot)"),
+            );
+        }
     }
 
     fn check_listeners(&self, p: &mut Problems) {

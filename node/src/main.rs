@@ -5,6 +5,10 @@
 mod admin;
 mod admin_account;
 mod admin_alias;
+mod admin_dns;
+mod admin_export;
+mod admin_http;
+mod admin_import;
 mod admin_mesh;
 mod admin_queue;
 mod admin_quota;
@@ -15,14 +19,19 @@ mod config;
 mod config_auth;
 mod config_compactor;
 mod config_pop3;
+mod config_publish;
 mod config_validate;
+mod day_one;
 mod http;
 mod http_cap;
+mod http_day_one;
 mod http_faults;
+mod http_import;
 mod http_jmap;
 mod http_mesh;
 mod https;
 mod listeners;
+mod mailfmt;
 mod mesh;
 mod metrics_help;
 mod serve;
@@ -37,8 +46,8 @@ mod webmail;
 use clap::Parser;
 
 use cli::{
-    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd, QuotaCmd,
-    TokenCmd, VerifyCmd,
+    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DnsCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd,
+    QuotaCmd, TokenCmd, VerifyCmd,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -135,6 +144,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Node {
             cmd: NodeCmd::Forget { name, silence_s },
         } => admin::node_forget(&cfg, &name, silence_s).await,
+        Command::Dns {
+            cmd: DnsCmd::Records { domain },
+        } => admin_dns::records(&cfg, &domain).await,
+        Command::Export { account, format, dir } => admin_export::export(&cfg, &account, format, &dir).await,
+        Command::Import { account, dir, node } => admin_import::import(&node, &account, &dir).await,
         Command::Cluster { cmd } => match cmd {
             ClusterCmd::Init { dir } => cluster::init(&cfg, dir.as_deref()),
             ClusterCmd::Cert { node, dir } => cluster::cert(&cfg, &node, dir.as_deref()),

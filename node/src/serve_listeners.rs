@@ -190,6 +190,8 @@ pub async fn start_http(
     };
     let router = http::router(info)
         .merge(crate::http_jmap::routes(jmap_shared(cfg, s)?))
+        .merge(crate::http_import::routes(s.ctx.clone(), cfg.smtp.max_message_bytes))
+        .merge(crate::http_day_one::routes(s.ctx.db.clone(), cfg.public_face()))
         .layer(cors(cfg));
     if let Some(addr) = cfg.listen.https {
         let l = bind(addr, "HTTPS").await?;
