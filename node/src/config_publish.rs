@@ -57,6 +57,10 @@ pub struct PublishSection {
     #[serde(default)]
     pub imaps_port: Option<u16>,
     #[serde(default)]
+    pub pop3_port: Option<u16>,
+    #[serde(default)]
+    pub pop3s_port: Option<u16>,
+    #[serde(default)]
     pub submission_port: Option<u16>,
     #[serde(default)]
     pub submissions_port: Option<u16>,
@@ -99,6 +103,8 @@ pub struct PublicFace {
     pub mta_sts_max_age_s: u64,
     pub imap: Option<u16>,
     pub imaps: Option<u16>,
+    pub pop3: Option<u16>,
+    pub pop3s: Option<u16>,
     pub submission: Option<u16>,
     pub submissions: Option<u16>,
     pub jmap: Option<u16>,
@@ -123,6 +129,8 @@ impl Config {
             mta_sts_max_age_s: p.mta_sts_max_age_s,
             imap: port(p.imap_port, l.imap),
             imaps: port(p.imaps_port, l.imaps),
+            pop3: port(p.pop3_port, self.pop3.listen),
+            pop3s: port(p.pop3s_port, self.pop3.listen_tls),
             submission: port(p.submission_port, l.submission),
             submissions: port(p.submissions_port, l.submissions),
             jmap: p.jmap_port.or(l.https.map(|a| a.port())),

@@ -135,8 +135,8 @@ pub fn records(face: &PublicFace, domain: &str, dkim: Option<(String, String)>) 
     out.extend([
         srv("_imap._tcp", domain, face.imap, host, "IMAP with STARTTLS (RFC 6186)"),
         srv("_imaps._tcp", domain, face.imaps, host, "IMAP over TLS (RFC 6186)"),
-        srv("_pop3._tcp", domain, None, host, "no POP3 here (RFC 6186 §4)"),
-        srv("_pop3s._tcp", domain, None, host, "no POP3 here (RFC 6186 §4)"),
+        srv("_pop3._tcp", domain, face.pop3, host, "POP3 with STLS (RFC 6186)"),
+        srv("_pop3s._tcp", domain, face.pop3s, host, "POP3 over TLS (RFC 6186)"),
         srv(
             "_submission._tcp",
             domain,
@@ -189,6 +189,14 @@ pub fn autoconfig_xml(face: &PublicFace, domain: &str) -> String {
             server(&mut out, "incomingServer", "imap", host, p, socket);
         }
     }
+    // POP3 after IMAP: Thunderbird offers the first server of a kind it
+    // supports, and IMAP keeps folders and flags on the server.
+    let pop3 = [(face.pop3s, "SSL"), (face.pop3, "STARTTLS")];
+    for (port, socket) in pop3 {
+        if let Some(p) = port {
+            server(&mut out, "incomingServer", "pop3", host, p, socket);
+        }
+    }
     let outgoing = [(face.submissions, "SSL"), (face.submission, "STARTTLS")];
     for (port, socket) in outgoing {
         if let Some(p) = port {
@@ -215,6 +223,8 @@ mod tests {
             mta_sts_max_age_s: 86_400,
             imap: Some(143),
             imaps: Some(993),
+            pop3: None,
+            pop3s: Some(995),
             submission: Some(587),
             submissions: None,
             jmap: Some(443),
@@ -247,6 +257,8 @@ mod tests {
             "example.org. 3600 IN MX 20 mx2.example.org.",
             "_dmarc.example.org. 3600 IN TXT \"v=DMARC1; p=reject; rua=mailto:postmaster@example.org\"",
             "_imaps._tcp.example.org. 3600 IN SRV 0 1 993 mail.example.org.",
+            "_pop3s._tcp.example.org. 3600 IN SRV 0 1 995 mail.example.org.",
+            "_pop3._tcp.example.org. 3600 IN SRV 0 0 0 .",
             "_submissions._tcp.example.org. 3600 IN SRV 0 0 0 .",
             "_jmap._tcp.example.org. 3600 IN SRV 0 1 443 mail.example.org.",
         ] {
@@ -264,7 +276,8 @@ mod tests {
     fn autoconfig_lists_what_is_on_and_escapes() {
         let x = autoconfig_xml(&face(), "a&b.org");
         assert!(x.contains("<emailProvider id=\"a&amp;b.org\">"), "{x}");
-        assert_eq!(x.matches("<incomingServer").count(), 2);
+        assert_eq!(x.matches("<incomingServer").count(), 3);
+        assert!(x.find("type=\"imap\"") < x.find("type=\"pop3\""), "IMAP first: {x}");
         assert_eq!(x.matches("<outgoingServer").count(), 1, "no submissions listener: {x}");
     }
 }

@@ -206,7 +206,7 @@ async fn many_bodies_are_read_in_order_each_failure_in_its_place() {
         bodies.push(prepared.body);
         want.push(bytes);
     }
-    assert!(70 * 80_000 > blob::INLINE_READ_BYTES_MAX);
+    const { assert!(70 * 80_000 > blob::INLINE_READ_BYTES_MAX) };
     let got = e.blobs.get_many(&e.db, &bodies).await.unwrap();
     assert_eq!(got.len(), bodies.len());
     for (i, (g, w)) in got.into_iter().zip(&want).enumerate() {
