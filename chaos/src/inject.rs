@@ -12,6 +12,8 @@ use crate::schedule::{FaultKind, Planned};
 pub(crate) enum StoreFault {
     Lock(crate::store_outage::StoreLock),
     Disk(crate::disk::DiskFault),
+    /// These `fdbserver` processes are down (restarted at the heal).
+    Fdb(Vec<usize>),
 }
 
 /// A store fault to lift at `until`, and the load's refusals before it.
@@ -76,6 +78,7 @@ impl Run {
             FaultKind::StoreLock | FaultKind::StoreSlow | FaultKind::DiskFull | FaultKind::BlobReadonly => {
                 self.store_fault(p, i, now).await
             }
+            FaultKind::FdbKill | FaultKind::FdbOutage => self.fdb_fault(p, i, now).await,
             FaultKind::ClockJump => {
                 let offset = p.offset_s.unwrap_or(0.0);
                 self.clock_jump(i, offset, p.duration_s, now).await;
@@ -131,6 +134,44 @@ impl Run {
         }
     }
 
+    /// `fdb_kill`: one `fdbserver` of the run's cluster (drawn by the
+    /// plan's pick) SIGKILLed; `fdb_outage`: all of them. Restarted at the
+    /// heal. Recorded against node `i`: every node is affected.
+    async fn fdb_fault(&mut self, p: &Planned, i: usize, now: Instant) {
+        let Some(fdb) = self.fdb.clone() else {
+            self.record(
+                "fault_error",
+                i,
+                format!("{}: needs [store] kind = \"fdb\"", p.kind.name()),
+            );
+            return;
+        };
+        let mut cluster = fdb.lock().await;
+        let n = cluster.processes();
+        let down: Vec<usize> = if p.kind == FaultKind::FdbKill {
+            vec![(p.pick % n as u64) as usize]
+        } else {
+            (0..n).collect()
+        };
+        for &k in &down {
+            cluster.kill(k).await;
+        }
+        drop(cluster);
+        let seconds = p.duration_s;
+        self.record(
+            p.kind.name(),
+            i,
+            format!("fdbserver {down:?} of {n} SIGKILLed for {seconds:.1} s"),
+        );
+        self.store_faults.push(StoreOutage {
+            until: now + Duration::from_secs_f64(seconds),
+            node: i,
+            kind: p.kind,
+            fault: StoreFault::Fdb(down),
+            refusals_before: self.refusals(),
+        });
+    }
+
     /// CPU starvation of node `i` for `seconds`.
     fn starve(&mut self, i: usize, seconds: f64, now: Instant) {
         let Some(pid) = self.h.mesh.slots[i].pid else { return };
@@ -148,6 +189,15 @@ impl Run {
     }
 
     /// The transport's partition endpoint: node `i` has no links for `seconds`.
+    async fn fdb_restart(&self, down: &[usize]) -> anyhow::Result<()> {
+        let Some(fdb) = &self.fdb else { return Ok(()) };
+        let mut cluster = fdb.lock().await;
+        for &k in down {
+            cluster.restart(k)?;
+        }
+        Ok(())
+    }
+
     async fn transport_partition(&mut self, i: usize, seconds: f64, now: Instant) {
         let ms = (seconds * 1000.0) as u64;
         let path = format!("/admin/faults/partition?ms={ms}");
@@ -202,6 +252,7 @@ impl Run {
                     Ok(())
                 }
                 StoreFault::Disk(d) => d.end(),
+                StoreFault::Fdb(down) => self.fdb_restart(&down).await,
             };
             let name = o.kind.name();
             if let Err(e) = ended {

@@ -92,6 +92,9 @@ pub(crate) struct Run {
     gaps: Vec<Recovery>,
     /// Store faults to lift (lock, disk full, read-only blobs).
     pub(crate) store_faults: Vec<crate::inject::StoreOutage>,
+    /// The run's FoundationDB cluster (`[store] kind = "fdb"`), for the
+    /// `fdb_kill` and `fdb_outage` faults.
+    pub(crate) fdb: Option<std::sync::Arc<tokio::sync::Mutex<meshmail_storage::fdb_local::LocalFdb>>>,
     /// SMTP refusals the load saw during store faults, by fault kind.
     pub(crate) outage_refusals: std::collections::BTreeMap<&'static str, u64>,
     /// Clock jumps in progress, and what the finished ones showed.
@@ -378,6 +381,7 @@ impl Run {
             kill_times: Vec::new(),
             gaps: Vec::new(),
             store_faults: Vec::new(),
+            fdb: None,
             outage_refusals: Default::default(),
             clock_jumps: Vec::new(),
             skew: Default::default(),
@@ -429,11 +433,19 @@ fn end_checks(scn: &Scenario, r: &Run, end: &EndResult, recoveries: &[Recovery])
         ("store_lock", "store_outage_refusals"),
         ("disk_full", "disk_full_refusals"),
         ("blob_readonly", "blob_readonly_refusals"),
+        ("fdb_outage", "fdb_outage_refusals"),
     ] {
         if count(kind) > 0 {
             let refused = r.outage_refusals.get(kind).copied().unwrap_or(0);
             checks.push(Check::at_least(line, refused, 1));
         }
+    }
+    if count("fdb_kill") > 0 || scn.checks.min_fdb_kills > 0 {
+        checks.push(Check::at_least(
+            "fdb_kills",
+            count("fdb_kill"),
+            scn.checks.min_fdb_kills,
+        ));
     }
     if count("clock_jump") > 0 {
         checks.extend(crate::clock_skew::checks(&r.skew));
@@ -501,6 +513,7 @@ pub async fn run(
         store,
     } = prepare(&mut scn, out, bin, attach).await?;
     let mut r = Run::new(&scn, seed, mesh, netns, outbound);
+    r.fdb = store.as_ref().map(|rig| rig.fdb.clone());
     eprintln!("chaos: seed {seed}, {} faults planned", r.plan.len());
     let result = drive(&scn, &mut r, out).await;
     // Whatever happened, no node outlives the run, nor its store.

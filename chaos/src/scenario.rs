@@ -100,6 +100,14 @@ pub struct StoreConfig {
     /// runner): a bucket of the run's own, since the nodes' blob sweeper
     /// deletes what their store does not name.
     pub s3_bucket: Option<String>,
+    /// `fdbserver` processes of the cluster (default 1, `single`); three
+    /// or more make it `double`, each process a zone and a coordinator, so
+    /// it lives through the loss of one (the `fdb_kill` fault).
+    pub fdb_processes: Option<usize>,
+    /// The nodes' `[smtp] delivery_timeout_s`: how long a delivery waits
+    /// for the store before SMTP answers 4xx (default 30 s, longer than a
+    /// short `fdb_outage`, which the client would then just wait out).
+    pub smtp_delivery_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -327,6 +335,9 @@ pub struct Minimums {
     pub min_link_drops: u64,
     #[serde(default)]
     pub min_acked: u64,
+    /// `fdb_kill` faults (one `fdbserver` SIGKILLed) the run must inject.
+    #[serde(default)]
+    pub min_fdb_kills: u64,
     /// Upper bounds on recovery p99 by class, seconds (`kill = 2.0`,
     /// `write_gap = 1.5`, any class of `summary::RECOVERY_CLASSES`): a
     /// class with a bound and no measurement fails too.
@@ -399,6 +410,18 @@ impl Scenario {
                         .collect::<Vec<_>>()
                         .join(", ")
                 )));
+            }
+        }
+        let fdb_faults = self
+            .schedule
+            .iter()
+            .filter(|e| matches!(e.fault, FaultKind::FdbKill | FaultKind::FdbOutage));
+        for e in fdb_faults {
+            if self.store.kind != StoreKind::Fdb {
+                return bad("fdb_kill and fdb_outage act on the run's cluster: they need [store] kind = \"fdb\"");
+            }
+            if e.fault == FaultKind::FdbKill && self.store.fdb_processes.unwrap_or(1) < 3 {
+                return bad("fdb_kill needs [store] fdb_processes >= 3 (double: one process may go)");
             }
         }
         if self.store.kind == StoreKind::Fdb {

@@ -50,6 +50,11 @@ pub enum FaultKind {
     DiskFull,
     /// The blob directory mounted read-only (see `disk.rs`).
     BlobReadonly,
+    /// One `fdbserver` process of the run's cluster SIGKILLed, restarted
+    /// after `duration_s` (see `store_rig.rs`).
+    FdbKill,
+    /// Every `fdbserver` process SIGKILLed, all restarted after `duration_s`.
+    FdbOutage,
 }
 
 impl FaultKind {
@@ -69,6 +74,8 @@ impl FaultKind {
             FaultKind::StoreSlow => "store_slow",
             FaultKind::DiskFull => "disk_full",
             FaultKind::BlobReadonly => "blob_readonly",
+            FaultKind::FdbKill => "fdb_kill",
+            FaultKind::FdbOutage => "fdb_outage",
         }
     }
 
@@ -94,6 +101,8 @@ impl FaultKind {
                 | FaultKind::StoreSlow
                 | FaultKind::DiskFull
                 | FaultKind::BlobReadonly
+                | FaultKind::FdbKill
+                | FaultKind::FdbOutage
         )
     }
 }

@@ -14,6 +14,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use meshmail_storage::fdb_local::{self, LocalFdb};
@@ -22,7 +23,8 @@ use crate::scenario::StoreConfig;
 
 /// A running rig; [`StoreRig::stop`] stops the cluster and the relay.
 pub struct StoreRig {
-    fdb: LocalFdb,
+    /// Shared with the run, which kills and restarts its processes.
+    pub fdb: Arc<tokio::sync::Mutex<LocalFdb>>,
     _relay: Option<tokio::sync::oneshot::Sender<()>>,
     /// The `[store]` and `[blobs]` tables of the nodes' config file.
     pub config_toml: String,
@@ -43,7 +45,11 @@ impl StoreRig {
         let ip = bridge.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
         // Under OUT/data: deleted with the nodes' data after the report
         // (unless --keep-data).
-        let fdb = LocalFdb::start(&bin, &out.join("data").join("fdb"), SocketAddr::new(ip, free_port(ip)?)).await?;
+        let processes = cfg.fdb_processes.unwrap_or(1).max(1);
+        let listens = (0..processes)
+            .map(|_| Ok(SocketAddr::new(ip, free_port(ip)?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let fdb = LocalFdb::start_processes(&bin, &out.join("data").join("fdb"), &listens).await?;
         let endpoint = match &cfg.s3_endpoint {
             Some(e) => e.clone(),
             None => std::env::var("MESHMAIL_TEST_S3_ENDPOINT").context(
@@ -67,19 +73,27 @@ impl StoreRig {
             }
             None => (endpoint.clone(), None),
         };
-        let config_toml = format!(
+        let mut config_toml = format!(
             "[store]\nkind = \"fdb\"\ncluster_file = {cluster:?}\n\n\
              [blobs]\nkind = \"s3\"\nendpoint = {node_endpoint:?}\nbucket = {bucket:?}\nregion = \"us-east-1\"\n\
              access_key_id = \"testing\"\nsecret_access_key = \"testing\"\nallow_http = true\n",
             cluster = fdb.cluster_file.display().to_string(),
         );
+        if let Some(t) = cfg.smtp_delivery_timeout_s {
+            config_toml.push_str(&format!("\n[smtp]\ndelivery_timeout_s = {t}\n"));
+        }
+        let shape = if processes == 1 {
+            "one process, ssd".to_string()
+        } else {
+            format!("{processes} processes, double ssd")
+        };
         let describe = format!(
-            "FoundationDB on {ip} (one process, ssd), bodies in S3 bucket {bucket} at {node_endpoint}, \
+            "FoundationDB on {ip} ({shape}), bodies in S3 bucket {bucket} at {node_endpoint}, \
              a data directory per node"
         );
         eprintln!("chaos: {describe}");
         Ok(StoreRig {
-            fdb,
+            fdb: Arc::new(tokio::sync::Mutex::new(fdb)),
             _relay: relay,
             config_toml,
             describe,
@@ -87,7 +101,7 @@ impl StoreRig {
     }
 
     pub async fn stop(self) {
-        self.fdb.stop().await;
+        self.fdb.lock().await.stop().await;
     }
 }
 

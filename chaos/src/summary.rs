@@ -25,7 +25,7 @@ pub const RECOVERY_CLASSES: &[(&str, &[&str])] = &[
         &["netns_partition", "netns_oneway", "netns_netem", "netns_bandwidth"],
     ),
     ("starve", &["starve"]),
-    ("store", &["store_lock", "store_slow"]),
+    ("store", &["store_lock", "store_slow", "fdb_kill", "fdb_outage"]),
     ("disk", &["disk_full", "blob_readonly"]),
     ("clock", &["clock_jump"]),
     // Not a recovery of the mesh: the load's longest interval between two

@@ -226,7 +226,7 @@ pub async fn run(cfg: &Config, cfg_path: Option<&Path>, args: UpArgs) -> anyhow:
     let (cfg, fdb) = local_store(cfg, &args).await?;
     let cfg = &cfg;
     let result = run_nodes(cfg, cfg_path, &args, &nodes).await;
-    if let Some(fdb) = fdb {
+    if let Some(mut fdb) = fdb {
         fdb.stop().await;
     }
     result

@@ -1,4 +1,5 @@
-//! A one-process FoundationDB cluster of our own, for `meshmail up --store
+//! A FoundationDB cluster of our own (one process, or several on one
+//! machine for the chaos runner's FDB faults), for `meshmail up --store
 //! fdb` (on loopback, files in `<data-dir>/fdb/`) and the chaos runner's
 //! separate-hosts scenario (on the bridge address its network namespaces
 //! reach). Not for production, where FDB is run by its own tooling.
@@ -50,7 +51,11 @@ const FDBCLI_TIMEOUT_S: &str = "10";
 
 /// A running local cluster; stopped (SIGTERM, then SIGKILL) when dropped.
 pub struct LocalFdb {
-    child: Child,
+    bin: PathBuf,
+    dir: PathBuf,
+    listens: Vec<SocketAddr>,
+    /// One per process; None while [`LocalFdb::kill`] has it down.
+    children: Vec<Option<Child>>,
     pub cluster_file: PathBuf,
 }
 
@@ -69,44 +74,112 @@ impl LocalFdb {
     /// process listening on `listen`, and waits until the database is
     /// available. The cluster file is `dir/fdb.cluster`.
     pub async fn start(bin: &Path, dir: &Path, listen: SocketAddr) -> Result<LocalFdb> {
+        Self::start_processes(bin, dir, &[listen]).await
+    }
+
+    /// A cluster of one process per address of `listens`, every one a
+    /// coordinator. One process: `configure new single ssd`; three or more:
+    /// `double`, each process in a zone of its own (one machine's processes
+    /// are otherwise one zone, where `double` cannot keep two copies), so
+    /// the cluster lives through the loss of any one process.
+    pub async fn start_processes(bin: &Path, dir: &Path, listens: &[SocketAddr]) -> Result<LocalFdb> {
         let cluster_file = dir.join("fdb.cluster");
         let fresh = !cluster_file.exists();
-        for sub in ["data", "logs"] {
-            std::fs::create_dir_all(dir.join(sub)).map_err(io(format!("creating {}", dir.join(sub).display())))?;
-        }
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
         if fresh {
-            std::fs::write(&cluster_file, format!("meshmail:local@{listen}\n"))
+            let coordinators: Vec<String> = listens.iter().map(SocketAddr::to_string).collect();
+            std::fs::write(&cluster_file, format!("meshmail:local@{}\n", coordinators.join(",")))
                 .map_err(io(format!("writing {}", cluster_file.display())))?;
         }
-        let out = dir.join("fdbserver.out");
+        let mut fdb = LocalFdb {
+            bin: bin.to_path_buf(),
+            dir: dir.to_path_buf(),
+            listens: listens.to_vec(),
+            children: Vec::new(),
+            cluster_file,
+        };
+        for i in 0..listens.len() {
+            let child = fdb.spawn(i)?;
+            fdb.children.push(Some(child));
+        }
+        if fresh {
+            let mode = if listens.len() >= 3 { "double" } else { "single" };
+            fdb.cli(bin, &format!("configure new {mode} ssd"), "60").await?;
+        }
+        fdb.wait_available(bin).await?;
+        Ok(fdb)
+    }
+
+    /// How many processes the cluster has.
+    pub fn processes(&self) -> usize {
+        self.listens.len()
+    }
+
+    /// Where process `i` keeps its files: `dir` itself for a one-process
+    /// cluster (the layout `up` has always used), `dir/<i>` otherwise.
+    fn process_dir(&self, i: usize) -> PathBuf {
+        if self.listens.len() == 1 {
+            self.dir.clone()
+        } else {
+            self.dir.join(i.to_string())
+        }
+    }
+
+    fn spawn(&self, i: usize) -> Result<Child> {
+        let own = self.process_dir(i);
+        for sub in ["data", "logs"] {
+            std::fs::create_dir_all(own.join(sub)).map_err(io(format!("creating {}", own.join(sub).display())))?;
+        }
+        let out = own.join("fdbserver.out");
         let log = std::fs::File::create(&out).map_err(io(format!("creating {}", out.display())))?;
         let log2 = log.try_clone().map_err(io("fdbserver.out"))?;
-        let child = Command::new(bin.join("fdbserver"))
-            .arg("-p")
-            .arg(listen.to_string())
+        let mut cmd = Command::new(self.bin.join("fdbserver"));
+        cmd.arg("-p")
+            .arg(self.listens[i].to_string())
             .arg("-C")
-            .arg(&cluster_file)
+            .arg(&self.cluster_file)
             .arg("-d")
-            .arg(dir.join("data"))
+            .arg(own.join("data"))
             .arg("-L")
-            .arg(dir.join("logs"))
+            .arg(own.join("logs"));
+        if self.listens.len() > 1 {
+            cmd.args([
+                "--locality-zoneid",
+                &format!("z{i}"),
+                "--locality-machineid",
+                &format!("m{i}"),
+            ]);
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(log2)
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
-            .map_err(io(format!("starting {}", bin.join("fdbserver").display())))?;
+            .map_err(io(format!("starting {}", self.bin.join("fdbserver").display())))?;
         eprintln!(
-            "FoundationDB: fdbserver (pid {}) on {listen}, files in {}",
+            "FoundationDB: fdbserver (pid {}) on {}, files in {}",
             child.id().unwrap_or(0),
-            dir.display()
+            self.listens[i],
+            own.display()
         );
-        let fdb = LocalFdb { child, cluster_file };
-        if fresh {
-            fdb.cli(bin, "configure new single ssd", "60").await?;
+        Ok(child)
+    }
+
+    /// SIGKILLs process `i` (a fault: no chance to flush anything).
+    pub async fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.children[i].take() {
+            let _ = child.kill().await;
         }
-        fdb.wait_available(bin).await?;
-        Ok(fdb)
+    }
+
+    /// Starts process `i` again on its files, if it is down.
+    pub fn restart(&mut self, i: usize) -> Result<()> {
+        if self.children[i].is_none() {
+            let child = self.spawn(i)?;
+            self.children[i] = Some(child);
+        }
+        Ok(())
     }
 
     async fn cli(&self, bin: &Path, command: &str, timeout_s: &str) -> Result<String> {
@@ -153,18 +226,23 @@ impl LocalFdb {
         }
     }
 
-    /// Stops the server after the nodes: SIGTERM, then SIGKILL after 10 s.
-    pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: signalling our own child process.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    /// Stops the servers after the nodes: SIGTERM, then SIGKILL after 10 s.
+    pub async fn stop(&mut self) {
+        for child in self.children.iter_mut().flatten() {
+            if let Some(pid) = child.id() {
+                // SAFETY: signalling our own child process.
+                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            }
         }
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
+        for child in self.children.iter_mut().flatten() {
+            if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                .await
+                .is_err()
+            {
+                let _ = child.kill().await;
+            }
         }
+        self.children.iter_mut().for_each(|c| *c = None);
         eprintln!(
             "FoundationDB: stopped (its files stay in {})",
             self.cluster_file.with_file_name("").display()
