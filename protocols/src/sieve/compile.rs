@@ -151,6 +151,10 @@ impl Compiler<'_> {
             if !known {
                 return Err(SieveError::UnknownExtension { pos: node.pos, name });
             }
+            // RFC 6131 §2: vacation-seconds implies vacation.
+            if name.eq_ignore_ascii_case("vacation-seconds") {
+                self.extensions.insert("vacation".into());
+            }
             self.extensions.insert(name.to_ascii_lowercase());
         }
         args.done()
