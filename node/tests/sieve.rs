@@ -1,0 +1,117 @@
+//! Sieve at delivery (issue 43), end to end: scripts installed with
+//! `meshmail sieve put … --activate`, mail sent over SMTP, the result
+//! read back over IMAP (imaplib): fileinto :create with addflag, discard,
+//! reject (550 5.7.1 at DATA), redirect to another local account, and a
+//! script that fails at run time delivering to INBOX.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{Node, meshmail, run_ok, setup_account, smtp_send};
+
+const ALICE: &str = "alice@example.test";
+const BOB: &str = "bob@example.test";
+const PW: &str = "secret";
+
+const SORTING: &str = r#"require ["fileinto", "imap4flags", "reject", "mailbox"];
+if header :contains "subject" "report" {
+    addflag "\\Flagged";
+    fileinto :create "Reports";
+    stop;
+}
+if header :contains "subject" "spam" { discard; stop; }
+if header :contains "subject" "nope" { reject "not wanted here"; stop; }
+if header :contains "subject" "forward" { redirect "bob@example.test"; }
+"#;
+
+/// A script that compiles but fails at every run: the include is missing.
+const BROKEN: &str = "require \"include\";\ninclude \"missing\";\n";
+
+/// (message count, FLAGS of each message) of `user`'s `mailbox` over IMAP.
+fn mailbox(imap: &str, user: &str, mailbox: &str) -> (usize, String) {
+    let (host, port) = imap.rsplit_once(':').unwrap();
+    let script = format!(
+        "import imaplib\n\
+         c = imaplib.IMAP4('{host}', {port})\n\
+         c.login('{user}', '{PW}')\n\
+         typ, data = c.select('\"{mailbox}\"')\n\
+         if typ != 'OK':\n    print('0 -'); raise SystemExit\n\
+         n = int(data[0])\n\
+         flags = c.fetch('1:*', '(FLAGS)')[1] if n else []\n\
+         print(n, ' '.join(f.decode() for f in flags) or '-')\n"
+    );
+    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (n, flags) = text.trim().split_once(' ').unwrap();
+    (n.parse().unwrap(), flags.to_string())
+}
+
+fn put(dir: &Path, name: &str, source: &str, activate: bool) -> std::process::Output {
+    let file = dir.join(format!("{name}.sieve"));
+    std::fs::write(&file, source).unwrap();
+    let mut cmd = meshmail(dir);
+    cmd.args(["sieve", "put", ALICE, name, file.to_str().unwrap()]);
+    if activate {
+        cmd.arg("--activate");
+    }
+    cmd.output().unwrap()
+}
+
+fn mail(subject: &str) -> String {
+    format!("From: {BOB}\r\nTo: {ALICE}\r\nSubject: {subject}\r\nMessage-ID: <{}@example.test>\r\n\r\nHello.\r\n", subject.replace(' ', "."))
+}
+
+#[test]
+fn the_active_script_sorts_discards_rejects_redirects_and_falls_back_to_inbox() {
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), ALICE, PW);
+    setup_account(dir.path(), BOB, PW);
+    // A syntax error is refused with FILE:line:column and stores nothing.
+    let bad = put(dir.path(), "bad", "require \"fileinto\";\nfileinto \"x\"\n", true);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(err.contains("bad.sieve:2:10: expected"), "{err}");
+    let out = put(dir.path(), "sorting", SORTING, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list = run_ok(meshmail(dir.path()).args(["sieve", "list", ALICE]), None);
+    assert!(list.contains("* sorting"), "{list}");
+    assert!(!list.contains("bad"), "{list}");
+
+    let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], &[]);
+    let (smtp, imap) = (node.addr("smtp"), node.addr("imap"));
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("monthly report")).0, 250);
+    let (n, flags) = mailbox(imap, ALICE, "Reports");
+    assert_eq!(n, 1, "fileinto :create made Reports and filed into it");
+    assert!(flags.contains("\\Flagged"), "{flags}");
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 0);
+
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("spam offer")).0, 250);
+    let (code, text) = smtp_send(smtp, BOB, ALICE, &mail("nope"));
+    assert_eq!(code, 550, "{text}");
+    assert!(text.contains("5.7.1") && text.contains("not wanted here"), "{text}");
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 0, "discarded and rejected: stored nowhere");
+
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("forward this")).0, 250);
+    assert_eq!(mailbox(imap, BOB, "INBOX").0, 1, "redirected to Bob");
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 0, "redirect cancels the implicit keep");
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("hello")).0, 250);
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 1, "implicit keep");
+
+    // A script failing at run time: the message is kept in INBOX.
+    let out = put(dir.path(), "broken", BROKEN, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("spam again")).0, 250);
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2);
+    let metrics = common::http_get(node.addr("http"), "/metrics");
+    assert_eq!(
+        common::metric_in(&metrics, "meshmail_sieve_errors_total{kind=\"include\"}"),
+        1.0
+    );
+    assert_eq!(
+        common::metric_in(&metrics, "meshmail_sieve_actions_total{action=\"discard\"}"),
+        1.0
+    );
+}
