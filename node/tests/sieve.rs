@@ -61,7 +61,10 @@ fn put(dir: &Path, name: &str, source: &str, activate: bool) -> std::process::Ou
 }
 
 fn mail(subject: &str) -> String {
-    format!("From: {BOB}\r\nTo: {ALICE}\r\nSubject: {subject}\r\nMessage-ID: <{}@example.test>\r\n\r\nHello.\r\n", subject.replace(' ', "."))
+    format!(
+        "From: {BOB}\r\nTo: {ALICE}\r\nSubject: {subject}\r\nMessage-ID: <{}@example.test>\r\n\r\nHello.\r\n",
+        subject.replace(' ', ".")
+    )
 }
 
 #[test]
@@ -92,7 +95,11 @@ fn the_active_script_sorts_discards_rejects_redirects_and_falls_back_to_inbox() 
     let (code, text) = smtp_send(smtp, BOB, ALICE, &mail("nope"));
     assert_eq!(code, 550, "{text}");
     assert!(text.contains("5.7.1") && text.contains("not wanted here"), "{text}");
-    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 0, "discarded and rejected: stored nowhere");
+    assert_eq!(
+        mailbox(imap, ALICE, "INBOX").0,
+        0,
+        "discarded and rejected: stored nowhere"
+    );
 
     assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("forward this")).0, 250);
     assert_eq!(mailbox(imap, BOB, "INBOX").0, 1, "redirected to Bob");
