@@ -50,10 +50,14 @@ fn mailbox(imap: &str, user: &str, mailbox: &str) -> (usize, String) {
 }
 
 fn put(dir: &Path, name: &str, source: &str, activate: bool) -> std::process::Output {
+    put_for(dir, ALICE, name, source, activate)
+}
+
+fn put_for(dir: &Path, account: &str, name: &str, source: &str, activate: bool) -> std::process::Output {
     let file = dir.join(format!("{name}.sieve"));
     std::fs::write(&file, source).unwrap();
     let mut cmd = meshmail(dir);
-    cmd.args(["sieve", "put", ALICE, name, file.to_str().unwrap()]);
+    cmd.args(["sieve", "put", account, name, file.to_str().unwrap()]);
     if activate {
         cmd.arg("--activate");
     }
@@ -121,4 +125,60 @@ fn the_active_script_sorts_discards_rejects_redirects_and_falls_back_to_inbox() 
         common::metric_in(&metrics, "meshmail_sieve_actions_total{action=\"discard\"}"),
         1.0
     );
+}
+
+/// The header fields of `user`'s INBOX messages, over IMAP.
+fn inbox_headers(imap: &str, user: &str) -> String {
+    let (host, port) = imap.rsplit_once(':').unwrap();
+    let script = format!(
+        "import imaplib\n\
+         c = imaplib.IMAP4('{host}', {port})\n\
+         c.login('{user}', '{PW}')\n\
+         n = int(c.select('INBOX')[1][0])\n\
+         for item in (c.fetch('1:*', '(BODY.PEEK[HEADER])')[1] if n else []):\n    \
+             print(item[1].decode() if isinstance(item, tuple) else '')\n"
+    );
+    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn redirect_loops_end_duplicates_are_remembered_and_edited_headers_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), ALICE, PW);
+    setup_account(dir.path(), BOB, PW);
+    let alice = r#"require ["duplicate", "editheader"];
+if duplicate { discard; stop; }
+addheader "X-Sorted" "by alice";
+if header :contains "subject" "forward" { redirect "bob@example.test"; }
+"#;
+    let bob = "redirect \"alice@example.test\";\n";
+    for (account, source) in [(ALICE, alice), (BOB, bob)] {
+        let out = put_for(dir.path(), account, "main", source, true);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], &[]);
+    let (smtp, imap) = (node.addr("smtp"), node.addr("imap"));
+    // Alice -> Bob -> Alice: the copy carrying Alice's loop header is kept.
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("forward me")).0, 250);
+    assert_eq!(mailbox(imap, BOB, "INBOX").0, 0, "Bob redirected it on");
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 1, "back at Alice, kept");
+    let headers = inbox_headers(imap, ALICE);
+    assert!(
+        headers.contains("X-Meshmail-Sieve-Loop: alice@example.test"),
+        "{headers}"
+    );
+    assert!(headers.contains("X-Meshmail-Sieve-Loop: bob@example.test"), "{headers}");
+    assert!(
+        headers.contains("X-Sorted: by alice"),
+        "the edited message is stored: {headers}"
+    );
+
+    // The same Message-ID again: the duplicate test saw it (recorded at the
+    // first delivery) and discards it.
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("hello")).0, 250);
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2);
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("hello")).0, 250);
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2, "a duplicate is discarded");
 }

@@ -26,6 +26,9 @@ use crate::sieve::{Action, VacationReply};
 /// same account with it is kept, not redirected again (loop protection
 /// beyond the run's own redirect limit).
 pub const LOOP_HEADER: &str = "X-Meshmail-Sieve-Loop";
+/// Sieve redirects one message may have gone through, all accounts
+/// together.
+const REDIRECT_HOPS_MAX: usize = 8;
 /// Characters of a reject reason put in the SMTP reply.
 const REASON_CHARS_MAX: usize = 200;
 
@@ -84,8 +87,10 @@ pub(super) async fn carry_out(
             Action::Discard | Action::Reject { .. } => {}
         }
     }
-    // fileinto the same mailbox twice, or keep and fileinto INBOX: one copy.
-    placements.dedup_by(|a, b| a.mailbox == b.mailbox);
+    // fileinto the same mailbox twice, or keep and fileinto INBOX: one
+    // copy (RFC 5228 §2.10.3), the first one's flags.
+    let mut seen = std::collections::HashSet::new();
+    placements.retain(|p| seen.insert(p.mailbox.clone()));
     let mut result = Ok(());
     for (n, p) in placements.iter().enumerate() {
         // The ledger makes an acceptance id idempotent: each extra copy
@@ -169,14 +174,16 @@ async fn file_into(
     }
 }
 
-/// Whether the header section already has our loop header for `address`.
+/// Whether the header section already has our loop header for `address`,
+/// or [`REDIRECT_HOPS_MAX`] of them for anyone: a chain through many
+/// accounts (each seeing only its own mark) stays bounded too.
 fn looped(raw: &[u8], address: &str) -> bool {
     let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(raw.len());
-    let needle = format!("{LOOP_HEADER}: {address}").to_ascii_lowercase();
-    String::from_utf8_lossy(&raw[..end])
-        .to_ascii_lowercase()
-        .split("\r\n")
-        .any(|l| l.trim_end() == needle)
+    let prefix = format!("{LOOP_HEADER}:").to_ascii_lowercase();
+    let needle = format!("{prefix} {address}");
+    let header = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let marks: Vec<&str> = header.split("\r\n").filter(|l| l.starts_with(&prefix)).collect();
+    marks.len() >= REDIRECT_HOPS_MAX || marks.iter().any(|l| l.trim_end() == needle)
 }
 
 /// Hands a copy for `to` back to acceptance (local or the outbound queue),
@@ -260,5 +267,12 @@ mod tests {
         let raw = b"X-Meshmail-Sieve-Loop: a@x.test\r\nSubject: s\r\n\r\nX-Meshmail-Sieve-Loop: b@x.test\r\n";
         assert!(looped(raw, "a@x.test"));
         assert!(!looped(raw, "b@x.test"), "only the header section counts");
+        let chain: String = (0..REDIRECT_HOPS_MAX)
+            .map(|n| format!("{LOOP_HEADER}: u{n}@x.test\r\n"))
+            .collect();
+        assert!(
+            looped(format!("{chain}\r\nbody").as_bytes(), "c@x.test"),
+            "a long chain ends"
+        );
     }
 }
