@@ -125,6 +125,11 @@ fn the_active_script_sorts_discards_rejects_redirects_and_falls_back_to_inbox() 
         common::metric_in(&metrics, "meshmail_sieve_actions_total{action=\"discard\"}"),
         1.0
     );
+    // Two scripts ran over six deliveries: each was compiled once.
+    assert_eq!(
+        common::metric_in(&metrics, "meshmail_sieve_compiles_total{result=\"compiled\"}"),
+        2.0
+    );
 }
 
 /// The header fields of `user`'s INBOX messages, over IMAP.

@@ -1,6 +1,6 @@
 //! Sieve at delivery (issue 43): the account's active script decides what
 //! becomes of its copy. This module loads the script (compiled once per
-//! node and text, [`ScriptCache`]), answers what the pure run asks of the
+//! node and text, [`cached`]), answers what the pure run asks of the
 //! store ([`crate::sieve::Env`]) and runs it; [`super::sieve_actions`]
 //! carries the actions out.
 //!
@@ -60,28 +60,27 @@ impl Decision {
 type CacheKey = (AccountId, String, u64);
 
 /// A node's compiled scripts by (account, name, version): delivery never
-/// re-parses a script it ran before. The source is kept with the entry
-/// and compared, so a key reused by another store can never run the
-/// wrong text.
-#[derive(Default)]
-struct ScriptCache {
-    entries: HashMap<CacheKey, (String, Arc<Script>)>,
+/// re-parses a script it ran before, and on a hit never reads its text.
+/// A version is unique per account and name in one store (the store
+/// raises it at every write), and one process serves one store.
+fn cache() -> &'static Mutex<HashMap<CacheKey, Arc<Script>>> {
+    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Arc<Script>>>> = OnceLock::new();
+    CACHE.get_or_init(Mutex::default)
 }
 
-fn cache() -> &'static Mutex<ScriptCache> {
-    static CACHE: OnceLock<Mutex<ScriptCache>> = OnceLock::new();
-    CACHE.get_or_init(Mutex::default)
+fn cached(key: &CacheKey) -> Option<Arc<Script>> {
+    let hit = cache().lock().ok()?.get(key).cloned();
+    if hit.is_some() {
+        metrics::counter!("meshmail_sieve_compiles_total", "result" => "cached").increment(1);
+    }
+    hit
 }
 
 /// The compiled form of a stored script, from the cache or compiled now.
 fn compiled(account: AccountId, s: &store::StoredScript, own: &str) -> Result<Arc<Script>, SieveError> {
     let key = (account, s.name.clone(), s.version);
-    if let Ok(c) = cache().lock()
-        && let Some((source, script)) = c.entries.get(&key)
-        && *source == s.source
-    {
-        metrics::counter!("meshmail_sieve_compiles_total", "result" => "cached").increment(1);
-        return Ok(script.clone());
+    if let Some(script) = cached(&key) {
+        return Ok(script);
     }
     let ctx = sieve::Context {
         own_addresses: vec![own.to_string()],
@@ -89,10 +88,10 @@ fn compiled(account: AccountId, s: &store::StoredScript, own: &str) -> Result<Ar
     let script = Arc::new(sieve::compile(s.source.as_bytes(), &ctx)?);
     metrics::counter!("meshmail_sieve_compiles_total", "result" => "compiled").increment(1);
     if let Ok(mut c) = cache().lock() {
-        if c.entries.len() >= CACHE_ENTRIES_MAX {
-            c.entries.clear();
+        if c.len() >= CACHE_ENTRIES_MAX {
+            c.clear();
         }
-        c.entries.insert(key, (s.source.clone(), script.clone()));
+        c.insert(key, script.clone());
     }
     Ok(script)
 }
@@ -211,7 +210,7 @@ async fn run_active(
     let db = &acceptor.ctx.db;
     let (active, names) = db
         .read("sieve_active", move |txn| async move {
-            let Some(active) = store::active(&txn, account).await? else {
+            let Some(active) = store::active_ref(&txn, account).await? else {
                 return Ok::<_, StorageError>((None, Vec::new()));
             };
             let names = mailboxes::list(&txn, account).await?;
@@ -225,9 +224,25 @@ async fn run_active(
         return Ok(None);
     };
     let own = address.to_ascii_lowercase();
-    let script = match compiled(account, &active, &own) {
-        Ok(s) => s,
-        Err(e) => return Ok(Some(Err(e.into()))),
+    let script = match cached(&(account, active.name.clone(), active.version)) {
+        // Version 0: an active record older than its version field.
+        Some(s) if active.version != 0 => s,
+        _ => {
+            let name = active.name.clone();
+            let stored = db
+                .read("sieve_script", move |txn| {
+                    let name = name.clone();
+                    async move { store::get(&txn, account, &name).await }
+                })
+                .await?;
+            // Deleted since: the active script cannot be, so this is a race
+            // with a re-activation; nothing runs this once.
+            let Some(stored) = stored else { return Ok(None) };
+            match compiled(account, &stored, &own) {
+                Ok(s) => s,
+                Err(e) => return Ok(Some(Err(e.into()))),
+            }
+        }
     };
     let mut answers = Answers {
         mailboxes: names.into_iter().collect(),

@@ -29,9 +29,15 @@ pub struct StoredScript {
     pub version: u64,
 }
 
+/// The active script's name and the version of its text, kept in step by
+/// [`put`] and [`activate`]: delivery reads this one small record and
+/// finds the compiled script in its cache without reading the source.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Active {
     pub name: String,
+    /// 0 in records written before the field existed: read the script.
+    #[serde(default)]
+    pub version: u64,
 }
 
 fn check(name: &str, source: &str) -> Result<()> {
@@ -63,6 +69,18 @@ pub async fn put(txn: &Txn, account: AccountId, name: &str, source: &str) -> Res
         version,
     };
     put_record(txn, &key, &script)?;
+    let active_key = keyspace::sieve_active(account);
+    let act: Option<Active> = get_record(txn, &active_key, "sieve active").await?;
+    if act.is_some_and(|a| a.name == name) {
+        put_record(
+            txn,
+            &active_key,
+            &Active {
+                name: name.to_string(),
+                version,
+            },
+        )?;
+    }
     Ok(script)
 }
 
@@ -83,12 +101,24 @@ pub async fn activate(txn: &Txn, account: AccountId, name: Option<&str>) -> Resu
     match name {
         None => txn.clear(&key),
         Some(n) => {
-            if get(txn, account, n).await?.is_none() {
+            let Some(s) = get(txn, account, n).await? else {
                 return Err(StorageError::Model(format!("no script named {n:?}")));
-            }
-            put_record(txn, &key, &Active { name: n.to_string() })
+            };
+            put_record(
+                txn,
+                &key,
+                &Active {
+                    name: n.to_string(),
+                    version: s.version,
+                },
+            )
         }
     }
+}
+
+/// The active script's name and version, without its text.
+pub async fn active_ref(txn: &Txn, account: AccountId) -> Result<Option<Active>> {
+    get_record(txn, &keyspace::sieve_active(account), "sieve active").await
 }
 
 /// The active script, if any.
@@ -162,6 +192,7 @@ mod tests {
             assert_eq!(active(&txn, 7).await?, None);
             activate(&txn, 7, Some("main")).await?;
             assert_eq!(active(&txn, 7).await?.map(|s| s.version), Some(a.version));
+            assert_eq!(active_ref(&txn, 7).await?.map(|r| r.version), Some(a.version));
             assert!(activate(&txn, 7, Some("nope")).await.is_err());
             assert!(delete(&txn, 7, "main").await.is_err(), "the active script stays");
             assert!(delete(&txn, 7, "other").await?);
@@ -169,6 +200,11 @@ mod tests {
             assert_eq!(names, vec!["main"]);
             let b = put(&txn, 7, "main", "discard;").await?;
             assert!(b.version > a.version, "a new text is a new cache key");
+            assert_eq!(
+                active_ref(&txn, 7).await?.map(|r| r.version),
+                Some(b.version),
+                "a new text of the active script moves the active record"
+            );
             assert!(put(&txn, 7, "a/b", "keep;").await.is_err());
             assert!(!duplicate_seen(&txn, 7, "id", 1000).await?);
             mark_duplicate(&txn, 7, "id", 2000)?;
