@@ -187,3 +187,27 @@ if header :contains "subject" "forward" { redirect "bob@example.test"; }
     assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("hello")).0, 250);
     assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2, "a duplicate is discarded");
 }
+
+#[test]
+fn a_vacation_action_answers_once_per_period_from_an_allowed_address() {
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), ALICE, PW);
+    setup_account(dir.path(), BOB, PW);
+    let script =
+        "require \"vacation\";\nvacation :days 1 :from \"mallory@elsewhere.test\" :subject \"Away\" \"Back soon.\";\n";
+    let out = put(dir.path(), "away", script, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], &[]);
+    let (smtp, imap) = (node.addr("smtp"), node.addr("imap"));
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("question one")).0, 250);
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("question two")).0, 250);
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2, "vacation keeps the message");
+    assert_eq!(mailbox(imap, BOB, "INBOX").0, 1, "one reply per period");
+    let headers = inbox_headers(imap, BOB);
+    assert!(headers.contains("Subject: Away"), "{headers}");
+    assert!(headers.contains("Auto-Submitted: auto-replied"), "{headers}");
+    assert!(
+        headers.contains("From: <alice@example.test>") || headers.contains("From: alice@example.test"),
+        "a :from the account may not use is replaced by its own: {headers}"
+    );
+}

@@ -236,7 +236,13 @@ async fn sieve_answer(
         text_body: Some(reply.reason.clone()),
         ..Default::default()
     };
-    let from = reply.from.as_deref().unwrap_or(account_email);
+    // RFC 5230 §4.4: `:from` only if the account may send as it (own
+    // address, subaddress, alias), else the account's own address.
+    let from = match reply.from.as_deref().and_then(|f| Mailbox::parse(f).ok()) {
+        Some(f) if sender_allowed(ctx, account_email, &f.to_string(), acceptor.routing).await? => f.to_string(),
+        _ => account_email.to_string(),
+    };
+    let from = from.as_str();
     send(
         acceptor,
         recipients,
