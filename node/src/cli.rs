@@ -100,6 +100,11 @@ pub enum Command {
         #[command(subcommand)]
         cmd: AliasCmd,
     },
+    /// An account's Sieve scripts (RFC 5228), run at every delivery.
+    Sieve {
+        #[command(subcommand)]
+        cmd: SieveCmd,
+    },
     /// Quotas per account (RFC 9208: storage in KiB, message count),
     /// enforced at delivery, APPEND and COPY.
     Quota {
@@ -249,6 +254,28 @@ pub enum AliasCmd {
     Remove { address: String },
     /// List aliases and catch-alls.
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SieveCmd {
+    /// Compile and store a script (a syntax error prints
+    /// FILE:line:column and stores nothing).
+    ///
+    /// Example: meshmail sieve put alice@example.org main rules.sieve --activate
+    Put {
+        account: String,
+        name: String,
+        file: PathBuf,
+        /// Make it the script that runs at delivery.
+        #[arg(long)]
+        activate: bool,
+    },
+    /// List an account's scripts; the active one is marked `*`.
+    List { account: String },
+    /// Make a stored script the one that runs at delivery.
+    Activate { account: String, name: String },
+    /// Delete a script (not the active one).
+    Delete { account: String, name: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -12,6 +12,7 @@ mod admin_import;
 mod admin_mesh;
 mod admin_queue;
 mod admin_quota;
+mod admin_sieve;
 mod allocator;
 mod cli;
 mod cluster;
@@ -47,7 +48,7 @@ use clap::Parser;
 
 use cli::{
     AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DnsCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd,
-    QuotaCmd, TokenCmd, VerifyCmd,
+    QuotaCmd, SieveCmd, TokenCmd, VerifyCmd,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -86,6 +87,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             AliasCmd::Add { address, targets } => admin_alias::add(&cfg, &address, &targets).await,
             AliasCmd::Remove { address } => admin_alias::remove(&cfg, &address).await,
             AliasCmd::List => admin_alias::list(&cfg).await,
+        },
+        Command::Sieve { cmd } => match cmd {
+            SieveCmd::Put {
+                account,
+                name,
+                file,
+                activate,
+            } => admin_sieve::put(&cfg, &account, &name, &file, activate).await,
+            SieveCmd::List { account } => admin_sieve::list(&cfg, &account).await,
+            SieveCmd::Activate { account, name } => admin_sieve::activate(&cfg, &account, &name).await,
+            SieveCmd::Delete { account, name } => admin_sieve::delete(&cfg, &account, &name).await,
         },
         Command::Quota { cmd } => match cmd {
             QuotaCmd::Set {

@@ -89,6 +89,10 @@ pub const HELP: &[(&str, Kind, &str)] = &[
     ("meshmail_batch_deliveries", H, "Deliveries per commit batch."),
     ("meshmail_batcher_queue_depth", G, "Deliveries waiting for the commit batcher."),
     ("meshmail_ingest_parse_seconds", H, "Time to parse and summarize one incoming message."),
+    ("meshmail_sieve_run_seconds", H, "Time of one delivery's Sieve run, store reads included."),
+    ("meshmail_sieve_actions_total", C, "Actions Sieve scripts decided at delivery, by action."),
+    ("meshmail_sieve_errors_total", C, "Sieve runs or actions that fell back to INBOX, by kind (budget, redirects, include, mailbox, loop, redirect, store, ...)."),
+    ("meshmail_sieve_compiles_total", C, "Active scripts needed at delivery, by result: cached or compiled."),
     ("meshmail_vacation_replies_total", C, "Vacation auto-replies sent, by result."),
     ("meshmail_vacation_seconds", H, "Time of one vacation check and reply."),
     // Shards and leases.

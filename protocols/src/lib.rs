@@ -20,6 +20,7 @@ pub mod jmap;
 pub mod net;
 pub mod outbound;
 pub mod pop3;
+pub mod sieve;
 pub mod smtp;
 pub mod summary;
 pub mod summary_raw;

@@ -129,3 +129,21 @@ fn pop3_wire_on_random_inputs() {
         assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");
     }
 }
+
+const SIEVE_SCRIPTS: &[&[u8]] = &[
+    b"require [\"fileinto\", \"variables\", \"imap4flags\"];\r\nif header :matches \"subject\" \"*hi*\" { set \"a\" \"${1}\"; addflag \"\\\\Seen\"; fileinto \"x-${a}\"; }",
+    b"require [\"relational\", \"comparator-i;ascii-numeric\", \"date\", \"index\"];\nif anyof (header :count \"ge\" :comparator \"i;ascii-numeric\" \"to\" \"2\", date :index 1 :last :zone \"-0500\" \"date\" \"hour\" \"09\") { discard; } elsif not exists \"x\" { stop; } else { keep; }",
+    b"require [\"vacation\", \"body\", \"editheader\", \"subaddress\", \"envelope\", \"duplicate\", \"reject\"];\nvacation :days 1 :subject \"s\" text:\nline\n..dot\n.\n;\nif body :text :contains \"body\" { addheader :last \"X-A\" \"b\"; deleteheader :index 1 \"subject\"; }\nif envelope :detail \"to\" \"tag\" { reject \"no\"; }\nif duplicate :seconds 10 { discard; }",
+    b"/* c */ # c\nredirect :copy \"a@b.test\"; include :optional \"x\";",
+];
+
+#[test]
+fn sieve_script_on_random_inputs() {
+    let seed = 0x5137_e5ed;
+    let mut rng = StdRng::seed_from_u64(seed);
+    for i in 0..RUNS {
+        let input = random_input(&mut rng, SIEVE_SCRIPTS);
+        let result = std::panic::catch_unwind(|| meshmail_protocols::sieve::fuzz::sieve_script(&input));
+        assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");
+    }
+}

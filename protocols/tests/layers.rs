@@ -45,6 +45,7 @@ fn layer(path: &[String]) -> &'static str {
         // one layer, JMAP's session side.
         ("jmap", _) => "jmap::methods",
         ("accept", _) => "accept",
+        ("sieve", _) => "sieve",
         ("envelope", _) => "envelope",
         ("outbound", _) => "outbound",
         ("net", _) => "net",
@@ -316,7 +317,7 @@ fn forbidden(from: &str, r: &Reference) -> bool {
     if r.external {
         let pure = matches!(
             from,
-            "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" | "envelope"
+            "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" | "envelope" | "sieve"
         );
         return pure && IO.contains(&r.path.as_str());
     }
@@ -326,6 +327,9 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" => {
             SESSIONS.contains(&r.to) || matches!(r.to, "smtp" | "imap" | "pop3")
         }
+        // Sieve is pure: source and a message in, actions out. It names no
+        // other layer of this crate (acceptance calls it, not the reverse).
+        "sieve" => r.to != "sieve" && r.to != "crate",
         // One protocol's session never reaches into another's: what they
         // share (net, accept, ingest) sits below both.
         "pop3::session" => r.to.starts_with("imap") || r.to.starts_with("smtp") || r.to.starts_with("jmap"),
@@ -422,6 +426,12 @@ fn the_scan_catches_a_violation() {
     )
     .expect("write");
     std::fs::write(src.join("accept/bad.rs"), "pub use crate::smtp::wire::reply::Reply;\n").expect("write");
+    std::fs::create_dir_all(src.join("sieve")).expect("mkdir");
+    std::fs::write(
+        src.join("sieve/bad.rs"),
+        "use crate::accept::Outcome;\nuse super::lexer::Token;\nfn f() { let _ = tokio::spawn(async {}); }\n",
+    )
+    .expect("write");
     let mut files = Vec::new();
     sources(&src, &mut files);
     files.sort();
@@ -438,6 +448,8 @@ fn the_scan_catches_a_violation() {
             "accept crate::smtp::wire::reply::Reply",
             "pop3::wire crate::pop3::session::Pop3Shared",
             "pop3::wire crate::pop3::session::maildrop::Maildrop",
+            "sieve crate::accept::Outcome",
+            "sieve tokio",
             "smtp::wire crate::smtp::session::SmtpShared",
             "smtp::wire crate::accept::Outcome",
             "smtp::wire crate::accept::store",

@@ -400,6 +400,22 @@ pub fn vacation_reply(account: AccountId, sender: &str) -> Vec<u8> {
     pack(&("vacr", account, sender))
 }
 
+/// A Sieve script of an account, by name (`model::sieve`).
+pub fn sieve_script(account: AccountId, name: &str) -> Vec<u8> {
+    pack(&("sieve", account, name))
+}
+pub fn sieve_scripts(account: AccountId) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&("sieve", account)))
+}
+/// Which of the account's Sieve scripts runs at delivery (one at most).
+pub fn sieve_active(account: AccountId) -> Vec<u8> {
+    pack(&("sievea", account))
+}
+/// An id a Sieve `duplicate` test saw (RFC 7352), with its expiry.
+pub fn sieve_duplicate(account: AccountId, id_hash: &str) -> Vec<u8> {
+    pack(&("sieved", account, id_hash))
+}
+
 /// An account being deleted (`model::account_removal`): its id → what is
 /// left to do. Written when its record goes, cleared when the last of its
 /// keys has.
@@ -415,7 +431,7 @@ pub fn account_removals() -> (Vec<u8>, Vec<u8>) {
 /// reads this file and fails on a per-account subspace missing here.
 const ACCOUNT_SUBSPACES: &[&str] = &[
     "mbox", "subs", "mbxn", "msg", "eplc", "msum", "unsn", "mdat", "cnt", "quota", "chg", "chgf", "upl", "jsub", "vac",
-    "jid", "jidv", "vacr", "thrm", "thrx",
+    "jid", "jidv", "vacr", "thrm", "thrx", "sieve", "sievea", "sieved",
 ];
 
 /// The key ranges of one account in every per-account subspace, and its

@@ -18,6 +18,9 @@
 //!   parse, the body write, one delivery per recipient through its shard
 //!   actor (or the outbound queue for remote ones), each answered with an
 //!   [`Outcome`].
+//! - [`sieve`], [`sieve_actions`]: the account's active Sieve script at
+//!   delivery (compiled once per node, run with the store's answers
+//!   fetched first) and what its actions do.
 //! - [`vacation`]: the automatic reply after a delivery (RFC 5230/3834),
 //!   itself handed back to [`accept_message`].
 //!
@@ -29,8 +32,9 @@
 //! itself for all of them (`DeliveryError::OverQuota`).
 //!
 //! What it may touch: the store and the actors (`meshmail-storage`,
-//! `meshmail-actors`), [`crate::ingest`], [`crate::summary`] and the
-//! envelope's types ([`crate::envelope`]). Never `smtp`, `imap`, `jmap`,
+//! `meshmail-actors`), [`crate::ingest`], [`crate::summary`], the
+//! envelope's types ([`crate::envelope`]) and the pure Sieve layer
+//! ([`crate::sieve`]). Never `smtp`, `imap`, `jmap`,
 //! `net` or `outbound`: protocols depend on acceptance, not the other way
 //! round (`protocols/tests/layers.rs` fails if it does).
 
@@ -46,6 +50,8 @@ use crate::envelope::{DsnRet, Mailbox, RcptDsn};
 pub mod rcpt_cache;
 pub mod recipient;
 pub mod routing;
+pub mod sieve;
+pub mod sieve_actions;
 pub mod srs;
 pub mod store;
 pub mod vacation;
@@ -99,6 +105,10 @@ pub enum Refusal {
     /// The delivery will never succeed as it is (the shard actor said so).
     #[error("{0}")]
     Permanent(String),
+    /// The recipient's Sieve script refused it (`reject`/`ereject`, RFC
+    /// 5429): SMTP/LMTP 550 5.7.1 with the script's reason.
+    #[error("{0}")]
+    Rejected(String),
     /// The recipient's quota (RFC 9208 limits) has no room for it.
     #[error("over quota")]
     OverQuota,

@@ -90,38 +90,67 @@ pub async fn accept_message(acceptor: Acceptor<'_>, m: Accepted, body: Vec<u8>) 
     };
     let mut outcomes = Vec::with_capacity(m.recipients.len());
     for (i, (rcpt, id)) in m.recipients.iter().zip(ids).enumerate() {
-        let outcome = store_one(acceptor, &m, &copy, (i, rcpt, id), &mut prepared).await;
-        if outcome.is_ok()
+        let outcome = deliver_one(acceptor, &m, &copy, (i, rcpt, id), &mut prepared).await;
+        if outcome.is_stored()
             && !m.junk
             && let Recipient::Local { account, address } = rcpt
             && !m.vacation_off.contains(account)
         {
             super::vacation::after_delivery(acceptor, *account, address, &sender, &raw).await;
         }
-        outcomes.push(outcome_of(id, outcome));
+        outcomes.push(outcome);
     }
     outcomes
 }
 
-/// What every recipient's copy of one message shares.
-struct Copy<'a> {
-    raw: &'a Bytes,
-    summary: &'a Summary,
-    fault: Option<Fault>,
-    /// The envelope sender, `""` for the null reverse path.
-    sender: &'a str,
-    queue_envelope: &'a EnvelopeParams,
-}
-
-/// Delivers (local) or queues (remote) the copy of the `i`th recipient
-/// under acceptance id `id`. A body swept between prepare and commit is
-/// written again (rare), at most twice; `prepared` is the new one after.
-async fn store_one(
+/// One recipient's copy: a local account's active Sieve script decides
+/// where it goes (`accept::sieve`); without one, or for remote
+/// recipients, the usual delivery. Mail that DMARC quarantined goes to
+/// Junk whatever a script says: the script is the user's sorting, not a
+/// way around the domain owner's policy.
+async fn deliver_one(
     acceptor: Acceptor<'_>,
     m: &Accepted,
     copy: &Copy<'_>,
     (i, rcpt, id): (usize, &Recipient, [u8; 16]),
     prepared: &mut PreparedBody,
+) -> Outcome {
+    if let Recipient::Local { account, address } = rcpt
+        && !m.junk
+        && let Some(d) = super::sieve::decide(acceptor, *account, address, copy.sender, copy.raw).await
+    {
+        return super::sieve_actions::carry_out(acceptor, m, copy, (i, rcpt, id), prepared, d).await;
+    }
+    outcome_of(id, store_one(acceptor, m, copy, (i, rcpt, id), prepared, None).await)
+}
+
+/// What every recipient's copy of one message shares.
+pub(super) struct Copy<'a> {
+    pub raw: &'a Bytes,
+    pub summary: &'a Summary,
+    pub fault: Option<Fault>,
+    /// The envelope sender, `""` for the null reverse path.
+    pub sender: &'a str,
+    pub queue_envelope: &'a EnvelopeParams,
+}
+
+/// Where a local copy goes when a Sieve script chose: the mailbox and the
+/// flags (imap4flags) instead of INBOX without flags.
+pub(super) struct Placement {
+    pub mailbox: String,
+    pub flags: Vec<String>,
+}
+
+/// Delivers (local) or queues (remote) the copy of the `i`th recipient
+/// under acceptance id `id`. A body swept between prepare and commit is
+/// written again (rare), at most twice; `prepared` is the new one after.
+pub(super) async fn store_one(
+    acceptor: Acceptor<'_>,
+    m: &Accepted,
+    copy: &Copy<'_>,
+    (i, rcpt, id): (usize, &Recipient, [u8; 16]),
+    prepared: &mut PreparedBody,
+    placement: Option<&Placement>,
 ) -> Result<(), DeliveryError> {
     let ctx = acceptor.ctx;
     let mut outcome = Err(DeliveryError::BodySwept);
@@ -132,9 +161,13 @@ async fn store_one(
                     acceptance_id: id,
                     account: *account,
                     recipient: address.clone(),
-                    mailbox: if m.junk { "Junk".into() } else { "INBOX".into() },
+                    mailbox: match placement {
+                        Some(p) => p.mailbox.clone(),
+                        None if m.junk => "Junk".into(),
+                        None => "INBOX".into(),
+                    },
                     body: prepared.clone(),
-                    flags: Vec::new(),
+                    flags: placement.map(|p| p.flags.clone()).unwrap_or_default(),
                     internal_date_ms: now_ms() as i64,
                     summary: copy.summary.clone(),
                     fault: copy.fault,
@@ -165,7 +198,7 @@ async fn store_one(
 }
 
 /// The typed answer for one recipient's delivery.
-fn outcome_of(id: [u8; 16], delivered: Result<(), DeliveryError>) -> Outcome {
+pub(super) fn outcome_of(id: [u8; 16], delivered: Result<(), DeliveryError>) -> Outcome {
     let refusal = match delivered {
         Ok(()) => return Outcome::Stored { id: id_to_string(&id) },
         Err(DeliveryError::Permanent(why)) => Refusal::Permanent(why),

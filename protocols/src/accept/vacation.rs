@@ -135,6 +135,12 @@ async fn answer(
         return Ok(Some(Skip::AlreadyAnswered));
     }
     let reply = build_reply(acceptor.hostname, &vacation, &msg, account_email, sender, now);
+    send(acceptor, recipients, reply).await;
+    Ok(None)
+}
+
+/// Hands a reply to acceptance from the null reverse path.
+async fn send(acceptor: Acceptor<'_>, recipients: Vec<super::Recipient>, reply: Vec<u8>) {
     let accepted = Accepted {
         from: None,
         recipients,
@@ -154,7 +160,105 @@ async fn answer(
     if let Some(Outcome::Refused(why)) = outcomes.iter().find(|o| !o.is_stored()) {
         tracing::warn!(refusal = %why, "vacation reply not accepted");
     }
+}
+
+/// A Sieve `vacation` action (RFC 5230): the same rules as the JMAP
+/// vacation response (no answer to automatic or list mail, to the null
+/// sender, or twice in the period for the same `:handle`), with the
+/// script's text. Never fails the delivery.
+pub async fn sieve_reply(
+    acceptor: Acceptor<'_>,
+    account: AccountId,
+    account_email: &str,
+    sender: &str,
+    raw: &[u8],
+    reply: &crate::sieve::VacationReply,
+) {
+    let r = tokio::time::timeout(
+        Duration::from_secs(VACATION_TIMEOUT_S),
+        sieve_answer(acceptor, account, account_email, sender, raw, reply),
+    )
+    .await;
+    let label = match r {
+        Ok(Ok(None)) => "sent",
+        Ok(Ok(Some(skip))) => skip.label(),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, account, "sieve vacation reply failed");
+            "error"
+        }
+        Err(_) => "timeout",
+    };
+    metrics::counter!("meshmail_vacation_replies_total", "result" => label).increment(1);
+}
+
+async fn sieve_answer(
+    acceptor: Acceptor<'_>,
+    account: AccountId,
+    account_email: &str,
+    sender: &str,
+    raw: &[u8],
+    reply: &crate::sieve::VacationReply,
+) -> Result<Option<Skip>, StorageError> {
+    if sender.is_empty() {
+        return Ok(Some(Skip::NullSender));
+    }
+    let Some(msg) = MessageParser::default().parse_headers(raw) else {
+        return Ok(Some(Skip::NotAddressed));
+    };
+    if let Some(skip) = automatic(&msg, sender) {
+        return Ok(Some(skip));
+    }
+    let Ok(to) = Mailbox::parse(&reply.to) else {
+        return Ok(Some(Skip::SenderNotDeliverable));
+    };
+    let ctx = acceptor.ctx;
+    let recipients = match resolve_recipient(ctx, &to.normalized(), true, acceptor.routing).await? {
+        RcptOutcome::Accept(r) => r,
+        _ => return Ok(Some(Skip::SenderNotDeliverable)),
+    };
+    // The handle names "the same response" (RFC 5230 §4.2): a claim per
+    // sender and handle, in the store the JMAP response uses.
+    let version = handle_version(&reply.handle);
+    let (s, now, period_ms) = (reply.to.clone(), now_ms(), reply.period_s.max(1) * 1000);
+    let claimed = ctx
+        .db
+        .run("sieve_vacation_claim", move |txn| {
+            let s = s.clone();
+            async move { jmap::claim_vacation_reply(&txn, account, &s, version, now, period_ms).await }
+        })
+        .await?;
+    if !claimed {
+        return Ok(Some(Skip::AlreadyAnswered));
+    }
+    let v = jmap::Vacation {
+        is_enabled: true,
+        subject: reply.subject.clone(),
+        text_body: Some(reply.reason.clone()),
+        ..Default::default()
+    };
+    // RFC 5230 §4.4: `:from` only if the account may send as it (own
+    // address, subaddress, alias), else the account's own address.
+    let from = match reply.from.as_deref().and_then(|f| Mailbox::parse(f).ok()) {
+        Some(f) if sender_allowed(ctx, account_email, &f.to_string(), acceptor.routing).await? => f.to_string(),
+        _ => account_email.to_string(),
+    };
+    let from = from.as_str();
+    send(
+        acceptor,
+        recipients,
+        build_reply(acceptor.hostname, &v, &msg, from, &reply.to, now),
+    )
+    .await;
     Ok(None)
+}
+
+/// A stable number for a handle (the claim record's version field). High
+/// bit set so it never equals a JMAP response's version, which counts up
+/// from 0.
+fn handle_version(handle: &str) -> u64 {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(handle.as_bytes());
+    u64::from_be_bytes(d[..8].try_into().unwrap_or_default()) | (1 << 63)
 }
 
 /// Enabled, and now within [fromDate, toDate) when they are given.

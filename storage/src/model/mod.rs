@@ -29,6 +29,7 @@ pub mod placement;
 pub mod quarantine;
 pub mod quota;
 pub mod secrets;
+pub mod sieve;
 pub mod summary;
 pub mod summary_codec;
 pub mod threads;

@@ -11,6 +11,7 @@ pub fn reply_of(outcome: &Outcome) -> Reply {
     match outcome {
         Outcome::Stored { id } => Reply::message_accepted(id),
         Outcome::Refused(Refusal::Permanent(why)) => Reply::transaction_failed(why),
+        Outcome::Refused(Refusal::Rejected(why)) => Reply::rejected_by_recipient(why),
         Outcome::Refused(Refusal::OverQuota) => Reply::over_quota(),
         Outcome::Refused(Refusal::StorageFull) => Reply::insufficient_storage(),
         Outcome::Refused(Refusal::Temporary) => Reply::local_error(),

@@ -264,6 +264,11 @@ impl Reply {
     pub fn transaction_failed(text: &str) -> Reply {
         Reply::new(554, Some((5, 0, 0)), text.to_string())
     }
+    /// 550 5.7.1: the recipient's Sieve script refused the message (RFC
+    /// 5429 §2.1), with the script's reason.
+    pub fn rejected_by_recipient(text: &str) -> Reply {
+        Reply::new(550, Some((5, 7, 1)), text.to_string())
+    }
     /// 554 5.5.0 no valid recipients (answer to DATA/BDAT without any).
     pub fn no_valid_recipients() -> Reply {
         Reply::new(554, Some((5, 5, 0)), "No valid recipients")

@@ -1,0 +1,3 @@
+require ["include", "fileinto"];
+if true { fileinto "Included"; return; }
+fileinto "NeverHere";

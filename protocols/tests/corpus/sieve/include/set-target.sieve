@@ -1,0 +1,3 @@
+require ["include", "variables"];
+global "target";
+if header :contains "subject" "lunch" { set "target" "Food"; }

@@ -1,0 +1,2 @@
+if header :contains "subject" "lunch" { stop; }
+discard;

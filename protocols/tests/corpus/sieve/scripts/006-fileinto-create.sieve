@@ -1,0 +1,2 @@
+require ["fileinto", "mailbox"];
+if header :contains "subject" "invoice" { fileinto :create "Bills"; }

@@ -1,0 +1,2 @@
+require "fileinto";
+if header :is "subject" "Lunch on Friday" { fileinto "Lunch"; }

@@ -1,0 +1,2 @@
+require "fileinto";
+if header :contains ["subject", "from"] ["prize", "github", "newsletter"] { fileinto "Noise"; }

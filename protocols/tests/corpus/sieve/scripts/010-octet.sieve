@@ -1,0 +1,3 @@
+require "fileinto";
+if header :comparator "i;octet" :contains "subject" "URGENT" { fileinto "Urgent"; }
+if header :comparator "i;octet" :contains "subject" "urgent" { fileinto "lower"; }

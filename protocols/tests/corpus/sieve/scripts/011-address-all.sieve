@@ -1,0 +1,2 @@
+require "fileinto";
+if address :is "from" "alice@example.net" { fileinto "Alice"; }

@@ -1,0 +1,2 @@
+require "fileinto";
+if address :domain :is ["from", "sender"] "example.com" { fileinto "dotcom"; }

@@ -1,0 +1,3 @@
+require "fileinto";
+if size :over 2K { fileinto "Big"; }
+if size :under 300 { fileinto "Tiny"; }

@@ -1,0 +1,1 @@
+if not header :contains "subject" ["lunch", "meeting"] { discard; }

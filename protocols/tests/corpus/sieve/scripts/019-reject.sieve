@@ -1,0 +1,2 @@
+require "reject";
+if header :contains "subject" "prize" { reject "We do not accept prize mail."; }

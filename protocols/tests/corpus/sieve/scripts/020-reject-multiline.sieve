@@ -1,0 +1,8 @@
+require "reject";
+if header :matches "from" "*spam*" {
+  reject text:
+Go away.
+..Really.
+.
+;
+}

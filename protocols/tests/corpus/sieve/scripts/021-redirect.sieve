@@ -1,0 +1,1 @@
+if address :is "from" "boss@example.org" { redirect "assistant@example.com"; }

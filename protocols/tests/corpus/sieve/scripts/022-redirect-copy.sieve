@@ -1,0 +1,2 @@
+require "copy";
+if header :contains "subject" "budget" { redirect :copy "cfo@example.com"; }

@@ -1,0 +1,2 @@
+require ["fileinto", "copy"];
+fileinto :copy "Backup";

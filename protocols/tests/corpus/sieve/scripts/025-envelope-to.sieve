@@ -1,0 +1,2 @@
+require ["envelope", "fileinto"];
+if envelope :localpart :is "to" "me+shopping" { fileinto "Shopping"; }

@@ -1,0 +1,3 @@
+require ["envelope", "fileinto", "subaddress", "imap4flags"];
+if envelope :detail :is "to" "invoices" { fileinto "Invoices"; }
+if envelope :user :is "to" "me" { addflag "\\Seen"; }

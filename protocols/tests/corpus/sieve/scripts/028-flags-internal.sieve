@@ -1,0 +1,3 @@
+require "imap4flags";
+if header :contains "subject" "urgent" { setflag "\\Flagged"; }
+addflag "\\Seen";

@@ -1,0 +1,2 @@
+require "imap4flags";
+keep :flags "\\Deleted";

@@ -1,0 +1,3 @@
+require ["variables", "fileinto"];
+set "folder" "Projects";
+if header :contains "subject" "plan" { fileinto "${folder}"; }

@@ -1,0 +1,2 @@
+require ["variables", "fileinto"];
+if header :matches "subject" "[*] *" { fileinto "List-${1}"; }

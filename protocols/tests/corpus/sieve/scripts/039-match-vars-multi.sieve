@@ -1,0 +1,2 @@
+require ["variables", "fileinto"];
+if header :matches "subject" "*o*e*" { fileinto "${1}|${2}|${3}"; }

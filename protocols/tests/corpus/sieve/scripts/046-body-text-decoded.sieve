@@ -1,0 +1,3 @@
+require ["body", "fileinto"];
+if body :text :contains "password" { fileinto "Decoded"; }
+if body :text :contains "sale" { fileinto "Sale"; }

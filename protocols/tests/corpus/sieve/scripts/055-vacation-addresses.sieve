@@ -1,0 +1,2 @@
+require "vacation";
+vacation :addresses ["staff@example.org", "dev@lists.example.com"] "Away.";

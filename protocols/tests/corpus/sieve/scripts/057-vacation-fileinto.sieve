@@ -1,0 +1,3 @@
+require ["vacation", "fileinto"];
+vacation "Away";
+fileinto "WhileAway";

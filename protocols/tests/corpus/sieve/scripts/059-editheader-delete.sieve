@@ -1,0 +1,3 @@
+require ["editheader", "fileinto"];
+deleteheader "x-spam-flag";
+if not exists "x-spam-flag" { fileinto "Clean"; }

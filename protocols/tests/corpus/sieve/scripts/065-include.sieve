@@ -1,0 +1,3 @@
+require ["include", "fileinto"];
+include :personal "spam-rules";
+if header :contains "subject" "lunch" { fileinto "Lunch"; }

@@ -1,0 +1,3 @@
+require "include";
+include :optional "does-not-exist";
+keep;

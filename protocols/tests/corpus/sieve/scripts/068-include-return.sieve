@@ -1,0 +1,4 @@
+require ["include", "fileinto"];
+include :once "returns";
+include :once "returns";
+fileinto "After";

@@ -1,0 +1,2 @@
+require ["reject", "fileinto"];
+if header :contains "subject" "prize" { fileinto "Junk"; reject "no"; }

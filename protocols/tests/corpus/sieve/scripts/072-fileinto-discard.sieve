@@ -1,0 +1,3 @@
+require "fileinto";
+fileinto "A";
+if header :contains "subject" "lunch" { discard; }

@@ -1,0 +1,43 @@
+require ["fileinto", "imap4flags", "relational", "comparator-i;ascii-numeric"];
+if header :contains "subject" "rule0" { fileinto "R0"; stop; }
+if header :contains "subject" "rule1" { fileinto "R1"; stop; }
+if header :contains "subject" "rule2" { fileinto "R2"; stop; }
+if header :contains "subject" "rule3" { fileinto "R3"; stop; }
+if header :contains "subject" "rule4" { fileinto "R4"; stop; }
+if header :contains "subject" "rule5" { fileinto "R5"; stop; }
+if header :contains "subject" "rule6" { fileinto "R6"; stop; }
+if header :contains "subject" "rule7" { fileinto "R7"; stop; }
+if header :contains "subject" "rule8" { fileinto "R8"; stop; }
+if header :contains "subject" "rule9" { fileinto "R9"; stop; }
+if header :contains "subject" "rule10" { fileinto "R10"; stop; }
+if header :contains "subject" "rule11" { fileinto "R11"; stop; }
+if header :contains "subject" "rule12" { fileinto "R12"; stop; }
+if header :contains "subject" "rule13" { fileinto "R13"; stop; }
+if header :contains "subject" "rule14" { fileinto "R14"; stop; }
+if header :contains "subject" "rule15" { fileinto "R15"; stop; }
+if header :contains "subject" "rule16" { fileinto "R16"; stop; }
+if header :contains "subject" "rule17" { fileinto "R17"; stop; }
+if header :contains "subject" "rule18" { fileinto "R18"; stop; }
+if header :contains "subject" "rule19" { fileinto "R19"; stop; }
+if header :contains "subject" "rule20" { fileinto "R20"; stop; }
+if header :contains "subject" "rule21" { fileinto "R21"; stop; }
+if header :contains "subject" "rule22" { fileinto "R22"; stop; }
+if header :contains "subject" "rule23" { fileinto "R23"; stop; }
+if header :contains "subject" "rule24" { fileinto "R24"; stop; }
+if header :contains "subject" "rule25" { fileinto "R25"; stop; }
+if header :contains "subject" "rule26" { fileinto "R26"; stop; }
+if header :contains "subject" "rule27" { fileinto "R27"; stop; }
+if header :contains "subject" "rule28" { fileinto "R28"; stop; }
+if header :contains "subject" "rule29" { fileinto "R29"; stop; }
+if header :contains "subject" "rule30" { fileinto "R30"; stop; }
+if header :contains "subject" "rule31" { fileinto "R31"; stop; }
+if header :contains "subject" "rule32" { fileinto "R32"; stop; }
+if header :contains "subject" "rule33" { fileinto "R33"; stop; }
+if header :contains "subject" "rule34" { fileinto "R34"; stop; }
+if header :contains "subject" "rule35" { fileinto "R35"; stop; }
+if header :contains "subject" "rule36" { fileinto "R36"; stop; }
+if header :contains "subject" "rule37" { fileinto "R37"; stop; }
+if header :contains "subject" "rule38" { fileinto "R38"; stop; }
+if header :contains "subject" "rule39" { fileinto "R39"; stop; }
+if header :contains "subject" ["lunch", "meeting", "budget"] { addflag "\\Flagged"; }
+if address :domain :is "from" ["example.net", "example.com"] { fileinto "Known"; }

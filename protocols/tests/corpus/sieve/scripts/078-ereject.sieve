@@ -1,0 +1,2 @@
+require "ereject";
+if header :contains "subject" "prize" { ereject "No."; }
