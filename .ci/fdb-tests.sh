@@ -32,7 +32,7 @@ log "storage: the KV conformance suite, the model, the ledger, blobs, big operat
 cargo test -p meshmail-storage --features fdb --lib \
     --test conformance_fdb --test ledger_verify --test unindexed_rows \
     --test mailbox_counters --test message_rows --test blob_local --test blob_s3 \
-    --test big_operations --test email_origins --test mailbox_attributes --no-fail-fast
+    --test big_operations --test email_origins --test mailbox_attributes --test backup_moves --no-fail-fast
 
 # One invocation for actors, mesh and node: storage, actors and mesh are
 # compiled once with the node's features instead of once more for these two.
@@ -41,5 +41,5 @@ cargo test -p meshmail-actors -p meshmail-mesh -p meshmail-node --features meshm
     --test compactor --test leases \
     --test smtp --test imap --test pop3 --test jmap --test jmap_mesh --test jmap_email_ids --test jmap_rfc8621 --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
-    --test imap_state --test ops --test vacation --test sieve --test account_delete --test export_import --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
+    --test imap_state --test ops --test vacation --test sieve --test account_delete --test export_import --test backup --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
     --no-fail-fast -- --skip a_commit_times_its_wal_write_and_fsync_apart

@@ -5,6 +5,7 @@
 mod admin;
 mod admin_account;
 mod admin_alias;
+mod admin_backup;
 mod admin_dns;
 mod admin_export;
 mod admin_http;
@@ -47,8 +48,8 @@ mod webmail;
 use clap::Parser;
 
 use cli::{
-    AccountCmd, AliasCmd, Cli, ClusterCmd, Command, DkimCmd, DnsCmd, DomainCmd, NodeCmd, QuarantineCmd, QueueCmd,
-    QuotaCmd, SieveCmd, TokenCmd, VerifyCmd,
+    AccountCmd, AliasCmd, BackupCmd, Cli, ClusterCmd, Command, DkimCmd, DnsCmd, DomainCmd, NodeCmd, QuarantineCmd,
+    QueueCmd, QuotaCmd, SieveCmd, TokenCmd, VerifyCmd,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -161,6 +162,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => admin_dns::records(&cfg, &domain).await,
         Command::Export { account, format, dir } => admin_export::export(&cfg, &account, format, &dir).await,
         Command::Import { account, dir, node } => admin_import::import(&node, &account, &dir).await,
+        Command::Backup { cmd } => match cmd {
+            BackupCmd::Create {
+                dir,
+                keys_per_read,
+                pause_ms,
+            } => {
+                let pace = meshmail_storage::backup::create::Pace {
+                    keys_per_read_max: keys_per_read,
+                    pause_per_read: std::time::Duration::from_millis(pause_ms),
+                };
+                admin_backup::create(&cfg, &dir, pace).await
+            }
+            BackupCmd::Restore { dir, force } => admin_backup::restore(&cfg, &dir, force).await,
+        },
         Command::Cluster { cmd } => match cmd {
             ClusterCmd::Init { dir } => cluster::init(&cfg, dir.as_deref()),
             ClusterCmd::Cert { node, dir } => cluster::cert(&cfg, &node, dir.as_deref()),

@@ -350,9 +350,41 @@ impl BlobStore {
         verified(body, self.get_object(&body.hash).await?, started)
     }
 
-    async fn get_object(&self, hash: &str) -> Result<Bytes> {
+    /// An object's bytes, unchecked (callers check the hash).
+    pub(crate) async fn get_object(&self, hash: &str) -> Result<Bytes> {
         let got = self.store.get(&object_path(hash)).await.map_err(store_err)?;
         got.bytes().await.map_err(store_err)
+    }
+
+    /// Writes an object whose bytes the caller has checked against `hash`
+    /// (restore of a backup): an existing one is the same bytes.
+    pub(crate) async fn put_object(&self, hash: &str, bytes: Bytes) -> Result<()> {
+        check_hash(hash)?;
+        let put = self
+            .store
+            .put_opts(&object_path(hash), bytes.into(), PutOptions::from(PutMode::Create))
+            .await;
+        match put {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Every object under the bodies' root with its size, in no set order
+    /// (backups: the whole listing is wanted, not a resumable walk).
+    pub(crate) fn list_objects(&self) -> impl futures::Stream<Item = Result<(String, u64)>> + '_ {
+        use futures::StreamExt;
+        self.store
+            .list(Some(&ObjectPath::from(ROOT)))
+            .filter_map(|item| async move {
+                match item {
+                    Ok(meta) => {
+                        let name = meta.location.filename().unwrap_or_default().to_string();
+                        is_hash(&name).then_some(Ok((name, meta.size)))
+                    }
+                    Err(e) => Some(Err(store_err(e))),
+                }
+            })
     }
 }
 

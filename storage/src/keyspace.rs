@@ -11,6 +11,12 @@ use foundationdb_tuple::{Bytes, pack};
 use crate::ids::{AccountId, MailboxId, Uid};
 use crate::kv::{prefix_range, strinc};
 
+/// Every key of one subspace (`("msg", …)`, `("ldg", …)`): what the
+/// backup leaves out of its key copy.
+pub fn subspace(name: &str) -> (Vec<u8>, Vec<u8>) {
+    prefix_range(&pack(&(name,)))
+}
+
 pub fn domain(name: &str) -> Vec<u8> {
     pack(&("dom", name))
 }
@@ -336,6 +342,14 @@ pub fn blob_inline(hash: &str) -> Vec<u8> {
 /// The element that tells an inline body from its reference count under
 /// `("bref", hash)`.
 pub const BLOB_INLINE_TAG: &str = "inline";
+
+/// The hash of an inline body's key ([`blob_inline`]), None for any other key.
+pub fn inline_body_hash(key: &[u8]) -> Option<String> {
+    match foundationdb_tuple::unpack::<(String, String, String)>(key) {
+        Ok((space, hash, tag)) if space == "bref" && tag == BLOB_INLINE_TAG => Some(hash),
+        _ => None,
+    }
+}
 /// Where stores written before 2026-12-05 keep inline bodies: read (and
 /// swept) as a fallback, never written.
 pub fn blob_inline_v1(hash: &str) -> Vec<u8> {

@@ -12,6 +12,7 @@
 //! FoundationDB's limits (10 KB keys, 100 KB values, 10 MB and 5 s per
 //! transaction) are enforced here on every backend.
 
+pub mod backup;
 pub mod blob;
 pub mod clock;
 pub mod error;
