@@ -50,25 +50,49 @@ impl Compiler<'_> {
                 what: format!("{} takes no test", node.name),
             });
         }
-        let test = match node.name.as_str() {
-            "true" | "false" => {
-                Args::split(node, &[])?.done()?;
-                if node.name == "true" { Test::True } else { Test::False }
+        match node.name.as_str() {
+            "true" | "false" | "not" | "allof" | "anyof" => self.logical(node),
+            "exists" => {
+                let mut args = Args::split(node, &[])?;
+                let names = args.strings("the header names")?;
+                args.done()?;
+                Ok(Test::Exists(self.strs(names)))
             }
-            "not" => {
-                Args::split(node, &[])?.done()?;
-                match node.tests.as_slice() {
-                    [t] => Test::Not(Box::new(self.test(t)?)),
-                    _ => {
-                        return Err(SieveError::Syntax {
-                            pos: node.pos,
-                            what: "not takes one test".into(),
-                        });
-                    }
-                }
+            "size" => Self::size(node),
+            "header" | "address" | "envelope" => self.header_like(node),
+            "body" => self.body(node),
+            "date" | "currentdate" => self.date(node),
+            "string" => self.string(node),
+            "hasflag" => self.hasflag(node),
+            "duplicate" => self.duplicate(node),
+            "mailboxexists" => {
+                self.need(node.pos, "mailboxexists", "mailbox")?;
+                let mut args = Args::split(node, &[])?;
+                let names = args.strings("the mailbox names")?;
+                args.done()?;
+                Ok(Test::MailboxExists(self.strs(names)))
             }
-            "allof" | "anyof" => {
-                Args::split(node, &[])?.done()?;
+            _ => Err(SieveError::UnknownTest {
+                pos: node.pos,
+                name: node.name.clone(),
+            }),
+        }
+    }
+
+    /// `true`, `false`, `not`, `allof` and `anyof`: the tests that hold tests.
+    fn logical(&mut self, node: &Node) -> Result<Test, SieveError> {
+        Args::split(node, &[])?.done()?;
+        match node.name.as_str() {
+            "true" => Ok(Test::True),
+            "false" => Ok(Test::False),
+            "not" => match node.tests.as_slice() {
+                [t] => Ok(Test::Not(Box::new(self.test(t)?))),
+                _ => Err(SieveError::Syntax {
+                    pos: node.pos,
+                    what: "not takes one test".into(),
+                }),
+            },
+            _ => {
                 let tests = node.tests.iter().map(|t| self.test(t)).collect::<Result<Vec<_>, _>>()?;
                 if tests.is_empty() {
                     return Err(SieveError::Syntax {
@@ -76,122 +100,102 @@ impl Compiler<'_> {
                         what: format!("{} needs tests", node.name),
                     });
                 }
-                if node.name == "allof" {
+                Ok(if node.name == "allof" {
                     Test::AllOf(tests)
                 } else {
                     Test::AnyOf(tests)
-                }
+                })
             }
-            "exists" => {
-                let mut args = Args::split(node, &[])?;
-                let names = args.strings("the header names")?;
-                args.done()?;
-                Test::Exists(self.strs(names))
-            }
-            "size" => {
-                let mut args = Args::split(node, &[("over", Takes::Nothing), ("under", Takes::Nothing)])?;
-                let limit = args.number("the size")?;
-                args.done()?;
-                if args.has("over") == args.has("under") {
-                    return Err(args.err(node.pos, "size needs exactly one of :over and :under"));
-                }
-                Test::Size {
-                    over: args.has("over"),
-                    limit,
-                }
-            }
-            "header" => {
-                let mut args = Args::split(node, &spec(&[MATCH_TAGS, INDEX_TAGS]))?;
-                let names = args.strings("the header names")?;
-                let keys = args.strings("the keys")?;
-                args.done()?;
-                let (m, index) = (self.match_spec(&args)?, self.index(&args)?);
-                Test::Header {
-                    names: self.strs(names),
-                    keys: self.strs(keys),
-                    m,
-                    index,
-                }
-            }
-            "address" => {
-                let mut args = Args::split(node, &spec(&[MATCH_TAGS, ADDRESS_TAGS, INDEX_TAGS]))?;
-                let names = args.strings("the header names")?;
-                let keys = args.strings("the keys")?;
-                args.done()?;
-                let (m, index, part) = (self.match_spec(&args)?, self.index(&args)?, self.address_part(&args)?);
-                Test::Address {
-                    part,
-                    names: self.strs(names),
-                    keys: self.strs(keys),
-                    m,
-                    index,
-                }
-            }
-            "envelope" => {
-                self.need(node.pos, "envelope", "envelope")?;
-                let mut args = Args::split(node, &spec(&[MATCH_TAGS, ADDRESS_TAGS]))?;
-                let names = args.strings("the envelope parts")?;
-                let keys = args.strings("the keys")?;
-                args.done()?;
-                for n in &names {
-                    if !["from", "to"].contains(&n.to_ascii_lowercase().as_str()) {
-                        return Err(args.err(node.pos, format!("unsupported envelope part {n:?}")));
-                    }
-                }
-                let (m, part) = (self.match_spec(&args)?, self.address_part(&args)?);
-                Test::Envelope {
-                    part,
-                    names: self.strs(names),
-                    keys: self.strs(keys),
-                    m,
-                }
-            }
-            "body" => self.body(node)?,
-            "date" | "currentdate" => self.date(node)?,
-            "string" => {
-                self.need(node.pos, "string", "variables")?;
-                let mut args = Args::split(node, MATCH_TAGS)?;
-                let sources = args.strings("the source strings")?;
-                let keys = args.strings("the keys")?;
-                args.done()?;
-                Test::String {
-                    sources: self.strs(sources),
-                    keys: self.strs(keys),
-                    m: self.match_spec(&args)?,
-                }
-            }
-            "hasflag" => {
-                self.need(node.pos, "hasflag", "imap4flags")?;
-                let mut args = Args::split(node, MATCH_TAGS)?;
-                let first = args.strings("the flags")?;
-                let (vars, keys) = if args.remaining() > 0 {
-                    (first, args.strings("the flags")?)
-                } else {
-                    (Vec::new(), first)
-                };
-                args.done()?;
-                Test::HasFlag {
-                    vars: self.strs(vars),
-                    keys: self.strs(keys),
-                    m: self.match_spec(&args)?,
-                }
-            }
-            "duplicate" => self.duplicate(node)?,
-            "mailboxexists" => {
-                self.need(node.pos, "mailboxexists", "mailbox")?;
-                let mut args = Args::split(node, &[])?;
-                let names = args.strings("the mailbox names")?;
-                args.done()?;
-                Test::MailboxExists(self.strs(names))
-            }
-            _ => {
-                return Err(SieveError::UnknownTest {
-                    pos: node.pos,
-                    name: node.name.clone(),
-                });
-            }
+        }
+    }
+
+    fn size(node: &Node) -> Result<Test, SieveError> {
+        let mut args = Args::split(node, &[("over", Takes::Nothing), ("under", Takes::Nothing)])?;
+        let limit = args.number("the size")?;
+        args.done()?;
+        if args.has("over") == args.has("under") {
+            return Err(args.err(node.pos, "size needs exactly one of :over and :under"));
+        }
+        Ok(Test::Size {
+            over: args.has("over"),
+            limit,
+        })
+    }
+
+    /// `header`, `address` and `envelope`: names and keys, with a match
+    /// type; address parts for the latter two, `:index` for the first two.
+    fn header_like(&mut self, node: &Node) -> Result<Test, SieveError> {
+        let kind = node.name.as_str();
+        if kind == "envelope" {
+            self.need(node.pos, "envelope", "envelope")?;
+        }
+        let tags = match kind {
+            "header" => spec(&[MATCH_TAGS, INDEX_TAGS]),
+            "address" => spec(&[MATCH_TAGS, ADDRESS_TAGS, INDEX_TAGS]),
+            _ => spec(&[MATCH_TAGS, ADDRESS_TAGS]),
         };
-        Ok(test)
+        let mut args = Args::split(node, &tags)?;
+        let names = args.strings(if kind == "envelope" {
+            "the envelope parts"
+        } else {
+            "the header names"
+        })?;
+        let keys = args.strings("the keys")?;
+        args.done()?;
+        if kind == "envelope" {
+            for n in &names {
+                if !["from", "to"].contains(&n.to_ascii_lowercase().as_str()) {
+                    return Err(args.err(node.pos, format!("unsupported envelope part {n:?}")));
+                }
+            }
+        }
+        let m = self.match_spec(&args)?;
+        let (names, keys) = (self.strs(names), self.strs(keys));
+        if kind == "envelope" {
+            let part = self.address_part(&args)?;
+            return Ok(Test::Envelope { part, names, keys, m });
+        }
+        let index = self.index(&args)?;
+        if kind == "header" {
+            return Ok(Test::Header { names, keys, m, index });
+        }
+        Ok(Test::Address {
+            part: self.address_part(&args)?,
+            names,
+            keys,
+            m,
+            index,
+        })
+    }
+
+    fn string(&mut self, node: &Node) -> Result<Test, SieveError> {
+        self.need(node.pos, "string", "variables")?;
+        let mut args = Args::split(node, MATCH_TAGS)?;
+        let sources = args.strings("the source strings")?;
+        let keys = args.strings("the keys")?;
+        args.done()?;
+        Ok(Test::String {
+            sources: self.strs(sources),
+            keys: self.strs(keys),
+            m: self.match_spec(&args)?,
+        })
+    }
+
+    fn hasflag(&mut self, node: &Node) -> Result<Test, SieveError> {
+        self.need(node.pos, "hasflag", "imap4flags")?;
+        let mut args = Args::split(node, MATCH_TAGS)?;
+        let first = args.strings("the flags")?;
+        let (vars, keys) = if args.remaining() > 0 {
+            (first, args.strings("the flags")?)
+        } else {
+            (Vec::new(), first)
+        };
+        args.done()?;
+        Ok(Test::HasFlag {
+            vars: self.strs(vars),
+            keys: self.strs(keys),
+            m: self.match_spec(&args)?,
+        })
     }
 
     pub(super) fn match_spec(&self, args: &Args) -> Result<MatchSpec, SieveError> {
