@@ -163,7 +163,7 @@ impl Authenticator {
                 metrics::counter!("meshmail_auth_total", "result" => "ok").increment(1);
                 AuthOutcome::Ok(a)
             }
-            (Err(e), _) => AuthOutcome::Unavailable(e),
+            (Err(e), _) => AuthOutcome::Unavailable(e.to_string()),
             _ => {
                 let (delay, by) = self.limiter.failure_delay(&user, ip);
                 self.limiter.record_failure(&user, ip);
@@ -174,7 +174,7 @@ impl Authenticator {
         }
     }
 
-    async fn verify(&self, password: &str, phc: &str) -> Result<bool, String> {
+    async fn verify(&self, password: &str, phc: &str) -> Result<bool, HashError> {
         let (done, wait) = oneshot::channel();
         let job = Job {
             phc: phc.to_string(),
@@ -183,11 +183,23 @@ impl Authenticator {
         };
         match self.jobs.try_send(job) {
             Ok(()) => metrics::gauge!("meshmail_auth_hash_queue_depth").increment(1.0),
-            Err(TrySendError::Full(_)) => return Err("authentication is overloaded".into()),
-            Err(TrySendError::Disconnected(_)) => return Err("hashing pool stopped".into()),
+            Err(TrySendError::Full(_)) => return Err(HashError::Overloaded),
+            Err(TrySendError::Disconnected(_)) => return Err(HashError::Stopped),
         }
-        wait.await.map_err(|_| "hashing thread failed".to_string())
+        wait.await.map_err(|_| HashError::ThreadFailed)
     }
+}
+
+/// Why a password could not be checked (the login is answered as
+/// unavailable, never as a wrong password).
+#[derive(Debug, thiserror::Error)]
+enum HashError {
+    #[error("authentication is overloaded")]
+    Overloaded,
+    #[error("hashing pool stopped")]
+    Stopped,
+    #[error("hashing thread failed")]
+    ThreadFailed,
 }
 
 /// Holds back a failure answer (nothing when `delay` is zero), counted by

@@ -25,7 +25,11 @@ pub enum AttachRefused {
     #[error(
         "attach mode: the scenario needs fault endpoints (link drops, partitions, clock jumps or [faults] messages), but {node} ({http}) has none usable: {why}"
     )]
-    NoFaultEndpoint { node: String, http: String, why: String },
+    NoFaultEndpoint {
+        node: String,
+        http: String,
+        why: meshmail_soak::attached::FaultEndpointError,
+    },
 }
 
 /// The scenario's fault kinds that touch a node's process or files directly.

@@ -61,20 +61,8 @@ async fn counter(http: &str, name: &str) -> Option<u64> {
 /// The leases in a node's `/status` lease scan: (shard, owner, epoch).
 async fn leases(http: &str) -> Option<Vec<(u32, String, u64)>> {
     let body = meshmail_soak::http::get(http, "/status", HTTP_TIMEOUT).await.ok()?;
-    let st: serde_json::Value = serde_json::from_str(&body).ok()?;
-    Some(
-        st["leases"]
-            .as_array()?
-            .iter()
-            .filter_map(|l| {
-                Some((
-                    u32::try_from(l["shard"].as_u64()?).ok()?,
-                    l["node"].as_str()?.to_string(),
-                    l["epoch"].as_u64()?,
-                ))
-            })
-            .collect(),
-    )
+    let st: meshmail_mesh::status::NodeStatus = serde_json::from_str(&body).ok()?;
+    Some(st.leases.into_iter().map(|l| (l.shard, l.node, l.epoch)).collect())
 }
 
 impl Run {

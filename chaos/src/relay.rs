@@ -41,7 +41,7 @@ async fn serve(listener: TcpListener, to: SocketAddr) {
 /// Sending on (or dropping) the returned sender stops it.
 pub fn spawn_in_netns(ns_path: &str, pairs: Vec<(SocketAddr, SocketAddr)>) -> anyhow::Result<oneshot::Sender<()>> {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
     let path = ns_path.to_string();
     std::thread::Builder::new().name("netns-relay".into()).spawn(move || {
         let setup = || -> anyhow::Result<(tokio::runtime::Runtime, Vec<(TcpListener, SocketAddr)>)> {
@@ -67,13 +67,13 @@ pub fn spawn_in_netns(ns_path: &str, pairs: Vec<(SocketAddr, SocketAddr)>) -> an
                 });
             }
             Err(e) => {
-                let _ = ready_tx.send(Err(format!("{e:#}")));
+                let _ = ready_tx.send(Err(e));
             }
         }
     })?;
     match ready_rx.recv_timeout(Duration::from_secs(10)) {
         Ok(Ok(())) => Ok(stop_tx),
-        Ok(Err(e)) => bail!("{e}"),
+        Ok(Err(e)) => Err(e),
         Err(_) => bail!("relay thread did not start"),
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use meshmail_mesh::status::{LinkState, NodeStatus};
 use meshmail_soak::checks::Check;
 use meshmail_soak::cluster::LocalMesh;
 use meshmail_soak::harness::{EndResult, Harness};
@@ -206,8 +207,8 @@ impl Run {
             // cannot tell a dead peer from one not linked yet), so a kill in
             // it waits for the grace, not for the survivors' detection.
             tokio::time::sleep(START_GRACE).await;
-            // Timed out or unmeasurable: stop guarding rather than skip every later kill.
-            let _ = wait_until(Instant::now(), limit, || {
+            // Timed out: stop guarding rather than skip every later kill.
+            wait_until(Instant::now(), limit, || {
                 joined(view.clone(), node.clone(), http.clone())
             })
             .await;
@@ -245,8 +246,8 @@ impl Run {
                 kind,
                 node,
                 t_s,
-                seconds: seconds.clone().ok().flatten(),
-                note: seconds.err().unwrap_or_default(),
+                seconds,
+                note: String::new(),
             }
         }));
     }
@@ -261,19 +262,19 @@ impl Run {
                 kind,
                 node,
                 t_s,
-                seconds: seconds.clone().ok().flatten(),
-                note: seconds.err().unwrap_or_default(),
+                seconds,
+                note: String::new(),
             }
         }));
     }
 }
 
 /// Polls `done` every 100 ms from now until it says yes; returns seconds
-/// since `from`, `Ok(None)` on timeout, `Err(note)` when unmeasurable.
-async fn wait_until<F, Fut>(from: Instant, limit: Duration, mut done: F) -> Result<Option<f64>, String>
+/// since `from`, None on timeout.
+async fn wait_until<F, Fut>(from: Instant, limit: Duration, mut done: F) -> Option<f64>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool, String>>,
+    Fut: std::future::Future<Output = bool>,
 {
     // A partition's recovery counts from its heal, which may lie ahead:
     // polling before it would find the links not yet dropped and say 0 s.
@@ -281,15 +282,15 @@ where
         tokio::time::sleep(ahead).await;
     }
     while from.elapsed() < limit {
-        if done().await? {
-            return Ok(Some(from.elapsed().as_secs_f64()));
+        if done().await {
+            return Some(from.elapsed().as_secs_f64());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(None)
+    None
 }
 
-async fn status(http: &str) -> Option<serde_json::Value> {
+async fn status(http: &str) -> Option<NodeStatus> {
     let body = meshmail_soak::http::get(http, "/status", Duration::from_millis(700))
         .await
         .ok()?;
@@ -298,7 +299,7 @@ async fn status(http: &str) -> Option<serde_json::Value> {
 
 /// Every shard is served: the serving nodes' `shards_owned` add up to
 /// `shard_count` exactly (more means two owners still overlap).
-async fn shards_served(view: View) -> Result<bool, String> {
+async fn shards_served(view: View) -> bool {
     let nodes: Vec<String> = view
         .lock()
         .expect("view")
@@ -310,31 +311,29 @@ async fn shards_served(view: View) -> Result<bool, String> {
     for http in nodes {
         if let Some(st) = status(&http).await {
             answered += 1;
-            owned += st["shards_owned"].as_u64().unwrap_or(0);
-            count = count.max(st["shard_count"].as_u64().unwrap_or(0));
+            owned += st.shards_owned;
+            count = count.max(u64::from(st.shard_count));
         }
     }
-    Ok(answered > 0 && count > 0 && owned == count)
+    answered > 0 && count > 0 && owned == count
 }
 
 /// A restarted node has joined: linked to every serving peer, its view
 /// settled (until then it takes no lease of a peer it cannot see, so a peer
 /// killed meanwhile waits for the newcomer's settle time), serving shards
 /// of its own, and every shard served.
-async fn joined(view: View, node: String, http: String) -> Result<bool, String> {
-    if !links_up(view.clone(), node, http.clone()).await? {
-        return Ok(false);
+async fn joined(view: View, node: String, http: String) -> bool {
+    if !links_up(view.clone(), node, http.clone()).await {
+        return false;
     }
     let Some(st) = status(&http).await else {
-        return Ok(false);
+        return false;
     };
-    let settled = st["settled"].as_bool().unwrap_or(false);
-    let owns = st["shards_owned"].as_u64().unwrap_or(0) > 0;
-    Ok(settled && owns && shards_served(view).await?)
+    st.settled && st.shards_owned > 0 && shards_served(view).await
 }
 
 /// The node's `/status` shows every serving peer linked up in its current generation.
-async fn links_up(view: View, node: String, http: String) -> Result<bool, String> {
+async fn links_up(view: View, node: String, http: String) -> bool {
     let peers: Vec<(String, u64)> = view
         .lock()
         .expect("view")
@@ -344,18 +343,13 @@ async fn links_up(view: View, node: String, http: String) -> Result<bool, String
         .map(|p| (p.0.clone(), p.1))
         .collect();
     let Some(st) = status(&http).await else {
-        return Ok(false);
+        return false;
     };
-    let Some(members) = st["members"].as_array() else {
-        return Err("no members in /status: link state unmeasurable".into());
-    };
-    Ok(peers.iter().all(|(name, generation)| {
-        members.iter().any(|m| {
-            m["node"].as_str() == Some(name)
-                && m["link"].as_str() == Some("up")
-                && m["generation"].as_u64() == Some(*generation)
-        })
-    }))
+    peers.iter().all(|(name, generation)| {
+        st.members
+            .iter()
+            .any(|m| &m.node == name && m.link == LinkState::Up && m.generation == *generation)
+    })
 }
 
 impl Run {

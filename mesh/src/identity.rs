@@ -91,8 +91,8 @@ impl Hello {
     }
 
     /// Parses a frame body (without its length prefix).
-    pub fn decode(body: &[u8]) -> Result<Hello, String> {
-        serde_json::from_slice(body).map_err(|e| format!("malformed hello: {e}"))
+    pub fn decode(body: &[u8]) -> Result<Hello> {
+        serde_json::from_slice(body).map_err(|e| MeshError::Hello(format!("malformed hello: {e}")))
     }
 }
 

@@ -72,15 +72,29 @@ pub struct Seed {
     pub addr: SocketAddr,
 }
 
+/// A `--seed` that is not `NAME@HOST:PORT`.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedParseError {
+    #[error("seed {0:?}: expected NAME@HOST:PORT (e.g. node-1@127.0.0.1:7410)")]
+    Form(String),
+    #[error(transparent)]
+    Name(#[from] crate::MeshError),
+    #[error("seed {seed:?}: {source}")]
+    Addr {
+        seed: String,
+        source: std::net::AddrParseError,
+    },
+}
+
 impl std::str::FromStr for Seed {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Seed, String> {
-        let (name, addr) = s
-            .split_once('@')
-            .ok_or_else(|| format!("seed {s:?}: expected NAME@HOST:PORT (e.g. node-1@127.0.0.1:7410)"))?;
+    type Err = SeedParseError;
+    fn from_str(s: &str) -> Result<Seed, SeedParseError> {
+        let (name, addr) = s.split_once('@').ok_or_else(|| SeedParseError::Form(s.into()))?;
         Ok(Seed {
-            id: NodeId::new(name).map_err(|e| e.to_string())?,
-            addr: addr.parse().map_err(|e| format!("seed {s:?}: {e}"))?,
+            id: NodeId::new(name)?,
+            addr: addr
+                .parse()
+                .map_err(|source| SeedParseError::Addr { seed: s.into(), source })?,
         })
     }
 }

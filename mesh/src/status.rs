@@ -1,7 +1,9 @@
-//! The typed contract of a node's `GET /status`: the server serializes a
-//! [`NodeStatus`], and `meshmail status --node` / `meshmail node drain`
-//! deserialize the same struct, so a renamed or retyped field breaks the
-//! build (or fails loudly at parse time) instead of reading as 0.
+//! The typed contracts of a node's `GET /status` and `GET /mesh/events`:
+//! the server serializes a [`NodeStatus`] (a [`MeshEvent`] per line), and
+//! `meshmail status --node`, `meshmail node drain`, the chaos runner and
+//! the soak harness deserialize the same structs, so a renamed or retyped
+//! field breaks the build (or fails loudly at parse time) instead of
+//! reading as 0.
 //!
 //! It lives in `mesh` because almost all of it is the mesh's view (members,
 //! links, leases); the few node-level fields (backend, actor counts) are
@@ -106,6 +108,44 @@ pub struct LeaseView {
     pub epoch: u64,
 }
 
+/// The `kind` of a `/mesh/events` line the node writes. The chaos runner
+/// records actions of its own (kills, restarts) in the same timeline with
+/// other kinds, so the field stays a string.
+pub mod event_kind {
+    /// The stream's first line: who is observing.
+    pub const HELLO: &str = "hello";
+    /// A link to `node` in `generation` came up (or was up when the stream
+    /// began: `reason` "snapshot").
+    pub const UP: &str = "up";
+    /// A link went down; `reason` says why.
+    pub const DOWN: &str = "down";
+    /// The stream fell behind and `missed` events were dropped.
+    pub const LAGGED: &str = "lagged";
+}
+
+/// One line of `GET /mesh/events` (NDJSON): a link up or down as the
+/// observer saw it, in wall-clock milliseconds so the streams of several
+/// nodes merge into one timeline.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MeshEvent {
+    pub ts_ms: u64,
+    pub observer: String,
+    #[serde(default)]
+    pub observer_generation: u64,
+    /// One of [`event_kind`] on a node's stream.
+    pub kind: String,
+    /// The peer; empty on `hello` and `lagged` lines.
+    #[serde(default)]
+    pub node: String,
+    #[serde(default)]
+    pub generation: u64,
+    #[serde(default)]
+    pub reason: String,
+    /// Events dropped, on a `lagged` line only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +168,35 @@ mod tests {
         let up: LinkState = serde_json::from_str(r#""up""#).expect("up");
         assert_eq!(up, LinkState::Up);
         assert!(serde_json::from_str::<LinkState>(r#""sideways""#).is_err());
+    }
+
+    #[test]
+    fn event_lines_keep_their_documented_shape() {
+        // A hello line names no peer; the reader must still take it.
+        let hello: MeshEvent =
+            serde_json::from_str(r#"{"ts_ms":5,"observer":"a","observer_generation":2,"kind":"hello"}"#)
+                .expect("hello");
+        assert_eq!(
+            (hello.kind.as_str(), hello.node.as_str(), hello.missed),
+            (event_kind::HELLO, "", None)
+        );
+        // `missed` is written on lagged lines only.
+        let up = MeshEvent {
+            kind: event_kind::UP.into(),
+            node: "b".into(),
+            generation: 3,
+            ..MeshEvent::default()
+        };
+        let line = serde_json::to_string(&up).expect("up");
+        assert!(!line.contains("missed") && line.contains(r#""kind":"up""#), "{line}");
+        let lagged = MeshEvent {
+            kind: event_kind::LAGGED.into(),
+            missed: Some(7),
+            ..MeshEvent::default()
+        };
+        let back: MeshEvent = serde_json::from_str(&serde_json::to_string(&lagged).expect("lagged")).expect("parse");
+        assert_eq!(back, lagged);
+        // A line without a timestamp is not an event.
+        assert!(serde_json::from_str::<MeshEvent>(r#"{"observer":"a","kind":"up"}"#).is_err());
     }
 }

@@ -438,7 +438,7 @@ async fn read_hello(recv: &mut RecvStream) -> Result<Hello> {
     }
     let mut body = vec![0u8; len];
     recv.read_exact(&mut body).await.map_err(read_failed)?;
-    Hello::decode(&body).map_err(MeshError::Hello)
+    Hello::decode(&body)
 }
 
 fn read_failed(e: quinn::ReadExactError) -> MeshError {

@@ -570,8 +570,8 @@ pub struct ServeArgs {
 pub struct ListenAddr(pub Option<SocketAddr>);
 
 impl std::str::FromStr for ListenAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = crate::config::ListenParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         crate::config::parse_listen(s).map(ListenAddr)
     }
 }

@@ -757,14 +757,23 @@ pub(crate) mod opt_addr {
     }
 }
 
+/// A listener setting that is neither an address nor `off`.
+#[derive(Debug, thiserror::Error)]
+#[error("{input:?} is not host:port or \"off\": {source}")]
+pub struct ListenParseError {
+    input: String,
+    source: std::net::AddrParseError,
+}
+
 /// Parses a listener setting: an address, or `off`.
-pub fn parse_listen(s: &str) -> Result<Option<SocketAddr>, String> {
+pub fn parse_listen(s: &str) -> Result<Option<SocketAddr>, ListenParseError> {
     if s.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
-    s.parse()
-        .map(Some)
-        .map_err(|e| format!("{s:?} is not host:port or \"off\": {e}"))
+    s.parse().map(Some).map_err(|source| ListenParseError {
+        input: s.into(),
+        source,
+    })
 }
 
 impl Config {

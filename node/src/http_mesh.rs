@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use meshmail_mesh::NodeEvent;
-use serde_json::json;
+use meshmail_mesh::status::{MeshEvent, event_kind};
 use tokio::sync::broadcast;
 
 use crate::http::NodeInfo;
@@ -21,23 +21,39 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// A line of this node's stream, stamped now, about no peer yet.
+fn event(info: &NodeInfo, kind: &str) -> MeshEvent {
+    MeshEvent {
+        ts_ms: now_ms(),
+        observer: info.name.clone(),
+        observer_generation: info.generation,
+        kind: kind.into(),
+        ..MeshEvent::default()
+    }
+}
+
+/// One NDJSON line (a struct of strings and numbers always serializes).
+fn line(e: &MeshEvent) -> String {
+    let mut s = serde_json::to_string(e).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
 /// `GET /mesh/events`: one JSON object per line for every link up/down
 /// this node sees, as it happens; the response never ends while the node
 /// lives. The first line is a `hello` naming the observer.
 pub async fn events(State(info): State<Arc<NodeInfo>>) -> Response {
     let rx = info.mesh.endpoint().map(|e| e.subscribe());
-    let hello = json!({
-        "ts_ms": now_ms(), "observer": info.name, "observer_generation": info.generation, "kind": "hello",
-    });
+    let mut first = line(&event(&info, event_kind::HELLO));
     // Then the links already up, so an observer that connects late still
     // pairs every later down with an up.
-    let mut first = format!("{hello}\n");
     for (id, generation) in info.mesh.endpoint().map(|e| e.live()).unwrap_or_default() {
-        let line = json!({
-            "ts_ms": now_ms(), "observer": info.name, "observer_generation": info.generation,
-            "kind": "up", "node": id.to_string(), "generation": generation, "reason": "snapshot",
-        });
-        first.push_str(&format!("{line}\n"));
+        first.push_str(&line(&MeshEvent {
+            node: id.to_string(),
+            generation,
+            reason: "snapshot".into(),
+            ..event(&info, event_kind::UP)
+        }));
     }
     let state = (Some(first), rx, info.clone());
     let stream = futures::stream::unfold(state, |(first, mut rx, info)| async move {
@@ -49,19 +65,26 @@ pub async fn events(State(info): State<Arc<NodeInfo>>) -> Response {
             return None;
         };
         let (kind, node, generation, reason) = match r.recv().await {
-            Ok(NodeEvent::NodeUp { id, generation, .. }) => ("up", id, generation, String::new()),
-            Ok(NodeEvent::NodeDown { id, generation, reason }) => ("down", id, generation, format!("{reason:?}")),
+            Ok(NodeEvent::NodeUp { id, generation, .. }) => (event_kind::UP, id, generation, String::new()),
+            Ok(NodeEvent::NodeDown { id, generation, reason }) => {
+                (event_kind::DOWN, id, generation, format!("{reason:?}"))
+            }
             Err(broadcast::error::RecvError::Lagged(n)) => {
-                let line = json!({"ts_ms": now_ms(), "observer": info.name, "kind": "lagged", "missed": n});
-                return Some((Ok(format!("{line}\n")), (None, rx, info)));
+                let lagged = MeshEvent {
+                    missed: Some(n),
+                    ..event(&info, event_kind::LAGGED)
+                };
+                return Some((Ok(line(&lagged)), (None, rx, info)));
             }
             Err(broadcast::error::RecvError::Closed) => return None,
         };
-        let line = json!({
-            "ts_ms": now_ms(), "observer": info.name, "observer_generation": info.generation,
-            "kind": kind, "node": node.to_string(), "generation": generation, "reason": reason,
-        });
-        Some((Ok(format!("{line}\n")), (None, rx, info)))
+        let e = MeshEvent {
+            node: node.to_string(),
+            generation,
+            reason,
+            ..event(&info, kind)
+        };
+        Some((Ok(line(&e)), (None, rx, info)))
     });
     Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")

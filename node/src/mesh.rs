@@ -161,18 +161,37 @@ struct Router {
     me: String,
 }
 
+/// Why a request could not go to (or come back from) a shard's owner.
+/// Each is retried by the caller (`Route::Retry`), on the new owner once
+/// the mesh has one.
+#[derive(Debug, thiserror::Error)]
+enum RemoteError {
+    #[error("shard {0} has no owner yet")]
+    NoOwner(u32),
+    #[error("shard {0} is moving")]
+    Moving(u32),
+    #[error("request not encoded: {0}")]
+    Encode(serde_json::Error),
+    #[error(transparent)]
+    Call(#[from] meshmail_mesh::MeshError),
+    #[error("{node}#{generation} was declared dead while the request waited")]
+    Gone { node: String, generation: u64 },
+    #[error("malformed reply from {node}: {source}")]
+    Malformed { node: String, source: serde_json::Error },
+}
+
 impl Router {
     /// The owner of `shard` to send to, or why there is none now.
-    fn target(&self, shard: u32) -> Result<(String, u64), String> {
+    fn target(&self, shard: u32) -> Result<(String, u64), RemoteError> {
         match self.runtime.owner(shard) {
             None => {
                 self.runtime.refresh_soon();
-                Err(format!("shard {shard} has no owner yet"))
+                Err(RemoteError::NoOwner(shard))
             }
             Some(l) if l.node == self.me => {
                 // Ours in the store but not (yet, or no longer) served here.
                 self.runtime.refresh_soon();
-                Err(format!("shard {shard} is moving"))
+                Err(RemoteError::Moving(shard))
             }
             Some(l) => Ok((l.node, l.generation)),
         }
@@ -183,8 +202,8 @@ impl Router {
     /// incarnation dead or superseded: a request to a node that died must
     /// fail over after the failure detector's `dead_after` (1 s), not wait
     /// for the dead QUIC connection's idle timeout (4 s).
-    async fn send(&self, node: &str, generation: u64, req: &Request, timeout: Duration) -> Result<Reply, String> {
-        let body = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    async fn send(&self, node: &str, generation: u64, req: &Request, timeout: Duration) -> Result<Reply, RemoteError> {
+        let body = serde_json::to_vec(req).map_err(RemoteError::Encode)?;
         let call = self.cluster.call(node, generation, body, timeout);
         let gone = async {
             while !self.runtime.peer_gone(node, generation) {
@@ -192,13 +211,16 @@ impl Router {
             }
         };
         let answer = tokio::select! {
-            answer = call => answer.map_err(|e| e.to_string())?,
+            answer = call => answer?,
             () = gone => {
                 metrics::counter!("meshmail_remote_abandoned_total").increment(1);
-                return Err(format!("{node}#{generation} was declared dead while the request waited"));
+                return Err(RemoteError::Gone { node: node.into(), generation });
             }
         };
-        serde_json::from_slice(&answer).map_err(|e| format!("malformed reply from {node}: {e}"))
+        serde_json::from_slice(&answer).map_err(|source| RemoteError::Malformed {
+            node: node.into(),
+            source,
+        })
     }
 }
 
@@ -207,7 +229,7 @@ impl ShardRouter for Router {
     async fn deliver(&self, shard: u32, req: WireDelivery) -> Route<Result<Outcome, DeliveryError>> {
         let (node, generation) = match self.target(shard) {
             Ok(t) => t,
-            Err(why) => return Route::Retry(why),
+            Err(why) => return Route::Retry(why.to_string()),
         };
         let started = Instant::now();
         // Never past the delivery's own deadline (the client's patience:
@@ -230,7 +252,7 @@ impl ShardRouter for Router {
             Ok(other) => Route::Done(Err(DeliveryError::Temporary(format!("unexpected reply {other:?}")))),
             Err(e) => {
                 metrics::counter!("meshmail_remote_errors_total", "kind" => "deliver").increment(1);
-                Route::Retry(e)
+                Route::Retry(e.to_string())
             }
         }
     }
@@ -238,7 +260,7 @@ impl ShardRouter for Router {
     async fn op(&self, shard: u32, account: AccountId, op: MailboxOp) -> Route<Result<OpResult, OpError>> {
         let (node, generation) = match self.target(shard) {
             Ok(t) => t,
-            Err(why) => return Route::Retry(why),
+            Err(why) => return Route::Retry(why.to_string()),
         };
         if !self.cluster.reachable(&node, generation) {
             return Route::Retry(format!("no link to {node}"));

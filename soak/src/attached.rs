@@ -164,8 +164,8 @@ pub async fn generation(http: &str) -> Option<u64> {
     let body = crate::http::get(http, "/status", Duration::from_millis(700))
         .await
         .ok()?;
-    let st: serde_json::Value = serde_json::from_str(&body).ok()?;
-    st["generation"].as_u64()
+    let st: meshmail_mesh::status::NodeStatus = serde_json::from_str(&body).ok()?;
+    Some(st.generation)
 }
 
 /// Waits until `/status` answers with a generation above `above` (any, if None).
@@ -204,18 +204,24 @@ pub async fn wait_gone(node: &str, http: &str, killed: u64, limit: Duration) -> 
     })
 }
 
+/// Why a node's fault endpoints cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultEndpointError {
+    #[error("404: no fault endpoints (a build without --features meshmail-node/fault-hooks)")]
+    NotBuilt,
+    #[error("403: fault endpoints off (the node runs without MESHMAIL_FAULT_HOOKS=1)")]
+    Off,
+    #[error(transparent)]
+    Http(crate::http::HttpError),
+}
+
 /// Whether the node has fault endpoints turned on: `POST
 /// /admin/faults/clock-jump?offset_s=0` (which changes nothing) answers 200.
-/// `Err` says why not (404: a build without fault hooks; 403: hooks off).
-pub async fn fault_endpoint(http: &str) -> Result<(), String> {
+pub async fn fault_endpoint(http: &str) -> Result<(), FaultEndpointError> {
     match crate::http::post(http, "/admin/faults/clock-jump?offset_s=0", Duration::from_secs(3)).await {
         Ok(_) => Ok(()),
-        Err(crate::http::HttpError::Status { status: 404, .. }) => {
-            Err("404: no fault endpoints (a build without --features meshmail-node/fault-hooks)".into())
-        }
-        Err(crate::http::HttpError::Status { status: 403, .. }) => {
-            Err("403: fault endpoints off (the node runs without MESHMAIL_FAULT_HOOKS=1)".into())
-        }
-        Err(e) => Err(e.to_string()),
+        Err(crate::http::HttpError::Status { status: 404, .. }) => Err(FaultEndpointError::NotBuilt),
+        Err(crate::http::HttpError::Status { status: 403, .. }) => Err(FaultEndpointError::Off),
+        Err(e) => Err(FaultEndpointError::Http(e)),
     }
 }

@@ -9,22 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MeshEvent {
-    pub ts_ms: u64,
-    pub observer: String,
-    pub observer_generation: u64,
-    pub kind: String,
-    /// Absent on the stream's opening `hello` line.
-    #[serde(default)]
-    pub node: String,
-    #[serde(default)]
-    pub generation: u64,
-    #[serde(default)]
-    pub reason: String,
-}
+/// A line of a node's `/mesh/events`, and of the runner's own notes in the
+/// same timeline: the node's type, so the two sides cannot drift apart.
+pub use meshmail_mesh::status::MeshEvent;
 
 /// What happened to one observer incarnation's stream.
 #[derive(Debug, Clone, Serialize)]
@@ -110,6 +99,7 @@ impl EventLog {
             node: node.into(),
             generation,
             reason: reason.into(),
+            missed: None,
         });
     }
 
@@ -279,6 +269,7 @@ mod tests {
             node: node.into(),
             generation: g,
             reason: String::new(),
+            missed: None,
         }
     }
 

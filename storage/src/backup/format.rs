@@ -265,7 +265,7 @@ pub fn read_chunk(dir: &Path, info: &ChunkInfo) -> Result<Vec<Record>, BackupErr
     }
     let records = parse_records(&raw).map_err(|detail| BackupError::ChunkDamaged {
         file: path.clone(),
-        detail,
+        detail: detail.to_string(),
     })?;
     if records.len() as u64 != info.records {
         return Err(BackupError::ChunkDamaged {
@@ -276,18 +276,25 @@ pub fn read_chunk(dir: &Path, info: &ChunkInfo) -> Result<Vec<Record>, BackupErr
     Ok(records)
 }
 
-fn parse_records(raw: &[u8]) -> Result<Vec<Record>, String> {
+/// What is wrong inside a chunk file (reported as `ChunkDamaged`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct RecordsDamaged(String);
+
+fn parse_records(raw: &[u8]) -> Result<Vec<Record>, RecordsDamaged> {
     let mut out = Vec::new();
     let mut at = 0usize;
-    let part = |at: &mut usize| -> Result<Vec<u8>, String> {
-        let len_bytes = raw.get(*at..*at + 4).ok_or(format!("truncated length at byte {at}"))?;
+    let part = |at: &mut usize| -> Result<Vec<u8>, RecordsDamaged> {
+        let len_bytes = raw
+            .get(*at..*at + 4)
+            .ok_or_else(|| RecordsDamaged(format!("truncated length at byte {at}")))?;
         let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
         if len > RECORD_PART_BYTES_MAX {
-            return Err(format!("a record part of {len} bytes at byte {at}"));
+            return Err(RecordsDamaged(format!("a record part of {len} bytes at byte {at}")));
         }
         let body = raw
             .get(*at + 4..*at + 4 + len)
-            .ok_or(format!("truncated record at byte {at}"))?;
+            .ok_or_else(|| RecordsDamaged(format!("truncated record at byte {at}")))?;
         *at += 4 + len;
         Ok(body.to_vec())
     };
@@ -299,7 +306,7 @@ fn parse_records(raw: &[u8]) -> Result<Vec<Record>, String> {
         out.push(match op {
             0 => Record::Set(key, value),
             1 => Record::Clear(key),
-            other => return Err(format!("unknown record op {other} at byte {}", at - 1)),
+            other => return Err(RecordsDamaged(format!("unknown record op {other} at byte {}", at - 1))),
         });
     }
     Ok(out)

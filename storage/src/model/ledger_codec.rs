@@ -27,7 +27,7 @@
 //! and is then written in the current form).
 
 use super::ledger::{LedgerEntry, LedgerState};
-use super::wire::{Decoded, Reader, bytes, unzigzag, varint, zigzag};
+use super::wire::{Decoded, Reader, bad, bytes, unzigzag, varint, zigzag};
 use crate::error::{Result, StorageError};
 
 /// The first byte of a version-1 entry.
@@ -96,7 +96,7 @@ pub fn encode(entry: &LedgerEntry) -> Vec<u8> {
 pub fn decode(raw: &[u8]) -> Result<LedgerEntry> {
     match raw.first() {
         Some(b'{') => super::decode("ledger entry", raw),
-        Some(&VERSION_1) => decode_v1(raw).map_err(corrupt),
+        Some(&VERSION_1) => decode_v1(raw).map_err(|d| corrupt(d.to_string())),
         Some(other) => Err(corrupt(format!("unknown ledger entry version {other}"))),
         None => Err(corrupt("empty ledger entry".into())),
     }
@@ -138,7 +138,7 @@ fn decode_v1(raw: &[u8]) -> Decoded<LedgerEntry> {
             uid: u32_field(&mut r, "uid")?,
             expunged_ms: r.varint()?,
         },
-        tag => return Err(format!("unknown ledger state tag {tag}")),
+        tag => return Err(bad(format!("unknown ledger state tag {tag}"))),
     };
     r.end()?;
     Ok(LedgerEntry {
@@ -149,14 +149,14 @@ fn decode_v1(raw: &[u8]) -> Decoded<LedgerEntry> {
 }
 
 fn u32_field(r: &mut Reader<'_>, name: &str) -> Decoded<u32> {
-    u32::try_from(r.varint()?).map_err(|_| format!("{name} out of range"))
+    u32::try_from(r.varint()?).map_err(|_| bad(format!("{name} out of range")))
 }
 
 fn flag(r: &mut Reader<'_>) -> Decoded<bool> {
     match r.byte()? {
         0 => Ok(false),
         1 => Ok(true),
-        b => Err(format!("flag byte {b}")),
+        b => Err(bad(format!("flag byte {b}"))),
     }
 }
 

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use super::messages::{BodyRef, Message, MessageMeta};
 use super::summary_codec;
-use super::wire::{Reader, bytes, unzigzag, varint, zigzag};
+use super::wire::{Decoded, Reader, bad, bytes, unzigzag, varint, zigzag};
 use crate::error::{Result, StorageError};
 
 /// The first byte of a version-1 row (hot fields and summary in one row).
@@ -205,7 +205,7 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
     match raw.first() {
         Some(&VERSION_2 | &VERSION_3) => Ok(StoredRow::Split(decode_split(raw)?)),
         Some(&VERSION_1) => {
-            let (meta, env, body) = Reader::new(raw, 1).v1_parts().map_err(|d: String| corrupt(&d))?;
+            let (meta, env, body) = Reader::new(raw, 1).v1_parts().map_err(|d| corrupt(&d.to_string()))?;
             let summary = summary_codec::from_json_parts(env, body)?;
             Ok(StoredRow::Whole(Box::new(Message::from_parts(meta, summary))))
         }
@@ -220,7 +220,7 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
 pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
     match raw.first() {
         Some(&VERSION_2 | &VERSION_3) => decode_split(raw),
-        Some(&VERSION_1) => Reader::new(raw, 1).meta().map_err(|d: String| corrupt(&d)),
+        Some(&VERSION_1) => Reader::new(raw, 1).meta().map_err(|d| corrupt(&d.to_string())),
         _ => match decode_row(raw)? {
             StoredRow::Whole(m) => Ok(m.meta()),
             StoredRow::Split(m) => Ok(m),
@@ -231,17 +231,17 @@ pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
 /// A hot row of version 2 or 3 (the origin follows the version-2 fields).
 fn decode_split(raw: &[u8]) -> Result<MessageMeta> {
     let mut r = Reader::new(raw, 1);
-    let read = |r: &mut Reader<'_>| -> std::result::Result<MessageMeta, String> {
+    let read = |r: &mut Reader<'_>| -> Decoded<MessageMeta> {
         let mut meta = r.meta()?;
         if raw[0] == VERSION_3 {
             let mailbox = unzigzag(r.varint()?);
-            let uid = u32::try_from(r.varint()?).map_err(|_| "origin uid out of range".to_string())?;
+            let uid = u32::try_from(r.varint()?).map_err(|_| bad("origin uid out of range"))?;
             meta.origin = Some((mailbox, uid));
         }
         r.end()?;
         Ok(meta)
     };
-    read(&mut r).map_err(|d| corrupt(&d))
+    read(&mut r).map_err(|d| corrupt(&d.to_string()))
 }
 
 /// A whole row of the earlier forms (version 1 or JSON); a version-2 row
@@ -286,8 +286,8 @@ fn hex16(s: &str) -> Option<[u8; 16]> {
 
 /// Decoding message rows (after the version byte).
 impl<'a> Reader<'a> {
-    fn meta(&mut self) -> std::result::Result<MessageMeta, String> {
-        let uid = u32::try_from(self.varint()?).map_err(|_| "uid out of range".to_string())?;
+    fn meta(&mut self) -> Decoded<MessageMeta> {
+        let uid = u32::try_from(self.varint()?).map_err(|_| bad("uid out of range"))?;
         let modseq = self.varint()?;
         let internal_date_ms = unzigzag(self.varint()?);
         let flags = (0..self.count()?)
@@ -296,24 +296,24 @@ impl<'a> Reader<'a> {
         let hash = match self.byte()? {
             0 => lower_hex(self.array::<32>()?),
             1 => self.text()?,
-            t => return Err(format!("hash tag {t}")),
+            t => return Err(bad(format!("hash tag {t}"))),
         };
         let size = self.varint()?;
         let inline = match self.byte()? {
             0 => false,
             1 => true,
-            t => return Err(format!("inline byte {t}")),
+            t => return Err(bad(format!("inline byte {t}"))),
         };
         let acceptance_id = match self.byte()? {
             0 => None,
             1 => Some(self.array::<16>()?),
-            t => return Err(format!("acceptance tag {t}")),
+            t => return Err(bad(format!("acceptance tag {t}"))),
         };
         let thread_id = match self.byte()? {
             0 => None,
             1 => Some(lower_hex(self.array::<16>()?)),
             2 => Some(self.text()?),
-            t => return Err(format!("thread tag {t}")),
+            t => return Err(bad(format!("thread tag {t}"))),
         };
         Ok(MessageMeta {
             uid,
@@ -329,7 +329,7 @@ impl<'a> Reader<'a> {
 
     /// A version-1 row after its first byte.
     /// Its hot part and the summary's two JSON texts.
-    fn v1_parts(mut self) -> std::result::Result<(MessageMeta, &'a [u8], &'a [u8]), String> {
+    fn v1_parts(mut self) -> Decoded<(MessageMeta, &'a [u8], &'a [u8])> {
         let meta = self.meta()?;
         let (env, body) = (self.bytes()?, self.bytes()?);
         self.end()?;

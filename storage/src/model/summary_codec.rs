@@ -38,7 +38,7 @@
 use serde_json::Value;
 
 use super::summary::{AddressList, BodyPart, Disposition, Envelope, HeaderText, ImapAddress, NestedMessage, Summary};
-use super::wire::{Decoded, Reader, bytes, unzigzag, varint, zigzag};
+use super::wire::{Decoded, Reader, bad, bytes, unzigzag, varint, zigzag};
 use crate::error::{Result, StorageError};
 
 /// The first byte of a JSON summary (earlier builds).
@@ -76,7 +76,9 @@ pub fn decode(raw: &[u8]) -> Result<Summary> {
     match raw.first() {
         Some(&SUMMARY_VERSION_2) => {
             let mut r = Reader::new(raw, 1);
-            r.summary().and_then(|s| r.end().map(|()| s)).map_err(|d| corrupt(&d))
+            r.summary()
+                .and_then(|s| r.end().map(|()| s))
+                .map_err(|d| corrupt(&d.to_string()))
         }
         Some(&SUMMARY_VERSION_1) => {
             let (env, body) = v1_texts(raw)?;
@@ -94,7 +96,7 @@ pub fn decode_envelope(raw: &[u8]) -> Result<Envelope> {
     match raw.first() {
         Some(&SUMMARY_VERSION_2) => {
             let mut r = Reader::new(raw, 1);
-            r.envelope_prefixed().map_err(|d| corrupt(&d))
+            r.envelope_prefixed().map_err(|d| corrupt(&d.to_string()))
         }
         Some(&SUMMARY_VERSION_1) => {
             let (env, body) = v1_texts(raw)?;
@@ -108,8 +110,9 @@ pub fn decode_envelope(raw: &[u8]) -> Result<Envelope> {
 /// The two JSON texts of a version-1 summary (after its version byte).
 fn v1_texts(raw: &[u8]) -> Result<(&[u8], &[u8])> {
     let mut r = Reader::new(raw, 1);
-    let texts = (|| Ok::<_, String>((r.bytes()?, r.bytes()?)))().map_err(|d| corrupt(&d))?;
-    r.end().map_err(|d| corrupt(&d))?;
+    let texts =
+        (|| Ok::<_, super::wire::DecodeError>((r.bytes()?, r.bytes()?)))().map_err(|d| corrupt(&d.to_string()))?;
+    r.end().map_err(|d| corrupt(&d.to_string()))?;
     Ok(texts)
 }
 
@@ -371,13 +374,13 @@ impl Reader<'_> {
         let envelope = self.envelope_prefixed()?;
         let flags = self.byte()?;
         if flags & !0b111 != 0 {
-            return Err(format!("summary flags {flags:#x}"));
+            return Err(bad(format!("summary flags {flags:#x}")));
         }
         let has_attachment = match flags >> 1 {
             0 => None,
             1 => Some(false),
             2 => Some(true),
-            t => return Err(format!("attachment tag {t}")),
+            t => return Err(bad(format!("attachment tag {t}"))),
         };
         Ok(Summary {
             parse_failed: flags & 1 == 1,
@@ -403,12 +406,12 @@ impl Reader<'_> {
         let date_timestamp = match self.byte()? {
             0 => None,
             1 => Some(unzigzag(self.varint()?)),
-            t => return Err(format!("date tag {t}")),
+            t => return Err(bad(format!("date tag {t}"))),
         };
         let subject = match self.byte()? {
             0 => None,
             1 => Some(self.header_text()?),
-            t => return Err(format!("subject tag {t}")),
+            t => return Err(bad(format!("subject tag {t}"))),
         };
         let other_subjects = (0..self.count()?)
             .map(|_| self.header_text())
@@ -438,13 +441,13 @@ impl Reader<'_> {
         if n == 0 {
             return Ok(None);
         }
-        let n = usize::try_from(n - 1).map_err(|e| e.to_string())?;
+        let n = usize::try_from(n - 1).map_err(|e| bad(e.to_string()))?;
         if n > super::wire::FIELD_BYTES_MAX {
-            return Err(format!("field of {n} bytes"));
+            return Err(bad(format!("field of {n} bytes")));
         }
         String::from_utf8(self.take(n)?.to_vec())
             .map(Some)
-            .map_err(|e| e.to_string())
+            .map_err(|e| bad(e.to_string()))
     }
 
     fn header_text(&mut self) -> Decoded<HeaderText> {
@@ -452,7 +455,7 @@ impl Reader<'_> {
         let decoded = match self.byte()? {
             0 => raw.clone(),
             1 => self.text()?,
-            t => return Err(format!("header text tag {t}")),
+            t => return Err(bad(format!("header text tag {t}"))),
         };
         Ok(HeaderText { raw, decoded })
     }
@@ -464,7 +467,7 @@ impl Reader<'_> {
                 .map(|_| self.address())
                 .collect::<Decoded<Vec<_>>>()?,
             (1, Some(from)) => from.to_vec(),
-            (t, _) => return Err(format!("address list tag {t}")),
+            (t, _) => return Err(bad(format!("address list tag {t}"))),
         };
         Ok(AddressList { raw, addresses })
     }
@@ -472,7 +475,7 @@ impl Reader<'_> {
     fn address(&mut self) -> Decoded<ImapAddress> {
         let bits = self.byte()?;
         if bits & !0b11_1111 != 0 || bits & (RAW_NAME | RAW_NAME_IS_NAME) == RAW_NAME | RAW_NAME_IS_NAME {
-            return Err(format!("address bits {bits:#x}"));
+            return Err(bad(format!("address bits {bits:#x}")));
         }
         let mut field = |bit: u8| -> Decoded<Option<String>> {
             if bits & bit != 0 {
@@ -486,7 +489,7 @@ impl Reader<'_> {
         let (adl, mailbox, host) = (field(ADL)?, field(MAILBOX)?, field(HOST)?);
         let raw_name = if bits & RAW_NAME_IS_NAME != 0 {
             if name.is_none() {
-                return Err("raw name equal to a missing name".into());
+                return Err(bad("raw name equal to a missing name"));
             }
             name.clone()
         } else {
@@ -505,7 +508,7 @@ impl Reader<'_> {
         match self.byte()? {
             0 => Ok(None),
             1 => self.varint().map(Some),
-            t => Err(format!("option tag {t}")),
+            t => Err(bad(format!("option tag {t}"))),
         }
     }
 
@@ -519,14 +522,14 @@ impl Reader<'_> {
 
     fn part(&mut self, depth: usize) -> Decoded<BodyPart> {
         if depth > DEPTH_MAX {
-            return Err(format!("body structure deeper than {DEPTH_MAX}"));
+            return Err(bad(format!("body structure deeper than {DEPTH_MAX}")));
         }
         let media_type = self.text()?;
         let subtype = self.text()?;
         let written_type = match self.byte()? {
             0 => None,
             1 => Some((self.text()?, self.text()?)),
-            t => return Err(format!("written type tag {t}")),
+            t => return Err(bad(format!("written type tag {t}"))),
         };
         let params = self.pairs()?;
         let id = self.opt_text()?;
@@ -541,7 +544,7 @@ impl Reader<'_> {
                 kind: self.text()?,
                 params: self.pairs()?,
             }),
-            t => return Err(format!("disposition tag {t}")),
+            t => return Err(bad(format!("disposition tag {t}"))),
         };
         let language = self.texts()?;
         let location = self.opt_text()?;
@@ -557,7 +560,7 @@ impl Reader<'_> {
                 envelope: self.envelope_prefixed()?,
                 structure: self.part(depth + 1)?,
             })),
-            t => return Err(format!("nested message tag {t}")),
+            t => return Err(bad(format!("nested message tag {t}"))),
         };
         Ok(BodyPart {
             media_type,

@@ -1,14 +1,24 @@
 //! The primitives of the model's binary records (message rows,
 //! [`super::message_codec`], and summaries, [`super::summary_codec`]):
 //! LEB128 varints, zigzag integers, length-prefixed bytes, and a bounds-
-//! checked reader whose errors are text the codecs wrap as
+//! checked reader whose errors ([`DecodeError`]) the codecs wrap as
 //! `StorageError::Corrupt`. Decoding never panics on damaged input.
 
 /// Longest string field accepted while decoding (flags, ids, summary
 /// strings are far smaller; a record is one KV value of ≤ 100 KB).
 pub(super) const FIELD_BYTES_MAX: usize = 100_000;
 
-pub(super) type Decoded<T> = std::result::Result<T, String>;
+/// What was wrong with a damaged record, as the corrupt-row error says it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct DecodeError(String);
+
+/// A decoding error saying `what` was found.
+pub(super) fn bad(what: impl Into<String>) -> DecodeError {
+    DecodeError(what.into())
+}
+
+pub(super) type Decoded<T> = std::result::Result<T, DecodeError>;
 
 pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -43,7 +53,7 @@ impl<'a> Reader<'a> {
 
     pub(super) fn take(&mut self, n: usize) -> Decoded<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.raw.len());
-        let end = end.ok_or_else(|| format!("truncated at byte {}", self.at))?;
+        let end = end.ok_or_else(|| bad(format!("truncated at byte {}", self.at)))?;
         let s = &self.raw[self.at..end];
         self.at = end;
         Ok(s)
@@ -62,19 +72,19 @@ impl<'a> Reader<'a> {
                 return Ok(v);
             }
         }
-        Err("varint longer than 64 bits".into())
+        Err(bad("varint longer than 64 bits"))
     }
 
     pub(super) fn bytes(&mut self) -> Decoded<&'a [u8]> {
         let n = self.varint()? as usize;
         if n > FIELD_BYTES_MAX {
-            return Err(format!("field of {n} bytes"));
+            return Err(bad(format!("field of {n} bytes")));
         }
         self.take(n)
     }
 
     pub(super) fn text(&mut self) -> Decoded<String> {
-        String::from_utf8(self.bytes()?.to_vec()).map_err(|e| e.to_string())
+        String::from_utf8(self.bytes()?.to_vec()).map_err(|e| bad(e.to_string()))
     }
 
     pub(super) fn array<const N: usize>(&mut self) -> Decoded<[u8; N]> {
@@ -87,14 +97,14 @@ impl<'a> Reader<'a> {
         let n = self.varint()?;
         let left = (self.raw.len() - self.at) as u64;
         if n > left {
-            return Err(format!("{n} items in {left} bytes"));
+            return Err(bad(format!("{n} items in {left} bytes")));
         }
         Ok(n as usize)
     }
 
     pub(super) fn end(&self) -> Decoded<()> {
         if self.at != self.raw.len() {
-            return Err(format!("{} trailing bytes", self.raw.len() - self.at));
+            return Err(bad(format!("{} trailing bytes", self.raw.len() - self.at)));
         }
         Ok(())
     }
