@@ -2,7 +2,8 @@
 //! USER/PASS and AUTH PLAIN, STAT/LIST/UIDL/RETR/TOP with byte-stuffing,
 //! DELE applied at QUIT only (IMAP then shows the messages gone), RSET, a
 //! dropped connection deleting nothing, STLS and POP3S, failed logins, and
-//! over-long lines, and a maildrop read in more than one page. Each scenario runs on its own node (port 0 for every
+//! over-long lines, a maildrop read in more than one page, and fetchmail
+//! (Debian) keeping, then deleting over POP3S. Each scenario runs on its own node (port 0 for every
 //! listener) after three messages were delivered over SMTP.
 
 mod common;
@@ -51,6 +52,15 @@ fn stat_list_uidl_retr_top_and_byte_stuffing() {
 #[test]
 fn dele_is_applied_at_quit() {
     run("dele_quit", true);
+}
+
+/// fetchmail (Debian), the POP3 client of many older setups: plaintext on
+/// loopback with `keep`, then POP3S deleting, then nothing left (exit 1).
+#[test]
+fn fetchmail_fetches_keeps_and_deletes() {
+    if common::client_available("fetchmail", "fetchmail") {
+        run("fetchmail", true);
+    }
 }
 
 #[test]

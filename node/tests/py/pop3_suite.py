@@ -8,11 +8,15 @@ Every check is an assert: a failing one exits non-zero with its message.
 """
 import base64
 import imaplib
+import os
 import poplib
+import shutil
 import smtplib
 import socket
 import ssl
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -340,8 +344,59 @@ def dele_newest():
     print("dele_newest: ok")
 
 
+def run_fetchmail(workdir, server, port, extra, keep):
+    """One fetchmail run against the node; (exit code, output)."""
+    out_dir = os.path.join(workdir, "got")
+    os.makedirs(out_dir, exist_ok=True)
+    rc = os.path.join(workdir, "fetchmailrc")
+    with open(rc, "w") as f:
+        # Each message goes to a file of its own through the MDA; %T is
+        # fetchmail's recipient, unused: the file name comes from mktemp.
+        f.write(f'poll {server} protocol pop3 port {port}\n'
+                f'  user "{USER}" password "{PASSWORD}" is "{USER}" here {extra}\n'
+                f'  {"keep" if keep else "nokeep"} fetchall\n'
+                f'  mda "sh -c \'cat > $(mktemp {out_dir}/m.XXXXXX)\'"\n')
+    os.chmod(rc, 0o600)
+    env = dict(os.environ, HOME=workdir, FETCHMAILHOME=workdir)
+    proc = subprocess.run(["fetchmail", "-f", rc, "--nodetach", "--nosyslog", "-v",
+                           "--pidfile", os.path.join(workdir, "pid"), "--idfile", os.path.join(workdir, "ids")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def fetched(workdir):
+    d = os.path.join(workdir, "got")
+    return [open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))] if os.path.isdir(d) else []
+
+
+def fetchmail():
+    # The client many phones-era setups still run: plaintext POP3 on
+    # loopback with --keep, then POP3S deleting, then nothing left.
+    workdir = tempfile.mkdtemp(prefix="fetchmail-")
+    host, port = hp(POP3)
+    code, out = run_fetchmail(workdir, host, port, "sslproto ''", keep=True)
+    assert code == 0, f"fetchmail (keep) exited {code}:\n{out}"
+    got = fetched(workdir)
+    assert len(got) == len(MESSAGES), (len(got), out)
+    for m in MESSAGES:
+        body = m.encode().split(b"\r\n\r\n", 1)[1].replace(b"\r\n", b"\n")
+        subject = m.split("\r\n")[2].encode()
+        assert any(subject in g and g.endswith(body) for g in got), (subject, out)
+    assert imap_count() == len(MESSAGES), "keep left every message"
+    shutil.rmtree(os.path.join(workdir, "got"))
+    host, port = hp(POP3S)
+    code, out = run_fetchmail(workdir, host, port, "ssl no sslcertck", keep=False)
+    assert code == 0, f"fetchmail (POP3S, delete) exited {code}:\n{out}"
+    assert len(fetched(workdir)) == len(MESSAGES), out
+    assert imap_count() == 0, "fetchmail's DELE and QUIT emptied INBOX"
+    code, out = run_fetchmail(workdir, host, port, "ssl no sslcertck", keep=False)
+    assert code == 1, f"fetchmail with no mail exits 1, got {code}:\n{out}"
+    shutil.rmtree(workdir)
+    print("fetchmail: ok")
+
+
 SCENARIOS = {f.__name__: f for f in (capa_and_logins, listing, dele_quit, dele_rset, dele_drop, stls, bad_login,
-                                      long_lines, big_inbox, dele_newest)}
+                                      long_lines, big_inbox, dele_newest, fetchmail)}
 
 if __name__ == "__main__":
     deliver()
