@@ -113,6 +113,11 @@ pub struct SmtpArgs {
     /// is the store-server column.
     #[arg(long)]
     pub fdb_cluster: Option<PathBuf>,
+    /// Also run mode `sieve-durable`: `durable` with an active script of
+    /// this many rules on every recipient account (`bench_sieve`), and
+    /// print its ratio to `durable` (0: no such run).
+    #[arg(long, default_value_t = 0)]
+    pub sieve_rules: usize,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -180,9 +185,10 @@ impl RunFigures {
 }
 
 const DOMAIN: &str = "bench.example";
-const MODES: [&str; 9] = [
+const MODES: [&str; 10] = [
     "base-durable",
     "durable",
+    "sieve-durable",
     "base-spread",
     "spread",
     "fdb-durable",
@@ -219,6 +225,9 @@ pub fn run(args: SmtpArgs) -> anyhow::Result<()> {
             };
             let figures = match (mode, base) {
                 ("durable", _) => meshmail_run(&bin, &args, mode, args.mailboxes, args.prefill, &[])?,
+                ("sieve-durable", _) if args.sieve_rules > 0 => {
+                    meshmail_run(&bin, &args, mode, args.mailboxes, args.prefill, &[])?
+                }
                 ("spread", _) if args.spread_mailboxes > 0 => {
                     meshmail_run(&bin, &args, mode, args.spread_mailboxes, 0, &[])?
                 }
@@ -331,7 +340,11 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     ) {
         println!("spread / dovecot LMTP spread = {:.2}", s / d.max(1e-9));
     }
-    for (new, base) in [("durable", "base-durable"), ("spread", "base-spread")] {
+    for (new, base) in [
+        ("durable", "base-durable"),
+        ("spread", "base-spread"),
+        ("sieve-durable", "durable"),
+    ] {
         if let (Some(n), Some(b)) = (median(new, |r| r.msg_per_s), median(base, |r| r.msg_per_s)) {
             let cpu = |m| median(m, |r| r.cpu_ms_per_msg).unwrap_or(0.0);
             let disk = |m| median(m, |r| r.disk_bytes_per_msg).unwrap_or(0.0);
@@ -462,6 +475,9 @@ fn meshmail_run_with(
         args.sqlite_page_size
     };
     setup_accounts(&store.kv_config(dir.path(), page_size), &rcpts)?;
+    if mode == "sieve-durable" {
+        crate::bench_sieve::install(&store.kv_config(dir.path(), page_size), &rcpts, args.sieve_rules)?;
+    }
     if baseline {
         unfence_for_older_build(dir.path())?;
     }
@@ -488,6 +504,9 @@ fn meshmail_run_with(
     }
     spec.first = prefill;
     let mut figures = measure_window(&node, &mut spec, args, mode)?;
+    if mode == "sieve-durable" {
+        crate::bench_sieve::check_ran(&node.metrics()?, figures.messages + prefill)?;
+    }
     drop(node);
     if mode != "sink" {
         let stored = figures.messages + prefill;

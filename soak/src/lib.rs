@@ -18,6 +18,7 @@ pub mod bench_jmap;
 pub mod bench_kv;
 pub mod bench_mailbox;
 pub mod bench_outbound;
+pub mod bench_sieve;
 pub mod bench_smtp;
 pub mod bench_store;
 pub mod budget;
