@@ -50,6 +50,7 @@ pub mod backoff;
 pub mod balance;
 pub mod ca;
 pub mod cluster;
+mod dials;
 pub mod error;
 pub mod events;
 pub mod identity;

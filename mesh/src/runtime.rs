@@ -45,6 +45,7 @@ use tokio::sync::{Notify, broadcast};
 
 use crate::balance;
 use crate::cluster::Cluster;
+use crate::dials::Dials;
 use crate::events::NodeEvent;
 use crate::identity::NodeId;
 use crate::leases::{Incarnation, LeaseManager, SCAN_PAGE};
@@ -370,8 +371,7 @@ impl MeshRuntime {
         let mut membership = Membership::new(shared.me.clone(), shared.config.membership, started);
         let mut events = shared.endpoint.as_ref().map(|e| e.subscribe());
         let mut rng = seeded_rng(&shared.me);
-        let mut dialing: BTreeSet<NodeId> = BTreeSet::new();
-        let (dial_done_tx, mut dial_done) = tokio::sync::mpsc::unbounded_channel::<NodeId>();
+        let mut dials = Dials::default();
         let mut hearing = Hearing::default();
         let mut was_partitioned = false;
         // A sleep that overran by more than this means this process (not
@@ -391,9 +391,7 @@ impl MeshRuntime {
                 self.member_event(&membership, &e, now);
             }
             self.count_false_suspicions(&membership);
-            while let Ok(id) = dial_done.try_recv() {
-                dialing.remove(&id);
-            }
+            dials.reap();
             if let Some(endpoint) = &shared.endpoint {
                 let partitioned = endpoint.is_partitioned();
                 if was_partitioned && !partitioned {
@@ -408,31 +406,12 @@ impl MeshRuntime {
             {
                 let targets: Vec<NodeId> = shared.directory.lock().expect("directory").keys().cloned().collect();
                 for id in membership.dial_plan(&targets, now, &mut rng) {
-                    if !dialing.insert(id.clone()) {
-                        continue;
-                    }
-                    let addr = shared.directory.lock().expect("directory").get(&id).copied();
-                    let (endpoint, done) = (endpoint.clone(), dial_done_tx.clone());
-                    tokio::spawn(async move {
-                        if let Some(addr) = addr
-                            && let Err(e) = endpoint.connect(addr, &id).await
-                        {
-                            tracing::debug!(peer = %id, %addr, error = %e, "mesh: dial failed");
-                        }
-                        let _ = done.send(id);
-                    });
+                    dials.dial(endpoint, id, &shared.directory);
                 }
             }
             self.announce(&membership);
             let settled = self.is_settled(&membership, now);
-            let converged = match self.balance(&membership, settled).await {
-                Ok(changes) => settled && changes == 0,
-                Err(e) => {
-                    tracing::warn!(error = %e, "mesh: lease round failed; retrying next round");
-                    metrics::counter!("meshmail_mesh_lease_round_errors_total").increment(1);
-                    false
-                }
-            };
+            let converged = self.lease_round(&membership, settled).await;
             self.publish_members(&membership, settled, converged);
             let slept = Instant::now();
             tokio::select! {
@@ -445,6 +424,19 @@ impl MeshRuntime {
                     }
                 }
                 _ = shared.wake.notified() => {}
+            }
+        }
+    }
+
+    /// One balancing round; whether the mesh has converged (settled, and
+    /// the round changed nothing). A failed round is retried next tick.
+    async fn lease_round(&self, membership: &Membership, settled: bool) -> bool {
+        match self.balance(membership, settled).await {
+            Ok(changes) => settled && changes == 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "mesh: lease round failed; retrying next round");
+                metrics::counter!("meshmail_mesh_lease_round_errors_total").increment(1);
+                false
             }
         }
     }

@@ -132,6 +132,39 @@ fn count_lines(body: &[u8]) -> u64 {
     body.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
+/// A part's media type as the summary gives it: lowercased, with the
+/// spelling the message used when it differed only in case.
+struct MediaType {
+    media_type: String,
+    subtype: String,
+    params: Vec<(String, String)>,
+    written_type: Option<(String, String)>,
+}
+
+impl MediaType {
+    /// Keeps the tree well-formed for IMAP: a "multipart" that is not one
+    /// (no boundary, too deep, no children) is described as what the
+    /// parser treated it as, opaque bytes or text; a message too deep to
+    /// look into is opaque bytes. Text always names its charset.
+    fn keep_well_formed(&mut self, too_deep: bool, no_children: bool) {
+        if self.media_type == "multipart" && no_children {
+            self.written_type = None;
+            (self.media_type, self.subtype, self.params) = if too_deep {
+                ("application".into(), "octet-stream".into(), Vec::new())
+            } else {
+                ("text".into(), "plain".into(), Vec::new())
+            };
+        }
+        if too_deep && self.media_type == "message" {
+            self.written_type = None;
+            (self.media_type, self.subtype) = ("application".into(), "octet-stream".into());
+        }
+        if self.media_type == "text" && !self.params.iter().any(|(k, _)| k.eq_ignore_ascii_case("charset")) {
+            self.params.push(("charset".into(), "us-ascii".into()));
+        }
+    }
+}
+
 struct Walker<'a> {
     raw: &'a [u8],
 }
@@ -146,12 +179,43 @@ impl Walker<'_> {
         let header_offset = clamp(part.offset_header, self.raw);
         let body_offset = clamp(part.offset_body, self.raw).max(header_offset);
         let end_offset = clamp(part.offset_end, self.raw).max(body_offset);
-        let headers = &part.headers;
+        let mut ty = self.media_type(&part.headers, in_digest);
+        let mut bp = BodyPart {
+            header_offset,
+            body_offset,
+            end_offset,
+            size: end_offset - body_offset,
+            ..self.part_fields(&part.headers)
+        };
+        let too_deep = depth >= MAX_DEPTH;
+        match &part.body {
+            PartType::Multipart(ids) if !too_deep => {
+                bp.children = self.children(message, ids, id, depth, ty.subtype == "digest");
+            }
+            PartType::Message(nested) if !too_deep && part.encoding == Encoding::None => {
+                bp.message = self.nested(nested, depth);
+            }
+            _ => {}
+        }
+        ty.keep_well_formed(too_deep, bp.children.is_empty());
+        if ty.media_type == "text" || (ty.media_type == "message" && bp.message.is_some()) {
+            bp.lines = Some(count_lines(&self.raw[body_offset as usize..end_offset as usize]));
+        }
+        bp.media_type = ty.media_type;
+        bp.subtype = ty.subtype;
+        bp.written_type = ty.written_type;
+        bp.params = ty.params;
+        bp
+    }
+
+    /// The part's type from its Content-Type; without one, text/plain
+    /// (RFC 2045 §5.2), or message/rfc822 in a digest (RFC 2046 §5.1.5).
+    fn media_type(&self, headers: &[Header<'_>], in_digest: bool) -> MediaType {
         let content_type_header = first(headers, &HeaderName::ContentType);
         let content_type = content_type_header.and_then(|h| h.value.as_content_type());
         let written = content_type_header.map(|h| summary_raw::params(&self.raw_text(h)));
         let mut written_type = None;
-        let (mut media_type, mut subtype, mut params) = match content_type {
+        let (media_type, subtype, params) = match content_type {
             Some(ct) => {
                 let written = written.unwrap_or_default();
                 let (t, st) = written.value.split_once('/').unwrap_or((&written.value, ""));
@@ -174,13 +238,22 @@ impl Walker<'_> {
                 vec![("charset".to_string(), "us-ascii".to_string())],
             ),
         };
-        let mut bp = BodyPart {
+        MediaType {
+            media_type,
+            subtype,
+            params,
+            written_type,
+        }
+    }
+
+    /// The fields of a part its other Content-* headers give.
+    fn part_fields(&self, headers: &[Header<'_>]) -> BodyPart {
+        BodyPart {
             id: self.raw_value(headers, &HeaderName::ContentId),
             description: self.raw_value(headers, &HeaderName::ContentDescription),
             encoding: self
                 .raw_value(headers, &HeaderName::ContentTransferEncoding)
                 .unwrap_or_else(|| "7bit".to_string()),
-            size: end_offset - body_offset,
             disposition: first(headers, &HeaderName::ContentDisposition)
                 .map(|h| summary_raw::params(&self.raw_text(h)))
                 .filter(|d| !d.value.is_empty())
@@ -194,63 +267,31 @@ impl Walker<'_> {
                 _ => Vec::new(),
             },
             location: self.raw_value(headers, &HeaderName::ContentLocation),
-            header_offset,
-            body_offset,
-            end_offset,
             ..BodyPart::default()
-        };
-        let too_deep = depth >= MAX_DEPTH;
-        match &part.body {
-            PartType::Multipart(ids) if !too_deep => {
-                let digest = subtype == "digest";
-                // Children always come after their parent in `parts`; the
-                // check also rules out any cycle.
-                bp.children = ids
-                    .iter()
-                    .map(|&c| c as usize)
-                    .filter(|&c| c > id && c < message.parts.len())
-                    .map(|c| self.part(message, c, depth + 1, digest))
-                    .collect();
-            }
-            PartType::Message(nested) if !too_deep && part.encoding == Encoding::None => {
-                if let Some(nested_root) = nested.parts.first() {
-                    let nested_body = clamp(nested_root.offset_body, self.raw);
-                    bp.message = Some(Box::new(NestedMessage {
-                        header_offset: clamp(nested_root.offset_header, self.raw),
-                        body_offset: nested_body,
-                        envelope: self.envelope(&nested_root.headers),
-                        structure: self.part(nested, 0, depth + 1, false),
-                    }));
-                }
-            }
-            _ => {}
         }
-        // Keep the tree well-formed for IMAP: a "multipart" that is not one
-        // (no boundary, too deep, no children) is described as what the
-        // parser treated it as, opaque bytes or text.
-        if media_type == "multipart" && bp.children.is_empty() {
-            written_type = None;
-            (media_type, subtype, params) = if too_deep {
-                ("application".into(), "octet-stream".into(), Vec::new())
-            } else {
-                ("text".into(), "plain".into(), Vec::new())
-            };
-        }
-        if too_deep && media_type == "message" {
-            written_type = None;
-            (media_type, subtype) = ("application".into(), "octet-stream".into());
-        }
-        if media_type == "text" && !params.iter().any(|(k, _)| k.eq_ignore_ascii_case("charset")) {
-            params.push(("charset".into(), "us-ascii".into()));
-        }
-        if media_type == "text" || (media_type == "message" && bp.message.is_some()) {
-            bp.lines = Some(count_lines(&self.raw[body_offset as usize..end_offset as usize]));
-        }
-        bp.media_type = media_type;
-        bp.subtype = subtype;
-        bp.written_type = written_type;
-        bp.params = params;
-        bp
+    }
+
+    /// The children of multipart `id`. Children always come after their
+    /// parent in `parts`; the check also rules out any cycle.
+    fn children(&self, message: &Message<'_>, ids: &[u32], id: usize, depth: usize, digest: bool) -> Vec<BodyPart> {
+        ids.iter()
+            .map(|&c| c as usize)
+            .filter(|&c| c > id && c < message.parts.len())
+            .map(|c| self.part(message, c, depth + 1, digest))
+            .collect()
+    }
+
+    /// A message/rfc822 part's message: its offsets, envelope and
+    /// structure; None when it has no part at all.
+    fn nested(&self, nested: &Message<'_>, depth: usize) -> Option<Box<NestedMessage>> {
+        let nested_root = nested.parts.first()?;
+        let nested_body = clamp(nested_root.offset_body, self.raw);
+        Some(Box::new(NestedMessage {
+            header_offset: clamp(nested_root.offset_header, self.raw),
+            body_offset: nested_body,
+            envelope: self.envelope(&nested_root.headers),
+            structure: self.part(nested, 0, depth + 1, false),
+        }))
     }
 
     fn envelope(&self, headers: &[Header<'_>]) -> Envelope {

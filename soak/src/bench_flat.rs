@@ -64,100 +64,25 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
     let rcpts = recipients(args.mailboxes);
     let store = RunStore::new(&BenchStore::Sqlite);
     setup_accounts(&store.kv_config(dir.path(), args.sqlite_page_size), &rcpts)?;
-    // (mode, config) of the windows at each point, in turn.
-    let mut configs: Vec<(&'static str, &Option<PathBuf>)> = Vec::new();
-    if args.baseline_node_config.is_some() {
-        configs.push(("base-durable", &args.baseline_node_config));
-    }
-    configs.push(("durable", &args.node_config));
-    let start = |config: &Option<PathBuf>| NodeProc::start_with_global(bin, dir.path(), &config_args(config), &[]);
-    let mut node = start(&args.node_config)?;
-    let mut running = "durable";
-    let mut spec = LoadSpec {
-        addr: node.addr("smtp")?,
-        hello: "EHLO",
-        recipients: rcpts,
-        messages: 0,
-        connections: args.connections,
-        size: args.size,
-        // A fill of a million messages takes minutes; each window keeps
-        // its own cap.
-        max_secs: args.max_secs,
-        first: 0,
-    };
-    let mut windows = Vec::new();
-    let mut fills = Vec::new();
+    let mut flat = FlatRun::start(bin, args, dir.path(), rcpts)?;
     for &point in &args.flat_at {
-        if spec.first < point {
-            let fill = point - spec.first;
-            eprintln!("filling the store: {fill} messages (unmeasured) to {point}");
-            let fill_spec = LoadSpec {
-                messages: fill,
-                max_secs: args.max_secs.max(fill / 200 + 60),
-                ..spec.clone()
-            };
-            let (filled, heap) = fill_watching_heap(&node, &fill_spec)?;
-            spec.first += filled.sent;
-            anyhow::ensure!(filled.sent == fill, "the fill stored {} of {fill}", filled.sent);
-            if let Some(h) = heap {
-                eprintln!("node heap during the fill to {point}: {h}");
-                fills.push((point, h));
-            }
+        if flat.spec.first < point {
+            flat.fill_to(point)?;
         }
         for run in 0..args.runs {
             if args.flat_beside_empty && point > 0 {
-                // One node at a time on the machine: the big store's
-                // stops for the empty store's window.
-                drop(node);
-                let figures = meshmail_run(bin, args, "empty", args.mailboxes, 0, &[])?;
-                eprintln!(
-                    "empty store beside {point}, window {}/{}: {:.0} msg/s, {:.1} pages/msg, CPU {:.3} ms/msg, steal {:.0} %",
-                    run + 1,
-                    args.runs,
-                    figures.msg_per_s,
-                    figures.pages_per_msg,
-                    figures.cpu_ms_per_msg,
-                    figures.machine_steal * 100.0,
-                );
-                windows.push(FlatWindow {
-                    point,
-                    stored_before: 0,
-                    figures,
-                });
-                node = start(configs[0].1)?;
-                spec.addr = node.addr("smtp")?;
-                running = configs[0].0;
+                flat.empty_window(point, run)?;
             }
-            for &(mode, config) in &configs {
-                if running != mode {
-                    // One node on the store at a time: the old one is gone
-                    // (killed and reaped) before the next opens the file.
-                    drop(node);
-                    node = start(config)?;
-                    spec.addr = node.addr("smtp")?;
-                    running = mode;
-                }
-                let stored_before = spec.first;
-                let figures = measure_window(&node, &mut spec, args, mode)?;
-                eprintln!(
-                    "{mode} at {stored_before} stored, window {}/{}: {:.0} msg/s, p99 {:.2} ms, {:.1} pages/msg, \
-                     CPU {:.3} ms/msg, steal {:.0} %",
-                    run + 1,
-                    args.runs,
-                    figures.msg_per_s,
-                    figures.accept_p99_ms,
-                    figures.pages_per_msg,
-                    figures.cpu_ms_per_msg,
-                    figures.machine_steal * 100.0,
-                );
-                windows.push(FlatWindow {
-                    point,
-                    stored_before,
-                    figures,
-                });
-            }
+            flat.config_windows(point, run)?;
         }
     }
+    let FlatRun {
+        node,
+        spec,
+        mut windows,
+        fills,
+        ..
+    } = flat;
     drop(node);
     if let Some(last) = windows.iter_mut().rev().find(|w| w.figures.mode != "empty") {
         store_disk(&mut last.figures, dir.path(), spec.first, &BenchStore::Sqlite)?;
@@ -170,6 +95,153 @@ pub fn run(bin: &Path, args: &SmtpArgs) -> anyhow::Result<()> {
         std::fs::write(p, serde_json::to_vec_pretty(&windows)?)?;
     }
     Ok(())
+}
+
+/// What a flat run carries from point to point: the one node on the store
+/// and the mode it runs, the load (whose `first` is the store's size), and
+/// what was measured so far.
+struct FlatRun<'a> {
+    bin: &'a Path,
+    args: &'a SmtpArgs,
+    dir: &'a Path,
+    /// (mode, config) of the windows at each point, in turn.
+    configs: Vec<(&'static str, &'a Option<PathBuf>)>,
+    /// `None` only between stopping one node and starting the next: one
+    /// node on the store at a time.
+    node: Option<NodeProc>,
+    running: &'static str,
+    spec: LoadSpec,
+    windows: Vec<FlatWindow>,
+    fills: Vec<(u64, FillHeap)>,
+}
+
+impl<'a> FlatRun<'a> {
+    /// Starts the `durable` node on the store in `dir`.
+    fn start(bin: &'a Path, args: &'a SmtpArgs, dir: &'a Path, recipients: Vec<String>) -> anyhow::Result<Self> {
+        let mut configs: Vec<(&'static str, &Option<PathBuf>)> = Vec::new();
+        if args.baseline_node_config.is_some() {
+            configs.push(("base-durable", &args.baseline_node_config));
+        }
+        configs.push(("durable", &args.node_config));
+        let node = start_node(bin, dir, &args.node_config)?;
+        let spec = LoadSpec {
+            addr: node.addr("smtp")?,
+            hello: "EHLO",
+            recipients,
+            messages: 0,
+            connections: args.connections,
+            size: args.size,
+            // A fill of a million messages takes minutes; each window keeps
+            // its own cap.
+            max_secs: args.max_secs,
+            first: 0,
+        };
+        Ok(FlatRun {
+            bin,
+            args,
+            dir,
+            configs,
+            node: Some(node),
+            running: "durable",
+            spec,
+            windows: Vec::new(),
+            fills: Vec::new(),
+        })
+    }
+
+    fn node(&self) -> &NodeProc {
+        self.node.as_ref().expect("a node runs between windows")
+    }
+
+    /// Stops the running node (killed and reaped) before the next opens
+    /// the file, then starts one with `config`.
+    fn restart(&mut self, mode: &'static str, config: &Option<PathBuf>) -> anyhow::Result<()> {
+        self.node = None;
+        let node = start_node(self.bin, self.dir, config)?;
+        self.spec.addr = node.addr("smtp")?;
+        self.node = Some(node);
+        self.running = mode;
+        Ok(())
+    }
+
+    /// Fills the store over SMTP, unmeasured, up to `point` messages.
+    fn fill_to(&mut self, point: u64) -> anyhow::Result<()> {
+        let fill = point - self.spec.first;
+        eprintln!("filling the store: {fill} messages (unmeasured) to {point}");
+        let fill_spec = LoadSpec {
+            messages: fill,
+            max_secs: self.args.max_secs.max(fill / 200 + 60),
+            ..self.spec.clone()
+        };
+        let (filled, heap) = fill_watching_heap(self.node(), &fill_spec)?;
+        self.spec.first += filled.sent;
+        anyhow::ensure!(filled.sent == fill, "the fill stored {} of {fill}", filled.sent);
+        if let Some(h) = heap {
+            eprintln!("node heap during the fill to {point}: {h}");
+            self.fills.push((point, h));
+        }
+        Ok(())
+    }
+
+    /// A window on a new empty store beside `point`'s; the big store's node
+    /// stops meanwhile (one node at a time on the machine) and the first
+    /// config's starts again after.
+    fn empty_window(&mut self, point: u64, run: usize) -> anyhow::Result<()> {
+        let args = self.args;
+        self.node = None;
+        let figures = meshmail_run(self.bin, args, "empty", args.mailboxes, 0, &[])?;
+        eprintln!(
+            "empty store beside {point}, window {}/{}: {:.0} msg/s, {:.1} pages/msg, CPU {:.3} ms/msg, steal {:.0} %",
+            run + 1,
+            args.runs,
+            figures.msg_per_s,
+            figures.pages_per_msg,
+            figures.cpu_ms_per_msg,
+            figures.machine_steal * 100.0,
+        );
+        self.windows.push(FlatWindow {
+            point,
+            stored_before: 0,
+            figures,
+        });
+        let (mode, config) = self.configs[0];
+        self.restart(mode, config)
+    }
+
+    /// One measured window per config at `point`, restarting the node on
+    /// the same store when the config changes.
+    fn config_windows(&mut self, point: u64, run: usize) -> anyhow::Result<()> {
+        let args = self.args;
+        for (mode, config) in self.configs.clone() {
+            if self.running != mode {
+                self.restart(mode, config)?;
+            }
+            let stored_before = self.spec.first;
+            let node = self.node.as_ref().expect("a node runs between windows");
+            let figures = measure_window(node, &mut self.spec, args, mode)?;
+            eprintln!(
+                "{mode} at {stored_before} stored, window {}/{}: {:.0} msg/s, p99 {:.2} ms, {:.1} pages/msg, \
+                 CPU {:.3} ms/msg, steal {:.0} %",
+                run + 1,
+                args.runs,
+                figures.msg_per_s,
+                figures.accept_p99_ms,
+                figures.pages_per_msg,
+                figures.cpu_ms_per_msg,
+                figures.machine_steal * 100.0,
+            );
+            self.windows.push(FlatWindow {
+                point,
+                stored_before,
+                figures,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn start_node(bin: &Path, dir: &Path, config: &Option<PathBuf>) -> anyhow::Result<NodeProc> {
+    NodeProc::start_with_global(bin, dir, &config_args(config), &[])
 }
 
 /// The node's heap while a fill ran, sampled every [`HEAP_SAMPLE_EVERY`]:

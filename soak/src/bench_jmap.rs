@@ -191,11 +191,28 @@ async fn run_once(
     let cpu_before = node.cpu_seconds()?;
     let started = Instant::now();
 
+    let logins = login_bursts(&addr, args.login_bursts).await?;
+    let reads = inbox_reads(&addr, args.reads).await?;
+    let (sends, send_wall) = concurrent_sends(&addr, args.sends, args.senders).await?;
+    Ok(RunFigures {
+        run: name.to_string(),
+        login_inbox: latency(&logins),
+        query_get_50: latency(&reads),
+        sends_per_s: sends.len() as f64 / send_wall,
+        send: latency(&sends),
+        wall_s: started.elapsed().as_secs_f64(),
+        node_cpu_s: node.cpu_seconds()? - cpu_before,
+        node_peak_rss_kib: node.peak_rss_kib()?,
+    })
+}
+
+/// `bursts` times, every user logs in and reads its INBOX at once.
+async fn login_bursts(addr: &str, bursts: usize) -> anyhow::Result<Histogram<u64>> {
     let mut logins = hist();
-    for _ in 0..args.login_bursts {
+    for _ in 0..bursts {
         let burst: Vec<_> = (0..USERS)
             .map(|i| {
-                let addr = addr.clone();
+                let addr = addr.to_string();
                 tokio::spawn(async move { login(&addr, i).await })
             })
             .collect();
@@ -203,23 +220,32 @@ async fn run_once(
             logins.record(t.await??.as_micros() as u64)?;
         }
     }
+    Ok(logins)
+}
 
+/// `n` INBOX query+gets in turn on one connection.
+async fn inbox_reads(addr: &str, n: usize) -> anyhow::Result<Histogram<u64>> {
     let mut reads = hist();
-    let mut c = Conn::open(&addr).await?;
+    let mut c = Conn::open(addr).await?;
     let (auth, body) = (crate::jmap_conn::basic(&user(0), PASSWORD), inbox_request("a1"));
-    for _ in 0..args.reads {
+    for _ in 0..n {
         let t = Instant::now();
         let (s, b) = c.request("POST", "/jmap/api", &auth, &body).await?;
         check_ok(s, &b, "query+get")?;
         reads.record(t.elapsed().as_micros() as u64)?;
     }
+    Ok(reads)
+}
 
-    let sends = Arc::new(std::sync::Mutex::new(hist()));
+/// `sends` submissions spread over `senders` connections; returns their
+/// latencies and the wall time they took together.
+async fn concurrent_sends(addr: &str, sends: usize, senders: usize) -> anyhow::Result<(Histogram<u64>, f64)> {
+    let hist_all = Arc::new(std::sync::Mutex::new(hist()));
     let send_started = Instant::now();
-    let per_sender = args.sends.div_ceil(args.senders.max(1));
+    let per_sender = sends.div_ceil(senders.max(1));
     let mut tasks = Vec::new();
-    for s in 0..args.senders.max(1) {
-        let (addr, sends) = (addr.clone(), sends.clone());
+    for s in 0..senders.max(1) {
+        let (addr, sends) = (addr.to_string(), hist_all.clone());
         tasks.push(tokio::spawn(async move {
             let mut c = Conn::open(&addr).await?;
             let auth = crate::jmap_conn::basic(&user(1), PASSWORD);
@@ -243,17 +269,8 @@ async fn run_once(
         t.await??;
     }
     let send_wall = send_started.elapsed().as_secs_f64();
-    let sends = sends.lock().expect("histogram").clone();
-    Ok(RunFigures {
-        run: name.to_string(),
-        login_inbox: latency(&logins),
-        query_get_50: latency(&reads),
-        sends_per_s: sends.len() as f64 / send_wall,
-        send: latency(&sends),
-        wall_s: started.elapsed().as_secs_f64(),
-        node_cpu_s: node.cpu_seconds()? - cpu_before,
-        node_peak_rss_kib: node.peak_rss_kib()?,
-    })
+    let sends = hist_all.lock().expect("histogram").clone();
+    Ok((sends, send_wall))
 }
 
 pub fn run(args: JmapArgs) -> anyhow::Result<()> {

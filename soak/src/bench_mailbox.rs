@@ -163,27 +163,7 @@ enum Guard {
 pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
     ensure!(args.runs >= 1, "--runs must be at least 1");
     let bin = meshmail_binary(args.meshmail.as_deref())?;
-    let mut servers = vec![start_meshmail("meshmail", &bin, "", &BenchStore::Sqlite)?];
-    if let Some(base) = &args.baseline_meshmail {
-        let extra = args.baseline_config.as_deref().unwrap_or_default();
-        servers.push(start_meshmail("meshmail-base", base, extra, &BenchStore::Sqlite)?);
-    }
-    if let Some(cluster) = &args.fdb_cluster {
-        let fdb = BenchStore::fdb_or_sqlite(Some(cluster));
-        servers.push(start_meshmail("meshmail-fdb", &bin, "", &fdb)?);
-    }
-    match (args.peer.as_str(), dovecot_imap::binary()) {
-        ("off", _) => println!("note: peer off: Dovecot not run"),
-        (_, None) => println!("note: Dovecot's IMAP (dovecot-imapd) is not installed: no peer figures"),
-        (_, Some(bin)) => {
-            let d = DovecotImap::start(&bin, USER, PASSWORD)?;
-            servers.push(Server {
-                name: "dovecot".into(),
-                addr: d.addr.clone(),
-                _guard: Guard::Dovecot { _server: d },
-            });
-        }
-    }
+    let servers = start_servers(&args, &bin)?;
     let folder = mail_gen::folder(args.folder_messages, args.seed);
     let inbox = mail_gen::inbox(args.inbox_messages, args.seed);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -199,39 +179,15 @@ pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         if !inbox.is_empty() {
             for s in &servers {
-                let t = Instant::now();
-                match &s._guard {
-                    // Dovecot's maildir is written directly: see
-                    // `DovecotImap::fill_inbox_maildir` for why.
-                    Guard::Dovecot { _server: d } => {
-                        d.fill_inbox_maildir(inbox.iter().map(|m| (m.seen, m.raw.as_slice())))?
-                    }
-                    Guard::Meshmail { .. } => fill_inbox(&s.addr, &inbox, args.fill_connections)
-                        .await
-                        .with_context(|| format!("filling {}'s INBOX", s.name))?,
-                }
-                let secs = t.elapsed().as_secs_f64();
-                println!("{}: INBOX filled with {} messages in {secs:.1} s", s.name, inbox.len());
+                let secs = fill_and_warm(s, &inbox, args.fill_connections).await?;
                 report.fill_s.insert(s.name.clone(), secs);
-                // Warm: what the measured runs read, read once.
-                let mut c = session(&s.addr).await?;
-                inbox_rows(&mut c, &inbox).await?;
             }
         }
         for run in 0..args.runs {
             // Servers take turns, starting with a different one each run.
             for k in 0..servers.len() {
                 let s = &servers[(run + k) % servers.len()];
-                let mut figures = one_run(&s.addr, run, &folder, &inbox, args.literal_plus_messages)
-                    .await
-                    .with_context(|| format!("run {run} on {}", s.name))?;
-                if !inbox.is_empty() && args.search_sessions > 0 && args.search_seconds > 0 {
-                    let ops = concurrent_search(&s.addr, &inbox, args.search_sessions, args.search_seconds)
-                        .await
-                        .with_context(|| format!("concurrent search, run {run} on {}", s.name))?;
-                    figures.push((INBOX_SEARCH_CONCURRENT.into(), ops));
-                }
-                for (row, v) in figures {
+                for (row, v) in measured_run(&args, s, run, &folder, &inbox).await? {
                     samples
                         .entry(row)
                         .or_default()
@@ -252,6 +208,72 @@ pub fn run(args: MailboxArgs) -> anyhow::Result<()> {
         std::fs::write(p, serde_json::to_vec_pretty(&report)?)?;
     }
     Ok(())
+}
+
+/// The servers under test, in the order of the table's columns: this
+/// build, the baseline build, this build on FDB, Dovecot.
+fn start_servers(args: &MailboxArgs, bin: &std::path::Path) -> anyhow::Result<Vec<Server>> {
+    let mut servers = vec![start_meshmail("meshmail", bin, "", &BenchStore::Sqlite)?];
+    if let Some(base) = &args.baseline_meshmail {
+        let extra = args.baseline_config.as_deref().unwrap_or_default();
+        servers.push(start_meshmail("meshmail-base", base, extra, &BenchStore::Sqlite)?);
+    }
+    if let Some(cluster) = &args.fdb_cluster {
+        let fdb = BenchStore::fdb_or_sqlite(Some(cluster));
+        servers.push(start_meshmail("meshmail-fdb", bin, "", &fdb)?);
+    }
+    match (args.peer.as_str(), dovecot_imap::binary()) {
+        ("off", _) => println!("note: peer off: Dovecot not run"),
+        (_, None) => println!("note: Dovecot's IMAP (dovecot-imapd) is not installed: no peer figures"),
+        (_, Some(bin)) => {
+            let d = DovecotImap::start(&bin, USER, PASSWORD)?;
+            servers.push(Server {
+                name: "dovecot".into(),
+                addr: d.addr.clone(),
+                _guard: Guard::Dovecot { _server: d },
+            });
+        }
+    }
+    Ok(servers)
+}
+
+/// Fills `s`'s INBOX (not measured) and reads once what the measured runs
+/// read, so every server starts warm; returns the fill's seconds.
+async fn fill_and_warm(s: &Server, inbox: &[GenMessage], connections: usize) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    match &s._guard {
+        // Dovecot's maildir is written directly: see
+        // `DovecotImap::fill_inbox_maildir` for why.
+        Guard::Dovecot { _server: d } => d.fill_inbox_maildir(inbox.iter().map(|m| (m.seen, m.raw.as_slice())))?,
+        Guard::Meshmail { .. } => fill_inbox(&s.addr, inbox, connections)
+            .await
+            .with_context(|| format!("filling {}'s INBOX", s.name))?,
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!("{}: INBOX filled with {} messages in {secs:.1} s", s.name, inbox.len());
+    let mut c = session(&s.addr).await?;
+    inbox_rows(&mut c, inbox).await?;
+    Ok(secs)
+}
+
+/// One run's rows on one server, the concurrent search's included when asked.
+async fn measured_run(
+    args: &MailboxArgs,
+    s: &Server,
+    run: usize,
+    folder: &[GenMessage],
+    inbox: &[GenMessage],
+) -> anyhow::Result<Vec<(String, f64)>> {
+    let mut figures = one_run(&s.addr, run, folder, inbox, args.literal_plus_messages)
+        .await
+        .with_context(|| format!("run {run} on {}", s.name))?;
+    if !inbox.is_empty() && args.search_sessions > 0 && args.search_seconds > 0 {
+        let ops = concurrent_search(&s.addr, inbox, args.search_sessions, args.search_seconds)
+            .await
+            .with_context(|| format!("concurrent search, run {run} on {}", s.name))?;
+        figures.push((INBOX_SEARCH_CONCURRENT.into(), ops));
+    }
+    Ok(figures)
 }
 
 /// `extra`: TOML merged into the `[imap]` table of the node's config (a
@@ -451,26 +473,58 @@ async fn one_run(
     let lp_name = format!("BenchLp{run}");
     c.cmd(&format!("CREATE {name}")).await?;
     c.cmd(&format!("CREATE {lp_name}")).await?;
+    append_rows(&mut c, &name, &lp_name, folder, literal_plus, &mut out).await?;
+    folder_rows(&mut c, &name, folder, &mut out).await?;
+    if !inbox.is_empty() {
+        out.extend(inbox_rows(&mut c, inbox).await?);
+    }
+    // Not measured: leave the account as it was for the next run.
+    c.cmd(&format!("DELETE {name}")).await?;
+    c.cmd(&format!("DELETE {lp_name}")).await?;
+    let _ = c.cmd("LOGOUT").await;
+    Ok(out)
+}
 
+/// The APPEND rows: the folder appended as imaplib does, then (when asked)
+/// `literal_plus` messages with LITERAL+ into `lp_name`.
+async fn append_rows(
+    c: &mut ImapClient,
+    name: &str,
+    lp_name: &str,
+    folder: &[GenMessage],
+    literal_plus: usize,
+    out: &mut Vec<(String, f64)>,
+) -> anyhow::Result<()> {
     // APPEND as imaplib does: Nagle on, literal and CRLF in two writes.
     c.set_nodelay(false)?;
     let t = Instant::now();
     for m in folder {
-        c.append_sync_literal_flags(&name, flags_of(m), &m.raw).await?;
+        c.append_sync_literal_flags(name, flags_of(m), &m.raw).await?;
     }
     out.push((APPEND_SYNC.into(), folder.len() as f64 / t.elapsed().as_secs_f64()));
     c.set_nodelay(true)?;
     if literal_plus > 0 {
         let t = Instant::now();
         for m in folder.iter().cycle().take(literal_plus) {
-            c.append_literal_plus(&lp_name, &m.raw).await?;
+            c.append_literal_plus(lp_name, &m.raw).await?;
         }
         out.push((
             APPEND_LP.into(),
             t.elapsed().as_secs_f64() * 1000.0 / literal_plus as f64,
         ));
     }
+    Ok(())
+}
 
+/// The rows on the appended folder: SELECT + FETCH, the headers, the
+/// SEARCHes (each checked against the generator), STORE \Seen; it ends
+/// with the folder unselected.
+async fn folder_rows(
+    c: &mut ImapClient,
+    name: &str,
+    folder: &[GenMessage],
+    out: &mut Vec<(String, f64)>,
+) -> anyhow::Result<()> {
     let t = Instant::now();
     let (sel, _) = c.cmd(&format!("SELECT {name}")).await?;
     let (f, _) = c.cmd("FETCH 1:* (UID FLAGS ENVELOPE RFC822.SIZE INTERNALDATE)").await?;
@@ -484,7 +538,7 @@ async fn one_run(
     );
 
     // Every header of the folder, as a client rebuilding its cache asks.
-    let (f, ms) = timed(&mut c, FETCH_HEADERS).await?;
+    let (f, ms) = timed(c, FETCH_HEADERS).await?;
     ensure!(
         fetches(&f) == folder.len(),
         "FETCH BODY.PEEK[HEADER] gave {} of {}",
@@ -495,7 +549,7 @@ async fn one_run(
 
     let mut total = 0.0;
     for (label, command) in SEARCH_COMMANDS {
-        let (u, ms) = timed(&mut c, command).await?;
+        let (u, ms) = timed(c, command).await?;
         let want = expected_hits(folder, label);
         if hits(&u)? != want {
             bail!("{command}: {} hits, {want} expected", hits(&u)?);
@@ -505,20 +559,12 @@ async fn one_run(
     }
     out.push((SEARCHES.into(), total));
 
-    let (_, ms) = timed(&mut c, "STORE 1:* +FLAGS (\\Seen)").await?;
+    let (_, ms) = timed(c, "STORE 1:* +FLAGS (\\Seen)").await?;
     out.push((STORE_SEEN.into(), ms));
     let (u, _) = c.cmd("SEARCH UNSEEN").await?;
     ensure!(hits(&u)? == 0, "after STORE \\Seen: {} unseen", hits(&u)?);
     c.cmd("UNSELECT").await?;
-
-    if !inbox.is_empty() {
-        out.extend(inbox_rows(&mut c, inbox).await?);
-    }
-    // Not measured: leave the account as it was for the next run.
-    c.cmd(&format!("DELETE {name}")).await?;
-    c.cmd(&format!("DELETE {lp_name}")).await?;
-    let _ = c.cmd("LOGOUT").await;
-    Ok(out)
+    Ok(())
 }
 
 /// Median, min and max of samples (shared by the benches that print them).

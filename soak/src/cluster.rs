@@ -349,40 +349,9 @@ impl LocalMesh {
         Ok(generation)
     }
 
-    /// Attach mode's kill: the node's kill command, then its HTTP silent
-    /// (or answering as a successor).
-    async fn kill_attached(&mut self, i: usize, limits: AttachLimits) -> anyhow::Result<()> {
-        let slot = &self.slots[i];
-        let node = slot.attached.clone().context("not an attached node")?;
-        let Some(cmd) = &node.kill else {
-            bail!("{} has no kill command in the cluster file", node.name);
-        };
-        crate::attached::run_shell(cmd, limits.command).await?;
-        if let Some(g) = slot.generation {
-            crate::attached::wait_gone(&node.name, &node.http, g, limits.ready).await?;
-        }
-        let slot = &mut self.slots[i];
-        slot.attached_up = false;
-        slot.started_at = None;
-        Ok(())
-    }
-
-    pub fn addrs(&self) -> Vec<NodeAddrs> {
-        self.slots.iter().map(|s| s.addrs.clone()).collect()
-    }
-
-    /// Starts node `i` and waits for its ready line; returns its generation.
-    pub async fn start(&mut self, i: usize) -> anyhow::Result<u64> {
-        if let Some(limits) = self.attach {
-            return self.start_attached(i, limits).await;
-        }
-        if self.slots[i].child.is_some() {
-            bail!("{} is already running", self.slots[i].addrs.name);
-        }
-        let a = self.slots[i]
-            .bind
-            .clone()
-            .unwrap_or_else(|| self.slots[i].addrs.clone());
+    /// `meshmail serve` for node `i` at `a`, its seeds the other nodes,
+    /// its stderr appended to its log.
+    fn serve_command(&self, i: usize, a: &NodeAddrs) -> anyhow::Result<Command> {
         let seeds: Vec<String> = self
             .slots
             .iter()
@@ -423,33 +392,47 @@ impl LocalMesh {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
+        Ok(cmd)
+    }
+
+    /// Attach mode's kill: the node's kill command, then its HTTP silent
+    /// (or answering as a successor).
+    async fn kill_attached(&mut self, i: usize, limits: AttachLimits) -> anyhow::Result<()> {
+        let slot = &self.slots[i];
+        let node = slot.attached.clone().context("not an attached node")?;
+        let Some(cmd) = &node.kill else {
+            bail!("{} has no kill command in the cluster file", node.name);
+        };
+        crate::attached::run_shell(cmd, limits.command).await?;
+        if let Some(g) = slot.generation {
+            crate::attached::wait_gone(&node.name, &node.http, g, limits.ready).await?;
+        }
+        let slot = &mut self.slots[i];
+        slot.attached_up = false;
+        slot.started_at = None;
+        Ok(())
+    }
+
+    pub fn addrs(&self) -> Vec<NodeAddrs> {
+        self.slots.iter().map(|s| s.addrs.clone()).collect()
+    }
+
+    /// Starts node `i` and waits for its ready line; returns its generation.
+    pub async fn start(&mut self, i: usize) -> anyhow::Result<u64> {
+        if let Some(limits) = self.attach {
+            return self.start_attached(i, limits).await;
+        }
+        if self.slots[i].child.is_some() {
+            bail!("{} is already running", self.slots[i].addrs.name);
+        }
+        let a = self.slots[i]
+            .bind
+            .clone()
+            .unwrap_or_else(|| self.slots[i].addrs.clone());
+        let mut cmd = self.serve_command(i, &a)?;
         let mut child = cmd.spawn().context("starting meshmail serve")?;
         let pid = child.id();
-        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Some(l) = lines.next_line().await? {
-                if l.starts_with("meshmail ready") {
-                    return anyhow::Ok(l);
-                }
-            }
-            bail!("{} exited before it was ready (see its log)", a.name)
-        })
-        .await;
-        let ready = match ready {
-            Ok(Ok(l)) => l,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                let _ = child.start_kill();
-                bail!("{} not ready within 60 s", a.name);
-            }
-        };
-        // Keep draining stdout so a chatty node never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let generation = ready
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix("generation="))
-            .and_then(|g| g.parse().ok())
-            .unwrap_or(0);
+        let generation = wait_ready(&mut child, &a.name).await?;
         let slot = &mut self.slots[i];
         slot.child = Some(child);
         slot.pid = pid;
@@ -603,4 +586,34 @@ pub fn find_meshmail(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         "cannot find the meshmail binary near {}: build it (cargo build -p meshmail-node) or pass --meshmail",
         exe.display()
     )
+}
+
+/// Waits for the node's ready line (killing it when 60 s pass without
+/// one) and returns the generation it names; its stdout is drained from
+/// then on so a chatty node never blocks on a full pipe.
+async fn wait_ready(child: &mut Child, name: &str) -> anyhow::Result<u64> {
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(l) = lines.next_line().await? {
+            if l.starts_with("meshmail ready") {
+                return anyhow::Ok(l);
+            }
+        }
+        bail!("{name} exited before it was ready (see its log)")
+    })
+    .await;
+    let ready = match ready {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            let _ = child.start_kill();
+            bail!("{name} not ready within 60 s");
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(ready
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("generation="))
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0))
 }

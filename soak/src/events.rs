@@ -147,113 +147,156 @@ pub fn parity(events: &[MeshEvent], alive_at_end: &HashMap<String, u64>) -> Pari
             .or_default()
             .push(e);
     }
-    let example = |f: &mut ParityFindings, s: String| {
-        if f.examples.len() < 20 {
-            f.examples.push(s);
-        }
-    };
     for ((observer, og), evs) in by_obs {
-        let mut p = ObserverParity {
-            observer: observer.clone(),
-            observer_generation: og,
-            ..Default::default()
-        };
-        // Per peer: the generations whose link is up now; per incarnation:
-        // ever seen up, and whether its last event was a down. A link drop
-        // gives one incarnation several down/up cycles: only a down with no
-        // up since the previous one is a duplicate.
-        let mut up_now: HashMap<&str, Vec<u64>> = HashMap::new();
-        let mut seen_up: HashMap<(&str, u64), bool> = HashMap::new();
-        let mut is_down: HashMap<(&str, u64), bool> = HashMap::new();
-        let mut last: HashMap<&str, (&str, u64)> = HashMap::new();
+        let mut r = Replay::new(observer, og);
         for e in evs {
-            let key = (e.node.as_str(), e.generation);
-            if e.kind == "up" || e.kind == "down" {
-                last.insert(&e.node, (&e.kind, e.generation));
-            }
-            match e.kind.as_str() {
-                "up" => {
-                    p.ups += 1;
-                    let live = up_now.entry(&e.node).or_default();
-                    if live.iter().any(|g| *g < e.generation) {
-                        p.up_before_predecessor_down += 1;
-                        example(
-                            &mut f,
-                            format!(
-                                "{observer}@{og}: {} gen {} up before its predecessor went down",
-                                e.node, e.generation
-                            ),
-                        );
-                    }
-                    if !live.contains(&e.generation) {
-                        live.push(e.generation);
-                    }
-                    seen_up.insert(key, true);
-                    is_down.insert(key, false);
-                }
-                "down" => {
-                    p.downs += 1;
-                    if !seen_up.contains_key(&key) {
-                        p.orphaned_downs += 1;
-                        example(
-                            &mut f,
-                            format!(
-                                "{observer}@{og}: down for {} gen {} never seen up",
-                                e.node, e.generation
-                            ),
-                        );
-                    } else if is_down.get(&key) == Some(&true) {
-                        p.duplicate_downs += 1;
-                        example(
-                            &mut f,
-                            format!(
-                                "{observer}@{og}: second down for {} gen {} with no up between",
-                                e.node, e.generation
-                            ),
-                        );
-                    }
-                    is_down.insert(key, true);
-                    if let Some(live) = up_now.get_mut(e.node.as_str()) {
-                        live.retain(|g| *g != e.generation);
-                    }
-                }
-                _ => {}
-            }
+            r.event(e, &mut f.examples);
         }
-        if alive_at_end.get(&observer) == Some(&og) {
-            for (peer, gen_now) in alive_at_end {
-                if *peer == observer {
-                    continue;
-                }
-                match last.get(peer.as_str()) {
-                    Some(("up", g)) if g == gen_now => {}
-                    Some(("down", g)) => {
-                        // Left down although the node came back: orphaned.
-                        p.orphaned_downs += 1;
-                        example(
-                            &mut f,
-                            format!("{observer}@{og}: {peer} left down (gen {g}) though gen {gen_now} is alive"),
-                        );
-                    }
-                    other => {
-                        p.stale_at_end += 1;
-                        example(
-                            &mut f,
-                            format!("{observer}@{og}: last word on {peer} is {other:?}, alive as gen {gen_now}"),
-                        );
-                    }
-                }
-            }
+        if alive_at_end.get(&r.p.observer) == Some(&og) {
+            r.end_view(alive_at_end, &mut f.examples);
         }
-        f.ups += p.ups;
-        f.downs += p.downs;
-        f.orphaned_down += p.orphaned_downs;
-        f.duplicate_down += p.duplicate_downs;
-        f.up_before_predecessor_down += p.up_before_predecessor_down;
-        f.stale_at_end += p.stale_at_end;
-        f.observers.push(p);
+        f.add(r.p);
     }
     f
+}
+
+impl ParityFindings {
+    fn add(&mut self, p: ObserverParity) {
+        self.ups += p.ups;
+        self.downs += p.downs;
+        self.orphaned_down += p.orphaned_downs;
+        self.duplicate_down += p.duplicate_downs;
+        self.up_before_predecessor_down += p.up_before_predecessor_down;
+        self.stale_at_end += p.stale_at_end;
+        self.observers.push(p);
+    }
+}
+
+/// Keeps the first 20 examples: enough to see the pattern.
+fn example(examples: &mut Vec<String>, s: String) {
+    if examples.len() < 20 {
+        examples.push(s);
+    }
+}
+
+/// One observer incarnation's events, replayed in order.
+///
+/// Per peer: the generations whose link is up now; per incarnation: ever
+/// seen up, and whether its last event was a down. A link drop gives one
+/// incarnation several down/up cycles: only a down with no up since the
+/// previous one is a duplicate.
+struct Replay<'a> {
+    p: ObserverParity,
+    /// `observer@generation`, as examples name it.
+    who: String,
+    up_now: HashMap<&'a str, Vec<u64>>,
+    seen_up: HashMap<(&'a str, u64), bool>,
+    is_down: HashMap<(&'a str, u64), bool>,
+    /// Per peer, the last up or down: (kind, generation).
+    last: HashMap<&'a str, (&'a str, u64)>,
+}
+
+impl<'a> Replay<'a> {
+    fn new(observer: String, og: u64) -> Self {
+        Replay {
+            who: format!("{observer}@{og}"),
+            p: ObserverParity {
+                observer,
+                observer_generation: og,
+                ..Default::default()
+            },
+            up_now: HashMap::new(),
+            seen_up: HashMap::new(),
+            is_down: HashMap::new(),
+            last: HashMap::new(),
+        }
+    }
+
+    fn event(&mut self, e: &'a MeshEvent, examples: &mut Vec<String>) {
+        if e.kind == "up" || e.kind == "down" {
+            self.last.insert(&e.node, (&e.kind, e.generation));
+        }
+        match e.kind.as_str() {
+            "up" => self.up(e, examples),
+            "down" => self.down(e, examples),
+            _ => {}
+        }
+    }
+
+    fn up(&mut self, e: &'a MeshEvent, examples: &mut Vec<String>) {
+        let key = (e.node.as_str(), e.generation);
+        self.p.ups += 1;
+        let live = self.up_now.entry(&e.node).or_default();
+        if live.iter().any(|g| *g < e.generation) {
+            self.p.up_before_predecessor_down += 1;
+            example(
+                examples,
+                format!(
+                    "{}: {} gen {} up before its predecessor went down",
+                    self.who, e.node, e.generation
+                ),
+            );
+        }
+        if !live.contains(&e.generation) {
+            live.push(e.generation);
+        }
+        self.seen_up.insert(key, true);
+        self.is_down.insert(key, false);
+    }
+
+    fn down(&mut self, e: &'a MeshEvent, examples: &mut Vec<String>) {
+        let key = (e.node.as_str(), e.generation);
+        self.p.downs += 1;
+        if !self.seen_up.contains_key(&key) {
+            self.p.orphaned_downs += 1;
+            example(
+                examples,
+                format!("{}: down for {} gen {} never seen up", self.who, e.node, e.generation),
+            );
+        } else if self.is_down.get(&key) == Some(&true) {
+            self.p.duplicate_downs += 1;
+            example(
+                examples,
+                format!(
+                    "{}: second down for {} gen {} with no up between",
+                    self.who, e.node, e.generation
+                ),
+            );
+        }
+        self.is_down.insert(key, true);
+        if let Some(live) = self.up_now.get_mut(e.node.as_str()) {
+            live.retain(|g| *g != e.generation);
+        }
+    }
+
+    /// A live observer at the end: its last word on every other live peer
+    /// must be "up" in the peer's current generation.
+    fn end_view(&mut self, alive_at_end: &HashMap<String, u64>, examples: &mut Vec<String>) {
+        let who = &self.who;
+        for (peer, gen_now) in alive_at_end {
+            if *peer == self.p.observer {
+                continue;
+            }
+            match self.last.get(peer.as_str()) {
+                Some(("up", g)) if g == gen_now => {}
+                Some(("down", g)) => {
+                    // Left down although the node came back: orphaned.
+                    self.p.orphaned_downs += 1;
+                    example(
+                        examples,
+                        format!("{who}: {peer} left down (gen {g}) though gen {gen_now} is alive"),
+                    );
+                }
+                other => {
+                    self.p.stale_at_end += 1;
+                    example(
+                        examples,
+                        format!("{who}: last word on {peer} is {other:?}, alive as gen {gen_now}"),
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

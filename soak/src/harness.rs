@@ -213,6 +213,50 @@ impl Harness {
         let actors_end = self.quiet_point().await;
         let accounts = load.as_ref().map(|l| l.shared.cfg.accounts).unwrap_or(0);
         let read = checks::read_back(&self.mesh.addrs(), accounts, Duration::from_secs(120)).await?;
+        let parity = self.end_parity().await;
+        self.mesh.stop_all().await;
+        let (ledger_exit, ledger_output) = self.mesh.verify_ledger().await?;
+        std::fs::write(out_dir.join("verify-ledger.txt"), &ledger_output)?;
+
+        let mut observations = load
+            .as_ref()
+            .map(|l| l.shared.observations.lock().expect("obs").clone())
+            .unwrap_or_default();
+        observations.extend(read.iter().cloned());
+        let history = crate::history::check(&observations);
+        let golden = load
+            .as_ref()
+            .map(|l| checks::golden(&l.shared.ids.lock().expect("ids"), &read))
+            .unwrap_or_default();
+        let (leaked, actor_notes) = checks::leaked_actors(&self.actors_start, &actors_end);
+        let memory_trend_pct = self.memory_trends();
+
+        let mut c = data_checks(&golden, ledger_exit, &history);
+        if self.mesh.mesh_flags {
+            c.extend(event_checks(&parity, self.unavailable_streams()));
+        }
+        c.extend(jmap_check(load.as_ref()));
+        c.push(leaked_actors_check(leaked, &self.actors_start, &actors_end));
+        c.extend(memory_trend_checks(&memory_trend_pct));
+        Ok(EndResult {
+            checks: c,
+            golden,
+            history,
+            parity,
+            actors_start: self.actors_start.clone(),
+            actors_end,
+            actor_notes,
+            ledger_exit,
+            ledger_output,
+            memory_trend_pct,
+            load: load.as_ref().map(Load::summary),
+        })
+    }
+
+    /// Stops the sampler and the event streams and judges the events seen
+    /// against the nodes still running; done before the nodes stop so their
+    /// shutdown is not read as a failure.
+    async fn end_parity(&mut self) -> ParityFindings {
         let alive: HashMap<String, u64> = self
             .mesh
             .slots
@@ -230,126 +274,28 @@ impl Harness {
         for (_, h) in self.streams.drain() {
             h.abort();
         }
-        self.mesh.stop_all().await;
-        let (ledger_exit, ledger_output) = self.mesh.verify_ledger().await?;
-        std::fs::write(out_dir.join("verify-ledger.txt"), &ledger_output)?;
+        parity
+    }
 
-        let mut observations = load
-            .as_ref()
-            .map(|l| l.shared.observations.lock().expect("obs").clone())
-            .unwrap_or_default();
-        observations.extend(read.iter().cloned());
-        let history = crate::history::check(&observations);
-        let golden = load
-            .as_ref()
-            .map(|l| checks::golden(&l.shared.ids.lock().expect("ids"), &read))
-            .unwrap_or_default();
-        let (leaked, actor_notes) = checks::leaked_actors(&self.actors_start, &actors_end);
+    /// Per node, the memory trend over the second half of the run.
+    fn memory_trends(&self) -> Vec<(String, Option<f64>)> {
         let run_s = self.elapsed_s();
-        let memory_trend_pct: Vec<(String, Option<f64>)> = {
-            let samples = self.samples.lock().expect("samples");
-            self.mesh
-                .slots
-                .iter()
-                .map(|s| {
-                    let name = s.addrs.name.clone();
-                    let t = checks::memory_trend_pct(&samples.procs, &name, run_s).map(|(p, _)| p);
-                    (name, t)
-                })
-                .collect()
-        };
-        let streams = self.events.streams.lock().expect("streams").clone();
-        let unavailable = streams.iter().filter(|s| s.unavailable || !s.connected).count() as u64;
-
-        let mut c = vec![
-            Check::zero("lost", golden.lost, format!("of {} acked", golden.acked)),
-            Check::zero("duplicated", golden.duplicated, ""),
-            Check::zero("extra_unexplained", golden.extra_unexplained, "stored but never sent"),
-            Check::info(
-                "extra_after_error",
-                golden.extra_after_error,
-                "stored although the client saw an error: allowed",
-            ),
-            Check::zero("misdelivered", golden.misdelivered, ""),
-            Check {
-                name: "verify_ledger".into(),
-                value: format!("exit {ledger_exit}"),
-                ok: ledger_exit == 0,
-                note: String::new(),
-            },
-            Check::zero(
-                "uid_reused",
-                history.uid_reused,
-                format!("{} observations", history.observations),
-            ),
-            Check::zero("modseq_regressions", history.modseq_regressions, ""),
-            Check::zero("uid_order_violations", history.uid_order_violations, ""),
-        ];
-        if self.mesh.mesh_flags {
-            c.push(Check::zero(
-                "event_streams_missing",
-                unavailable,
-                "node incarnations whose /mesh/events never answered",
-            ));
-            c.push(Check::info("node_up_events", parity.ups, ""));
-            c.push(Check::info("node_down_events", parity.downs, ""));
-            c.push(Check::zero("orphaned_down", parity.orphaned_down, ""));
-            c.push(Check::zero("duplicate_down", parity.duplicate_down, ""));
-            c.push(Check::zero(
-                "up_before_predecessor_down",
-                parity.up_before_predecessor_down,
-                "",
-            ));
-            c.push(Check::zero(
-                "stale_view_at_end",
-                parity.stale_at_end,
-                "live peer not seen up in its current generation",
-            ));
-        }
-        if let Some(l) = load.as_ref().filter(|l| l.shared.cfg.jmap_readers > 0) {
-            let counters = l.shared.counters.lock().expect("counters").clone();
-            // Readers that never got an answer read nothing: a failure.
-            c.push(Check {
-                name: "jmap_rounds".into(),
-                value: counters.jmap_rounds.to_string(),
-                ok: counters.jmap_rounds > 0,
-                note: format!("{} failed rounds (faults allow some)", counters.jmap_errors),
-            });
-        }
-        let compared = actors_end
+        let samples = self.samples.lock().expect("samples");
+        self.mesh
+            .slots
             .iter()
-            .filter(|e| self.actors_start.iter().any(|s| s.node == e.node))
-            .count();
-        c.push(Check {
-            name: "leaked_actors".into(),
-            value: leaked.to_string(),
-            ok: leaked == 0 && compared > 0,
-            note: if compared == 0 {
-                "no node sampled at both quiet points".into()
-            } else {
-                format!("{compared} nodes compared")
-            },
-        });
-        for (n, t) in &memory_trend_pct {
-            c.push(Check::info(
-                &format!("memory_trend_{n}"),
-                t.map(|t| format!("{t:+.1}%")).unwrap_or_else(|| "n/a".into()),
-                "second half, of the mean",
-            ));
-        }
-        Ok(EndResult {
-            checks: c,
-            golden,
-            history,
-            parity,
-            actors_start: self.actors_start.clone(),
-            actors_end,
-            actor_notes,
-            ledger_exit,
-            ledger_output,
-            memory_trend_pct,
-            load: load.as_ref().map(Load::summary),
-        })
+            .map(|s| {
+                let name = s.addrs.name.clone();
+                let t = checks::memory_trend_pct(&samples.procs, &name, run_s).map(|(p, _)| p);
+                (name, t)
+            })
+            .collect()
+    }
+
+    /// Node incarnations whose event stream never connected or answered.
+    fn unavailable_streams(&self) -> u64 {
+        let streams = self.events.streams.lock().expect("streams").clone();
+        streams.iter().filter(|s| s.unavailable || !s.connected).count() as u64
     }
 
     /// Memory and fd plots plus the rate plot, into `dir`; returns notes on failures.
@@ -397,4 +343,92 @@ impl Harness {
         }));
         notes
     }
+}
+
+/// What was stored against what was acked, the ledger, and the IMAP histories.
+fn data_checks(golden: &GoldenFindings, ledger_exit: i32, history: &HistoryFindings) -> Vec<Check> {
+    vec![
+        Check::zero("lost", golden.lost, format!("of {} acked", golden.acked)),
+        Check::zero("duplicated", golden.duplicated, ""),
+        Check::zero("extra_unexplained", golden.extra_unexplained, "stored but never sent"),
+        Check::info(
+            "extra_after_error",
+            golden.extra_after_error,
+            "stored although the client saw an error: allowed",
+        ),
+        Check::zero("misdelivered", golden.misdelivered, ""),
+        Check {
+            name: "verify_ledger".into(),
+            value: format!("exit {ledger_exit}"),
+            ok: ledger_exit == 0,
+            note: String::new(),
+        },
+        Check::zero(
+            "uid_reused",
+            history.uid_reused,
+            format!("{} observations", history.observations),
+        ),
+        Check::zero("modseq_regressions", history.modseq_regressions, ""),
+        Check::zero("uid_order_violations", history.uid_order_violations, ""),
+    ]
+}
+
+/// Membership events: only meaningful when the nodes run as a mesh.
+fn event_checks(parity: &ParityFindings, unavailable: u64) -> Vec<Check> {
+    vec![
+        Check::zero(
+            "event_streams_missing",
+            unavailable,
+            "node incarnations whose /mesh/events never answered",
+        ),
+        Check::info("node_up_events", parity.ups, ""),
+        Check::info("node_down_events", parity.downs, ""),
+        Check::zero("orphaned_down", parity.orphaned_down, ""),
+        Check::zero("duplicate_down", parity.duplicate_down, ""),
+        Check::zero("up_before_predecessor_down", parity.up_before_predecessor_down, ""),
+        Check::zero(
+            "stale_view_at_end",
+            parity.stale_at_end,
+            "live peer not seen up in its current generation",
+        ),
+    ]
+}
+
+/// The JMAP readers' rounds, when the load had readers.
+fn jmap_check(load: Option<&Load>) -> Option<Check> {
+    let l = load.filter(|l| l.shared.cfg.jmap_readers > 0)?;
+    let counters = l.shared.counters.lock().expect("counters").clone();
+    // Readers that never got an answer read nothing: a failure.
+    Some(Check {
+        name: "jmap_rounds".into(),
+        value: counters.jmap_rounds.to_string(),
+        ok: counters.jmap_rounds > 0,
+        note: format!("{} failed rounds (faults allow some)", counters.jmap_errors),
+    })
+}
+
+/// Leaked actors; a run where no node was sampled at both quiet points
+/// proves nothing and fails.
+fn leaked_actors_check(leaked: i64, start: &[ActorSample], end: &[ActorSample]) -> Check {
+    let compared = end.iter().filter(|e| start.iter().any(|s| s.node == e.node)).count();
+    Check {
+        name: "leaked_actors".into(),
+        value: leaked.to_string(),
+        ok: leaked == 0 && compared > 0,
+        note: if compared == 0 {
+            "no node sampled at both quiet points".into()
+        } else {
+            format!("{compared} nodes compared")
+        },
+    }
+}
+
+fn memory_trend_checks(trends: &[(String, Option<f64>)]) -> impl Iterator<Item = Check> + '_ {
+    trends.iter().map(|(n, t)| {
+        Check::info(
+            &format!("memory_trend_{n}"),
+            t.map(|t| format!("{t:+.1}%")).unwrap_or_else(|| "n/a".into()),
+            "second half, of the mean",
+        )
+    })
 }

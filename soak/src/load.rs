@@ -469,17 +469,7 @@ async fn smtp_worker(s: Arc<Shared>, tickets: Option<Arc<tokio::sync::Mutex<toki
             }
         }
         let fault = s.faults.lock().expect("faults").pop();
-        let account_ix = if fault.is_some() {
-            0
-        } else {
-            // A held mailbox (see `fault_scheduler`) gets nothing new.
-            let ix = s.cfg.skew.pick(s.cfg.accounts, &mut rand::rng());
-            if s.held(ix) {
-                (ix + 1) % s.cfg.accounts.max(1)
-            } else {
-                ix
-            }
-        };
+        let account_ix = pick_account(&s, fault);
         let to = account(account_ix);
         let id = uuid::Uuid::new_v4().to_string();
         let msg = message(&s, &id, &to, fault);
@@ -491,30 +481,7 @@ async fn smtp_worker(s: Arc<Shared>, tickets: Option<Arc<tokio::sync::Mutex<toki
             .send_message("load@soak.example", &to, &msg)
             .await;
         s.inflight.fetch_sub(1, Ordering::Relaxed);
-        let fate = match &outcome {
-            Outcome::Acked => Some(Fate::Acked),
-            Outcome::Refused(_) => Some(Fate::Refused),
-            Outcome::Unknown(_) => Some(Fate::Unknown),
-            Outcome::NotSent(_) => None,
-        };
-        if fault == Some("reuse-uid") && outcome == Outcome::Acked {
-            *s.hold.lock().expect("hold") = Some((account_ix, id.clone(), Instant::now() + Duration::from_secs(10)));
-        }
-        if let Some(f) = fate {
-            s.ids.lock().expect("ids").insert(id, (account_ix, f));
-        }
-        s.count(|c| {
-            c.attempted += 1;
-            match outcome {
-                Outcome::Acked => c.acked += 1,
-                Outcome::Refused(_) => c.refused += 1,
-                Outcome::Unknown(_) => c.unknown += 1,
-                Outcome::NotSent(_) => c.not_sent += 1,
-            }
-            if fault.is_some() && fate == Some(Fate::Acked) {
-                c.fault_messages_acked += 1;
-            }
-        });
+        tally(&s, account_ix, id, fault, &outcome);
         if outcome == Outcome::Acked {
             s.acked_at.lock().expect("acked_at").push((account_ix, Instant::now()));
             s.acked_total.fetch_add(1, Ordering::Relaxed);
@@ -537,6 +504,50 @@ async fn smtp_worker(s: Arc<Shared>, tickets: Option<Arc<tokio::sync::Mutex<toki
     if let Some(c) = conn {
         let _ = tokio::time::timeout(Duration::from_secs(2), c.quit()).await;
     }
+}
+
+/// The account a message goes to: a fault message to the first; otherwise
+/// by the skew, but a held mailbox (see `fault_scheduler`) gets nothing new.
+fn pick_account(s: &Shared, fault: Option<&str>) -> u32 {
+    if fault.is_some() {
+        return 0;
+    }
+    let ix = s.cfg.skew.pick(s.cfg.accounts, &mut rand::rng());
+    if s.held(ix) {
+        (ix + 1) % s.cfg.accounts.max(1)
+    } else {
+        ix
+    }
+}
+
+/// Records what became of message `id`: its fate for the golden check
+/// (none when it cannot have been stored), the hold a reuse-uid fault
+/// starts, and the counters.
+fn tally(s: &Shared, account_ix: u32, id: String, fault: Option<&str>, outcome: &Outcome) {
+    let fate = match outcome {
+        Outcome::Acked => Some(Fate::Acked),
+        Outcome::Refused(_) => Some(Fate::Refused),
+        Outcome::Unknown(_) => Some(Fate::Unknown),
+        Outcome::NotSent(_) => None,
+    };
+    if fault == Some("reuse-uid") && *outcome == Outcome::Acked {
+        *s.hold.lock().expect("hold") = Some((account_ix, id.clone(), Instant::now() + Duration::from_secs(10)));
+    }
+    if let Some(f) = fate {
+        s.ids.lock().expect("ids").insert(id, (account_ix, f));
+    }
+    s.count(|c| {
+        c.attempted += 1;
+        match outcome {
+            Outcome::Acked => c.acked += 1,
+            Outcome::Refused(_) => c.refused += 1,
+            Outcome::Unknown(_) => c.unknown += 1,
+            Outcome::NotSent(_) => c.not_sent += 1,
+        }
+        if fault.is_some() && fate == Some(Fate::Acked) {
+            c.fault_messages_acked += 1;
+        }
+    });
 }
 
 /// Queues the fault messages once the run reaches `fault_at`.

@@ -163,44 +163,17 @@ fn serve(
                 rcpts.clear();
                 w.write_all(b"250 2.1.0 ok\r\n")?;
             }
-            "RCPT" => {
-                let n = stats.rcpts_seen.fetch_add(1, Ordering::Relaxed) + 1;
-                if options.tempfail_every > 0 && n.is_multiple_of(options.tempfail_every) {
-                    stats.tempfails.fetch_add(1, Ordering::Relaxed);
-                    w.write_all(b"451 4.3.0 try again later\r\n")?;
-                } else {
-                    rcpts.push(angle(&line));
-                    w.write_all(b"250 2.1.5 ok\r\n")?;
-                }
-            }
+            "RCPT" => w.write_all(rcpt(&line, &mut rcpts, stats, options))?,
             "DATA" => {
                 if rcpts.is_empty() {
                     w.write_all(b"554 5.5.1 no valid recipients\r\n")?;
                     continue;
                 }
                 w.write_all(b"354 go\r\n")?;
-                let mut x_headers = Vec::new();
-                let mut in_header = true;
-                loop {
-                    if read_line(&mut r, &mut line)? == 0 {
-                        // Cut off before the end of data: nothing was accepted.
-                        return Ok(());
-                    }
-                    if line == ".\r\n" {
-                        break;
-                    }
-                    if in_header {
-                        if line == "\r\n" {
-                            in_header = false;
-                        } else if x_headers.len() < HEADER_LINES_MAX
-                            && line.len() > 2
-                            && line[..2].eq_ignore_ascii_case("x-")
-                            && let Some((n, v)) = line.split_once(':')
-                        {
-                            x_headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
-                        }
-                    }
-                }
+                let Some(x_headers) = read_data(&mut r, &mut line)? else {
+                    // Cut off before the end of data: nothing was accepted.
+                    return Ok(());
+                };
                 w.write_all(b"250 2.0.0 queued\r\n")?;
                 stats.transactions.fetch_add(1, Ordering::Relaxed);
                 deliveries.lock().expect("deliveries").push(Delivery {
@@ -221,6 +194,46 @@ fn serve(
                 return Ok(());
             }
             _ => w.write_all(b"250 ok\r\n")?,
+        }
+    }
+}
+
+/// RCPT: every `tempfail_every`th recipient seen is refused for now (the
+/// sender's retry path); the others are taken. Returns the reply.
+fn rcpt(line: &str, rcpts: &mut Vec<String>, stats: &SinkStats, options: &SinkOptions) -> &'static [u8] {
+    let n = stats.rcpts_seen.fetch_add(1, Ordering::Relaxed) + 1;
+    if options.tempfail_every > 0 && n.is_multiple_of(options.tempfail_every) {
+        stats.tempfails.fetch_add(1, Ordering::Relaxed);
+        b"451 4.3.0 try again later\r\n"
+    } else {
+        rcpts.push(angle(line));
+        b"250 2.1.5 ok\r\n"
+    }
+}
+
+/// Reads the content up to the lone dot, keeping the first
+/// `HEADER_LINES_MAX` `X-` header fields (name lowercased); `None` when
+/// the connection ends first.
+fn read_data(r: &mut BufReader<TcpStream>, line: &mut String) -> std::io::Result<Option<Vec<(String, String)>>> {
+    let mut x_headers = Vec::new();
+    let mut in_header = true;
+    loop {
+        if read_line(r, line)? == 0 {
+            return Ok(None);
+        }
+        if line == ".\r\n" {
+            return Ok(Some(x_headers));
+        }
+        if in_header {
+            if line == "\r\n" {
+                in_header = false;
+            } else if x_headers.len() < HEADER_LINES_MAX
+                && line.len() > 2
+                && line[..2].eq_ignore_ascii_case("x-")
+                && let Some((n, v)) = line.split_once(':')
+            {
+                x_headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
+            }
         }
     }
 }

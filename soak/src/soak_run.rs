@@ -2,14 +2,14 @@
 //! with no injected faults, periodic samples (rate, latency, RSS, fds,
 //! actors, queue depths) and the same end checks as the chaos runner.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 
 use crate::checks;
 use crate::cluster::{LocalMesh, find_meshmail};
-use crate::harness::Harness;
+use crate::harness::{EndResult, Harness};
 use crate::load::LoadConfig;
 
 #[derive(Debug, Args)]
@@ -77,52 +77,76 @@ async fn run_async(args: SoakArgs) -> anyhow::Result<bool> {
     )
     .await?;
     let mut h = Harness::new(mesh);
-    let result = async {
-        for i in 0..args.nodes {
-            h.start(i).await?;
-        }
-        let run_for = Duration::from_secs(args.duration);
-        h.start_load(cfg.clone(), run_for);
-        h.start_sampler(Duration::from_secs(args.sample_every.max(1)));
-        // Warm up, then the first quiet point.
-        tokio::time::sleep(run_for.mul_f64(0.1).min(Duration::from_secs(60))).await;
-        h.actors_start = h.quiet_point().await;
-        eprintln!("soak: warm-up quiet point taken; running until {} s", args.duration);
-        let until = h.t0 + run_for;
-        while tokio::time::Instant::now().into_std() < until {
-            tokio::time::sleep(Duration::from_secs(10)).await;
-            if let Some(l) = &h.load {
-                eprintln!("soak: {:.0} s, {} acked", h.elapsed_s(), l.acked());
-            }
-            for i in 0..h.mesh.slots.len() {
-                if let Some(status) = h.mesh.crashed(i) {
-                    h.events
-                        .note("crashed", &h.mesh.slots[i].addrs.name.clone(), 0, &status);
-                }
-            }
-        }
-        h.finish(Duration::from_secs(3), &out).await
-    }
-    .await;
+    let result = drive(&mut h, &args, &cfg, &out).await;
+    // Whatever happened, no node outlives the run.
     h.mesh.stop_all().await;
     let mut end = result?;
     if let Some(max) = args.max_memory_trend_pct {
-        for (node, trend) in &end.memory_trend_pct {
-            end.checks.push(checks::Check {
-                name: format!("memory_trend_bound_{node}"),
-                value: trend.map(|t| format!("{t:+.1}%")).unwrap_or_else(|| "n/a".into()),
-                ok: trend.is_some_and(|t| t.abs() <= max),
-                note: format!("second-half RSS trend within ±{max}% of the mean"),
-            });
+        end.checks.extend(memory_bound_checks(&end, max));
+    }
+    write_report(&h, &args, &cfg, &end, &out)?;
+    for c in &end.checks {
+        println!("{}", c.line());
+    }
+    println!("report: {}", out.join("report.md").display());
+    // The checks (read-back, `verify ledger`) are done: the store is only evidence now.
+    if !args.keep_data {
+        std::fs::remove_dir_all(&data).map_err(|e| anyhow::anyhow!("deleting {}: {e}", data.display()))?;
+    }
+    Ok(checks::all_ok(&end.checks))
+}
+
+/// Starts the nodes, the load and the sampler, takes the warm-up quiet
+/// point, runs for `--duration` noting crashed nodes, then the end checks.
+async fn drive(h: &mut Harness, args: &SoakArgs, cfg: &LoadConfig, out: &Path) -> anyhow::Result<EndResult> {
+    for i in 0..args.nodes {
+        h.start(i).await?;
+    }
+    let run_for = Duration::from_secs(args.duration);
+    h.start_load(cfg.clone(), run_for);
+    h.start_sampler(Duration::from_secs(args.sample_every.max(1)));
+    // Warm up, then the first quiet point.
+    tokio::time::sleep(run_for.mul_f64(0.1).min(Duration::from_secs(60))).await;
+    h.actors_start = h.quiet_point().await;
+    eprintln!("soak: warm-up quiet point taken; running until {} s", args.duration);
+    let until = h.t0 + run_for;
+    while tokio::time::Instant::now().into_std() < until {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        if let Some(l) = &h.load {
+            eprintln!("soak: {:.0} s, {} acked", h.elapsed_s(), l.acked());
+        }
+        for i in 0..h.mesh.slots.len() {
+            if let Some(status) = h.mesh.crashed(i) {
+                h.events
+                    .note("crashed", &h.mesh.slots[i].addrs.name.clone(), 0, &status);
+            }
         }
     }
-    let notes = h.plots(&out);
+    h.finish(Duration::from_secs(3), out).await
+}
+
+/// `--max-memory-trend-pct`: each node's trend within the bound.
+fn memory_bound_checks(end: &EndResult, max: f64) -> Vec<checks::Check> {
+    end.memory_trend_pct
+        .iter()
+        .map(|(node, trend)| checks::Check {
+            name: format!("memory_trend_bound_{node}"),
+            value: trend.map(|t| format!("{t:+.1}%")).unwrap_or_else(|| "n/a".into()),
+            ok: trend.is_some_and(|t| t.abs() <= max),
+            note: format!("second-half RSS trend within ±{max}% of the mean"),
+        })
+        .collect()
+}
+
+/// The plots, `report.md` and `report.json` into `out`.
+fn write_report(h: &Harness, args: &SoakArgs, cfg: &LoadConfig, end: &EndResult, out: &Path) -> anyhow::Result<()> {
+    let notes = h.plots(out);
     let samples = h.samples.lock().expect("samples");
     let mut md = format!(
         "# meshmail soak run\n\n{} node(s), {} s, load: {}\n\n## End checks\n\n```\n",
         args.nodes,
         args.duration,
-        serde_json::to_string(&cfg)?
+        serde_json::to_string(cfg)?
     );
     for c in &end.checks {
         md.push_str(&c.line());
@@ -150,13 +174,5 @@ async fn run_async(args: SoakArgs) -> anyhow::Result<bool> {
             "rates": samples.rates,
         }))?,
     )?;
-    for c in &end.checks {
-        println!("{}", c.line());
-    }
-    println!("report: {}", out.join("report.md").display());
-    // The checks (read-back, `verify ledger`) are done: the store is only evidence now.
-    if !args.keep_data {
-        std::fs::remove_dir_all(&data).map_err(|e| anyhow::anyhow!("deleting {}: {e}", data.display()))?;
-    }
-    Ok(checks::all_ok(&end.checks))
+    Ok(())
 }

@@ -497,128 +497,6 @@ impl SmtpClient {
         Ok(())
     }
 
-    /// Runs one mail transaction. `Err` concerns every recipient (the
-    /// connection failed or MAIL/DATA was refused); `Ok` has one reply per
-    /// recipient. The body is dot-stuffed and its line ends made CRLF here.
-    pub async fn send_mail(&mut self, env: &Envelope, body: &[u8]) -> Result<TxnOutcome, ClientError> {
-        let mut mail = format!("MAIL FROM:<{}>", env.from);
-        if self.caps.size.is_some() {
-            mail.push_str(&format!(" SIZE={}", env.size));
-        }
-        if env.eight_bit && self.caps.eight_bit_mime {
-            mail.push_str(" BODY=8BITMIME");
-        }
-        if env.smtputf8 && self.caps.smtputf8 {
-            mail.push_str(" SMTPUTF8");
-        }
-        if env.require_tls && self.caps.requiretls {
-            mail.push_str(" REQUIRETLS");
-        }
-        if self.caps.dsn {
-            match env.ret {
-                Some(DsnRet::Full) => mail.push_str(" RET=FULL"),
-                Some(DsnRet::Hdrs) => mail.push_str(" RET=HDRS"),
-                None => {}
-            }
-            if let Some(id) = &env.envid {
-                mail.push_str(&format!(" ENVID={}", xtext(id)));
-            }
-        }
-        mail.push_str("\r\n");
-        let mut rcpt_lines = Vec::with_capacity(env.rcpts.len());
-        for r in &env.rcpts {
-            let mut line = format!("RCPT TO:<{}>", r.address);
-            if self.caps.dsn {
-                if let Some(n) = r.notify {
-                    line.push_str(&format!(" NOTIFY={}", notify_value(n)));
-                }
-                if let Some(o) = &r.orcpt
-                    && let Some((kind, addr)) = o.split_once(';')
-                {
-                    line.push_str(&format!(" ORCPT={kind};{}", xtext(addr)));
-                }
-            }
-            line.push_str("\r\n");
-            rcpt_lines.push(line);
-        }
-        let t = self.timeouts.command;
-        let (mail_reply, rcpt_replies, data_reply) = if self.caps.pipelining {
-            // RFC 2920: MAIL, every RCPT and DATA in one write, then the
-            // replies in order.
-            let mut batch = mail.into_bytes();
-            for l in &rcpt_lines {
-                batch.extend_from_slice(l.as_bytes());
-            }
-            batch.extend_from_slice(b"DATA\r\n");
-            self.send(&batch).await?;
-            let mail_reply = self.read_reply(t, "MAIL").await?;
-            let mut rcpts = Vec::with_capacity(rcpt_lines.len());
-            for _ in &rcpt_lines {
-                rcpts.push(self.read_reply(t, "RCPT").await?);
-            }
-            let data = self.read_reply(t, "DATA").await?;
-            (mail_reply, rcpts, data)
-        } else {
-            self.send(mail.as_bytes()).await?;
-            let mail_reply = self.read_reply(t, "MAIL").await?;
-            if !mail_reply.is_positive() {
-                self.reset().await;
-                return Err(ClientError::Rejected {
-                    stage: "MAIL",
-                    reply: mail_reply,
-                });
-            }
-            let mut rcpts = Vec::with_capacity(rcpt_lines.len());
-            for l in &rcpt_lines {
-                self.send(l.as_bytes()).await?;
-                rcpts.push(self.read_reply(t, "RCPT").await?);
-            }
-            if !rcpts.iter().any(|r| r.is_positive()) {
-                self.reset().await;
-                return Ok(TxnOutcome { rcpts });
-            }
-            self.send(b"DATA\r\n").await?;
-            let data = self.read_reply(t, "DATA").await?;
-            (mail_reply, rcpts, data)
-        };
-        if !mail_reply.is_positive() {
-            if data_reply.code == 354 {
-                self.send(b".\r\n").await?;
-                let _ = self.read_reply(self.timeouts.data_end, "end of data").await?;
-            }
-            self.reset().await;
-            return Err(ClientError::Rejected {
-                stage: "MAIL",
-                reply: mail_reply,
-            });
-        }
-        let accepted = rcpt_replies.iter().filter(|r| r.is_positive()).count();
-        if data_reply.code != 354 {
-            self.reset().await;
-            if accepted == 0 {
-                return Ok(TxnOutcome { rcpts: rcpt_replies });
-            }
-            return Err(ClientError::Rejected {
-                stage: "DATA",
-                reply: data_reply,
-            });
-        }
-        if accepted == 0 {
-            // A 354 with no recipient (RFC 2920 §3.1): end the empty data.
-            self.send(b".\r\n").await?;
-            let _ = self.read_reply(self.timeouts.data_end, "end of data").await?;
-            return Ok(TxnOutcome { rcpts: rcpt_replies });
-        }
-        self.send_body(body).await?;
-        let end = self.read_reply(self.timeouts.data_end, "end of data").await?;
-        self.transactions += 1;
-        let rcpts = rcpt_replies
-            .into_iter()
-            .map(|r| if r.is_positive() { end.clone() } else { r })
-            .collect();
-        Ok(TxnOutcome { rcpts })
-    }
-
     /// RSET before the next transaction on a reused connection (as Postfix
     /// does with its cached connections): a peer that dropped or broke the
     /// session is found here, before a message is at stake on it.
@@ -744,23 +622,6 @@ fn parse_reply_line(line: &str) -> Result<(u16, bool, String), ClientError> {
     Ok((code, more, text))
 }
 
-fn notify_value(n: DsnNotify) -> String {
-    if n.never {
-        return "NEVER".into();
-    }
-    let mut v = Vec::new();
-    if n.success {
-        v.push("SUCCESS");
-    }
-    if n.failure {
-        v.push("FAILURE");
-    }
-    if n.delay {
-        v.push("DELAY");
-    }
-    v.join(",")
-}
-
 /// RFC 3461 §4 xtext: `+`, `=`, controls and non-ASCII as `+XX`.
 pub fn xtext(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -773,6 +634,9 @@ pub fn xtext(s: &str) -> String {
     }
     out
 }
+
+#[path = "client_txn.rs"]
+mod txn;
 
 #[cfg(test)]
 #[path = "client_tests.rs"]

@@ -625,33 +625,7 @@ fn decide(
             };
             (how, "relayed", report)
         }
-        Verdict::Temporary { error, remote, .. } => {
-            let delay = cfg.retry_delay(item.attempts);
-            let jitter_ms = rand::rng().random_range(0..=delay.as_millis() as u64 / 10);
-            let next_ms = (now + delay.as_millis() as u64 + jitter_ms).min(expires_ms.max(now + 1000));
-            let report = cfg
-                .delay_warning
-                .filter(|warn_after| {
-                    !item.delay_warned
-                        && has_sender
-                        && item.dsn.wants_delay()
-                        && now.saturating_sub(item.queued_ms) >= warn_after.as_millis() as u64
-                })
-                .map(|_| Report {
-                    action: Action::Delayed,
-                    status: "4.4.7".into(),
-                    remote_mta: remote.clone(),
-                    diagnostic: format!("x-meshmail; {error}"),
-                    last_attempt_ms: now,
-                    retry_until_ms: Some(expires_ms),
-                });
-            let how = Finish::Retry {
-                next_ms,
-                error,
-                delay_warned: false,
-            };
-            (how, "retry", report)
-        }
+        Verdict::Temporary { error, remote, .. } => retry(cfg, item, now, error, remote),
         Verdict::Permanent {
             status,
             diagnostic,
@@ -668,6 +642,46 @@ fn decide(
             (Finish::Bounced { reason: diagnostic }, "bounced", report)
         }
     }
+}
+
+/// A temporary failure: the next attempt after the configured delay (plus
+/// up to a tenth of it, so retries of a burst spread out), never past the
+/// message's expiry; and a delay DSN once, when the sender asked for one
+/// and the message has waited long enough.
+fn retry(
+    cfg: &super::OutboundConfig,
+    item: &OutboundItem,
+    now: u64,
+    error: String,
+    remote: Option<String>,
+) -> (Finish, &'static str, Option<Report>) {
+    let expires_ms = item.queued_ms + cfg.max_lifetime.as_millis() as u64;
+    let has_sender = !item.sender.is_empty();
+    let delay = cfg.retry_delay(item.attempts);
+    let jitter_ms = rand::rng().random_range(0..=delay.as_millis() as u64 / 10);
+    let next_ms = (now + delay.as_millis() as u64 + jitter_ms).min(expires_ms.max(now + 1000));
+    let report = cfg
+        .delay_warning
+        .filter(|warn_after| {
+            !item.delay_warned
+                && has_sender
+                && item.dsn.wants_delay()
+                && now.saturating_sub(item.queued_ms) >= warn_after.as_millis() as u64
+        })
+        .map(|_| Report {
+            action: Action::Delayed,
+            status: "4.4.7".into(),
+            remote_mta: remote.clone(),
+            diagnostic: format!("x-meshmail; {error}"),
+            last_attempt_ms: now,
+            retry_until_ms: Some(expires_ms),
+        });
+    let how = Finish::Retry {
+        next_ms,
+        error,
+        delay_warned: false,
+    };
+    (how, "retry", report)
 }
 
 /// Ends one attempt of one message: one DSN per kind (failed, delayed,

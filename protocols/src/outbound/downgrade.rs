@@ -242,24 +242,7 @@ fn entity(e: &[u8], target: Target, depth: usize, top: bool, out: &mut Vec<u8>) 
         return entity(body, target, depth + 1, true, out);
     }
     // A leaf to re-encode (or a lone multipart without a boundary).
-    let (encoding, encoded) = match cte.as_deref() {
-        // Already encoded but with stray octets: a decoder passes them
-        // through (QP) or skips them (base64); this keeps that meaning.
-        Some("quoted-printable") => ("quoted-printable", escape_qp_strays(body, crlf)),
-        Some("base64") => ("base64", rewrap_base64(body, crlf)),
-        _ => {
-            let text = mime.is_empty() || mime.starts_with("text/");
-            // Text that is really binary (NUL, bare CR) goes as base64 so
-            // every octet survives; over-long text lines are fine in QP
-            // (soft breaks).
-            let binary = body.contains(&0) || has_bare_cr(body);
-            if text && !binary {
-                ("quoted-printable", encode_qp(body, crlf))
-            } else {
-                ("base64", encode_base64(body, crlf))
-            }
-        }
-    };
+    let (encoding, encoded) = encode_leaf(body, cte.as_deref(), &mime, crlf);
     for f in &fields {
         if !f.is("Content-Transfer-Encoding") {
             out.extend_from_slice(f.raw);
@@ -286,6 +269,29 @@ fn entity(e: &[u8], target: Target, depth: usize, top: bool, out: &mut Vec<u8>) 
     out.extend_from_slice(crlf);
     out.extend_from_slice(&encoded);
     Ok(())
+}
+
+/// A leaf's body re-encoded to fit 7 bits: the transfer encoding to
+/// declare and the encoded bytes.
+fn encode_leaf(body: &[u8], cte: Option<&str>, mime: &str, crlf: &[u8]) -> (&'static str, Vec<u8>) {
+    match cte {
+        // Already encoded but with stray octets: a decoder passes them
+        // through (QP) or skips them (base64); this keeps that meaning.
+        Some("quoted-printable") => ("quoted-printable", escape_qp_strays(body, crlf)),
+        Some("base64") => ("base64", rewrap_base64(body, crlf)),
+        _ => {
+            let text = mime.is_empty() || mime.starts_with("text/");
+            // Text that is really binary (NUL, bare CR) goes as base64 so
+            // every octet survives; over-long text lines are fine in QP
+            // (soft breaks).
+            let binary = body.contains(&0) || has_bare_cr(body);
+            if text && !binary {
+                ("quoted-printable", encode_qp(body, crlf))
+            } else {
+                ("base64", encode_base64(body, crlf))
+            }
+        }
+    }
 }
 
 /// Where each delimiter line of `boundary` is: (line start, line end

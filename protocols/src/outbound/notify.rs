@@ -10,14 +10,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use meshmail_actors::delivery::{DeliveryError, DeliveryRequest, deliver};
+use meshmail_actors::node::NodeCtx;
 use meshmail_storage::StorageError;
+use meshmail_storage::model::accounts::{self, Account};
+use meshmail_storage::model::now_ms;
 use meshmail_storage::model::outbound::OutboundItem;
-use meshmail_storage::model::{accounts, now_ms};
 
 use super::Outbound;
 use super::dsn::{self, Report};
 use crate::accept::{EnvelopeParams, is_local_domain, queue_remote};
-use crate::ingest::ingest;
+use crate::ingest::{Ingested, ingest};
 
 /// Sends one DSN to the sender of `entries` (the recipients of one message
 /// it reports on, each with its report; all share sender and body).
@@ -44,56 +46,18 @@ pub async fn send_dsn(
             .unwrap_or_else(|_| Bytes::from_static(b"")),
     };
     let raw = Bytes::from(dsn::build(&o.config.hostname, entries, &original, now_ms()));
-    let domain = item.sender.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();
-    let local = is_local_domain(ctx, &domain).await.map_err(|e| e.to_string())?;
-    let account = if local {
-        let s = item.sender.clone();
-        let acc = ctx
-            .db
-            .read("dsn_account", move |txn| {
-                let s = s.clone();
-                async move {
-                    match accounts::get(&txn, &s).await {
-                        Err(StorageError::Model(_)) => Ok(None),
-                        other => other,
-                    }
-                }
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        match acc {
-            Some(a) => Some(a),
-            None => {
-                // A local sender without an account (an alias, a deleted
-                // account): nobody to tell.
-                tracing::warn!(sender = %item.sender, "DSN for a local sender with no account dropped");
-                return Ok(());
-            }
-        }
-    } else {
-        None
+    let Some(account) = sender_account(ctx, &item.sender).await? else {
+        // A local sender without an account (an alias, a deleted
+        // account): nobody to tell.
+        tracing::warn!(sender = %item.sender, "DSN for a local sender with no account dropped");
+        return Ok(());
     };
     // A body swept between prepare and commit is written again (rare).
     let mut last = String::new();
     for _ in 0..3 {
         let ingested = ingest(ctx, raw.clone()).await.map_err(|e| e.to_string())?;
         let outcome = match &account {
-            Some(acc) => {
-                let req = DeliveryRequest {
-                    acceptance_id: dsn_id,
-                    account: acc.id,
-                    recipient: acc.email.clone(),
-                    mailbox: "INBOX".into(),
-                    body: ingested.body,
-                    flags: Vec::new(),
-                    internal_date_ms: now_ms() as i64,
-                    summary: ingested.summary,
-                    fault: None,
-                    from_quarantine: None,
-                    deadline: meshmail_actors::delivery::deadline_in(meshmail_actors::delivery::DELIVERY_DEADLINE),
-                };
-                deliver(ctx, req).await.map(|_| ())
-            }
+            Some(acc) => deliver_local(ctx, dsn_id, acc, ingested).await,
             None => {
                 queue_remote(
                     ctx,
@@ -118,4 +82,54 @@ pub async fn send_dsn(
         }
     }
     Err(last)
+}
+
+/// Where the DSN goes: `Some(Some(account))` for a local sender's
+/// account, `Some(None)` for a remote sender (the outbound queue), `None`
+/// for a local sender with no account.
+async fn sender_account(ctx: &NodeCtx, sender: &str) -> Result<Option<Option<Account>>, String> {
+    let domain = sender.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();
+    let local = is_local_domain(ctx, &domain).await.map_err(|e| e.to_string())?;
+    if !local {
+        return Ok(Some(None));
+    }
+    let s = sender.to_string();
+    let acc = ctx
+        .db
+        .read("dsn_account", move |txn| {
+            let s = s.clone();
+            async move {
+                match accounts::get(&txn, &s).await {
+                    Err(StorageError::Model(_)) => Ok(None),
+                    other => other,
+                }
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(acc.map(Some))
+}
+
+/// Into the local sender's INBOX through its shard actor, under the DSN's
+/// acceptance id.
+async fn deliver_local(
+    ctx: &Arc<NodeCtx>,
+    dsn_id: [u8; 16],
+    acc: &Account,
+    ingested: Ingested,
+) -> Result<(), DeliveryError> {
+    let req = DeliveryRequest {
+        acceptance_id: dsn_id,
+        account: acc.id,
+        recipient: acc.email.clone(),
+        mailbox: "INBOX".into(),
+        body: ingested.body,
+        flags: Vec::new(),
+        internal_date_ms: now_ms() as i64,
+        summary: ingested.summary,
+        fault: None,
+        from_quarantine: None,
+        deadline: meshmail_actors::delivery::deadline_in(meshmail_actors::delivery::DELIVERY_DEADLINE),
+    };
+    deliver(ctx, req).await.map(|_| ())
 }

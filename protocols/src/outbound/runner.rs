@@ -107,7 +107,6 @@ pub enum Scan {
 /// One scan. With `may_skip`, a store whose queued count is 0 is not
 /// scanned (see [`EMPTY_SKIPS_MAX`]).
 pub async fn scan(o: &Arc<Outbound>, may_skip: bool) -> Result<Scan, StorageError> {
-    let ctx = &o.ctx;
     let queued = queued_count(o).await;
     update_depth_gauges(o, queued);
     if may_skip && queued.is_some_and(|n| n <= 0) {
@@ -120,45 +119,35 @@ pub async fn scan(o: &Arc<Outbound>, may_skip: bool) -> Result<Scan, StorageErro
         return Ok(Scan::Claimed(0));
     }
     let now = now_ms();
+    let (candidates, found) = due_candidates(o, budget, now).await?;
+    metrics::gauge!("meshmail_outbound_items", "state" => "due").set(found as f64);
+    let mut claimed: Vec<(Fence, OutboundItem, InFlight)> = Vec::new();
+    let until = now + o.config.claim_timeout.as_millis() as u64;
+    for (shard, (epoch, ids)) in candidates {
+        claimed.extend(claim_shard(o, shard, epoch, &ids, (now, until)).await);
+    }
+    let n = claimed.len();
+    dispatch(o, claimed);
+    Ok(Scan::Claimed(n))
+}
+
+/// Due items (by shard, with the lease epoch they were read under) of the
+/// shards this node serves, at most `budget` not already in flight here;
+/// also their count.
+async fn due_candidates(
+    o: &Arc<Outbound>,
+    budget: usize,
+    now: u64,
+) -> Result<(BTreeMap<u32, (u64, Vec<[u8; 16]>)>, usize), StorageError> {
+    let ctx = &o.ctx;
     let owned: Vec<(u32, u64)> = (0..ctx.shard_count)
         .filter(|s| ctx.serves(*s))
         .filter_map(|s| ctx.lease_epoch(s).map(|e| (s, e)))
         .collect();
     let mut candidates: BTreeMap<u32, (u64, Vec<[u8; 16]>)> = BTreeMap::new();
     let mut found = 0usize;
-    let per_shard = o.config.due_per_shard_max.max(1);
     for chunk in owned.chunks(SHARDS_PER_SCAN_TXN) {
-        let rescan: Vec<(u32, u64, bool)> = {
-            let seen = o.seen_epochs.lock().expect("seen_epochs");
-            chunk.iter().map(|&(s, e)| (s, e, seen.get(&s) != Some(&e))).collect()
-        };
-        let r = rescan.clone();
-        let rows: Vec<(u32, u64, Vec<[u8; 16]>)> = ctx
-            .db
-            .read("outbound_scan", move |txn| {
-                let r = r.clone();
-                async move {
-                    let mut out = Vec::new();
-                    for (shard, epoch, claims_too) in r {
-                        let mut ids = outbound::due(&txn, shard, now, per_shard).await?;
-                        if claims_too {
-                            ids.extend(outbound::claimed(&txn, shard, CLAIMS_PER_SHARD_MAX).await?);
-                        }
-                        if !ids.is_empty() {
-                            out.push((shard, epoch, ids));
-                        }
-                    }
-                    Ok::<_, StorageError>(out)
-                }
-            })
-            .await?;
-        {
-            let mut seen = o.seen_epochs.lock().expect("seen_epochs");
-            for (s, e, _) in &rescan {
-                seen.insert(*s, *e);
-            }
-        }
-        for (shard, epoch, mut ids) in rows {
+        for (shard, epoch, mut ids) in read_due(o, chunk, now).await? {
             ids.sort();
             ids.dedup();
             ids.retain(|id| !o.is_in_flight(id));
@@ -175,55 +164,103 @@ pub async fn scan(o: &Arc<Outbound>, may_skip: bool) -> Result<Scan, StorageErro
             break;
         }
     }
-    metrics::gauge!("meshmail_outbound_items", "state" => "due").set(found as f64);
-    let mut claimed: Vec<(Fence, OutboundItem, InFlight)> = Vec::new();
-    let until = now + o.config.claim_timeout.as_millis() as u64;
-    for (shard, (epoch, ids)) in candidates {
-        let fence = Fence {
-            node: ctx.identity.name.clone(),
-            generation: ctx.identity.generation,
-            epoch,
-        };
-        // Registered before the claim commits, so a concurrent scan of
-        // this node cannot start the same item twice.
-        let guards: Vec<InFlight> = ids.iter().filter_map(|id| o.enter(*id, shard)).collect();
-        if guards.is_empty() {
-            continue;
-        }
-        let ids: Vec<[u8; 16]> = guards.iter().map(|g| g.id).collect();
-        let (f, ids2) = (fence.clone(), ids.clone());
-        let got = ctx
-            .db
-            .run("outbound_claim", move |txn| {
-                let (f, ids2) = (f.clone(), ids2.clone());
-                async move {
-                    let mut got = Vec::new();
-                    for id in ids2 {
-                        if let Some(item) = outbound::claim(&txn, &id, &f, now, until).await? {
-                            got.push(item);
-                        }
+    Ok((candidates, found))
+}
+
+/// One read of the due items of `chunk`'s shards (each with its lease
+/// epoch). A shard whose epoch this node has not scanned yet has its
+/// claimed items read too: claims of a previous owner are ours to finish.
+async fn read_due(
+    o: &Arc<Outbound>,
+    chunk: &[(u32, u64)],
+    now: u64,
+) -> Result<Vec<(u32, u64, Vec<[u8; 16]>)>, StorageError> {
+    let per_shard = o.config.due_per_shard_max.max(1);
+    let rescan: Vec<(u32, u64, bool)> = {
+        let seen = o.seen_epochs.lock().expect("seen_epochs");
+        chunk.iter().map(|&(s, e)| (s, e, seen.get(&s) != Some(&e))).collect()
+    };
+    let r = rescan.clone();
+    let rows: Vec<(u32, u64, Vec<[u8; 16]>)> = o
+        .ctx
+        .db
+        .read("outbound_scan", move |txn| {
+            let r = r.clone();
+            async move {
+                let mut out = Vec::new();
+                for (shard, epoch, claims_too) in r {
+                    let mut ids = outbound::due(&txn, shard, now, per_shard).await?;
+                    if claims_too {
+                        ids.extend(outbound::claimed(&txn, shard, CLAIMS_PER_SHARD_MAX).await?);
                     }
-                    Ok::<_, StorageError>(got)
-                }
-            })
-            .await;
-        match got {
-            Ok(items) => {
-                let mut guards: HashMap<[u8; 16], InFlight> = guards.into_iter().map(|g| (g.id, g)).collect();
-                for item in items {
-                    if let Some(g) = guards.remove(&item.id) {
-                        claimed.push((fence.clone(), item, g));
+                    if !ids.is_empty() {
+                        out.push((shard, epoch, ids));
                     }
                 }
+                Ok::<_, StorageError>(out)
             }
-            // Fenced (the lease moved) or the store failed: the items stay
-            // due for whoever owns the shard now.
-            Err(e) => tracing::debug!(shard, error = %e, "outbound claim refused"),
+        })
+        .await?;
+    let mut seen = o.seen_epochs.lock().expect("seen_epochs");
+    for (s, e, _) in &rescan {
+        seen.insert(*s, *e);
+    }
+    Ok(rows)
+}
+
+/// Claims `ids` of `shard` under this node's fence at `epoch`, claims
+/// lasting from `now` to `until`; returns the items claimed with their
+/// in-flight guards. A refused claim (the lease moved, or the store
+/// failed) claims nothing: the items stay due for whoever owns the shard.
+async fn claim_shard(
+    o: &Arc<Outbound>,
+    shard: u32,
+    epoch: u64,
+    ids: &[[u8; 16]],
+    (now, until): (u64, u64),
+) -> Vec<(Fence, OutboundItem, InFlight)> {
+    let ctx = &o.ctx;
+    let fence = Fence {
+        node: ctx.identity.name.clone(),
+        generation: ctx.identity.generation,
+        epoch,
+    };
+    // Registered before the claim commits, so a concurrent scan of
+    // this node cannot start the same item twice.
+    let guards: Vec<InFlight> = ids.iter().filter_map(|id| o.enter(*id, shard)).collect();
+    if guards.is_empty() {
+        return Vec::new();
+    }
+    let ids: Vec<[u8; 16]> = guards.iter().map(|g| g.id).collect();
+    let f = fence.clone();
+    let got = ctx
+        .db
+        .run("outbound_claim", move |txn| {
+            let (f, ids) = (f.clone(), ids.clone());
+            async move {
+                let mut got = Vec::new();
+                for id in ids {
+                    if let Some(item) = outbound::claim(&txn, &id, &f, now, until).await? {
+                        got.push(item);
+                    }
+                }
+                Ok::<_, StorageError>(got)
+            }
+        })
+        .await;
+    match got {
+        Ok(items) => {
+            let mut guards: HashMap<[u8; 16], InFlight> = guards.into_iter().map(|g| (g.id, g)).collect();
+            items
+                .into_iter()
+                .filter_map(|item| guards.remove(&item.id).map(|g| (fence.clone(), item, g)))
+                .collect()
+        }
+        Err(e) => {
+            tracing::debug!(shard, error = %e, "outbound claim refused");
+            Vec::new()
         }
     }
-    let n = claimed.len();
-    dispatch(o, claimed);
-    Ok(Scan::Claimed(n))
 }
 
 /// Groups claimed items by destination domain and, within it, by message

@@ -17,22 +17,8 @@ impl<E: Env> Run<'_, '_, E> {
             Test::True => true,
             Test::False => false,
             Test::Not(t) => !self.test(t, frame)?,
-            Test::AllOf(ts) => {
-                for t in ts {
-                    if !self.test(t, frame)? {
-                        return Ok(false);
-                    }
-                }
-                true
-            }
-            Test::AnyOf(ts) => {
-                for t in ts {
-                    if self.test(t, frame)? {
-                        return Ok(true);
-                    }
-                }
-                false
-            }
+            Test::AllOf(ts) => self.all_of(ts, frame)?,
+            Test::AnyOf(ts) => self.any_of(ts, frame)?,
             Test::Exists(names) => {
                 let names = self.expand_all(frame, names);
                 names.iter().all(|n| self.msg.header(n).next().is_some())
@@ -45,11 +31,7 @@ impl<E: Env> Run<'_, '_, E> {
                 }
             }
             Test::Header { names, keys, m, index } => {
-                let names = self.expand_all(frame, names);
-                let values: Vec<String> = names
-                    .iter()
-                    .flat_map(|n| indexed(self.msg.header(n).collect(), *index))
-                    .collect();
+                let values = self.header_values(frame, names, *index);
                 self.compare(frame, *m, &values, keys)?
             }
             Test::Address {
@@ -59,13 +41,7 @@ impl<E: Env> Run<'_, '_, E> {
                 m,
                 index,
             } => {
-                let names = self.expand_all(frame, names);
-                let mut values = Vec::new();
-                for n in &names {
-                    for v in indexed(self.msg.header(n).collect(), *index) {
-                        values.extend(address::parse_list(&v).iter().filter_map(|a| address::part(a, *part)));
-                    }
-                }
+                let values = self.address_values(frame, names, *part, *index);
                 self.compare(frame, *m, &values, keys)?
             }
             Test::Envelope { part, names, keys, m } => {
@@ -73,10 +49,7 @@ impl<E: Env> Run<'_, '_, E> {
                 self.compare(frame, *m, &values, keys)?
             }
             Test::Body { transform, keys, m } => {
-                let values = match transform {
-                    BodyTransform::Raw => vec![String::from_utf8_lossy(self.msg.raw_body()).into_owned()],
-                    BodyTransform::Text => self.msg.texts().to_vec(),
-                };
+                let values = self.body_values(transform);
                 self.compare(frame, *m, &values, keys)?
             }
             Test::Date {
@@ -87,11 +60,7 @@ impl<E: Env> Run<'_, '_, E> {
                 m,
                 index,
             } => {
-                let header = self.expand(frame, header);
-                let dates: Vec<date::Instant> = indexed(self.msg.header(&header).collect(), *index)
-                    .iter()
-                    .filter_map(|v| date::parse(v))
-                    .collect();
+                let dates = self.header_dates(frame, header, *index);
                 let values = self.date_values(frame, &dates, zone, part);
                 self.compare(frame, *m, &values, keys)?
             }
@@ -104,10 +73,7 @@ impl<E: Env> Run<'_, '_, E> {
                 self.compare(frame, *m, &values, keys)?
             }
             Test::String { sources, keys, m } => {
-                let mut values = self.expand_all(frame, sources);
-                if matches!(m.kind, MatchKind::Count(_)) {
-                    values.retain(|v| !v.is_empty());
-                }
+                let values = self.string_values(frame, sources, m);
                 self.compare(frame, *m, &values, keys)?
             }
             Test::HasFlag { vars, keys, m } => {
@@ -120,6 +86,73 @@ impl<E: Env> Run<'_, '_, E> {
                 names.iter().all(|n| self.env.mailbox_exists(n))
             }
         })
+    }
+
+    /// allof: true unless a test is false; the rest are not evaluated.
+    fn all_of(&mut self, ts: &[Test], frame: &mut Frame) -> Result<bool, RuntimeError> {
+        for t in ts {
+            if !self.test(t, frame)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// anyof: false unless a test is true; the rest are not evaluated.
+    fn any_of(&mut self, ts: &[Test], frame: &mut Frame) -> Result<bool, RuntimeError> {
+        for t in ts {
+            if self.test(t, frame)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The values of the named header fields (`:index` picks one of each).
+    fn header_values(&self, frame: &Frame, names: &[Str], index: Option<Index>) -> Vec<String> {
+        let names = self.expand_all(frame, names);
+        names
+            .iter()
+            .flat_map(|n| indexed(self.msg.header(n).collect(), index))
+            .collect()
+    }
+
+    /// The `part` of every address in the named header fields.
+    fn address_values(&self, frame: &Frame, names: &[Str], part: AddressPart, index: Option<Index>) -> Vec<String> {
+        let names = self.expand_all(frame, names);
+        let mut values = Vec::new();
+        for n in &names {
+            for v in indexed(self.msg.header(n).collect(), index) {
+                values.extend(address::parse_list(&v).iter().filter_map(|a| address::part(a, part)));
+            }
+        }
+        values
+    }
+
+    fn body_values(&self, transform: &BodyTransform) -> Vec<String> {
+        match transform {
+            BodyTransform::Raw => vec![String::from_utf8_lossy(self.msg.raw_body()).into_owned()],
+            BodyTransform::Text => self.msg.texts().to_vec(),
+        }
+    }
+
+    /// The dates of header field `header` that parse.
+    fn header_dates(&self, frame: &Frame, header: &Str, index: Option<Index>) -> Vec<date::Instant> {
+        let header = self.expand(frame, header);
+        indexed(self.msg.header(&header).collect(), index)
+            .iter()
+            .filter_map(|v| date::parse(v))
+            .collect()
+    }
+
+    /// The string test's values; `:count` counts the non-empty ones only
+    /// (RFC 5229 §5).
+    fn string_values(&self, frame: &Frame, sources: &[Str], m: &MatchSpec) -> Vec<String> {
+        let mut values = self.expand_all(frame, sources);
+        if matches!(m.kind, MatchKind::Count(_)) {
+            values.retain(|v| !v.is_empty());
+        }
+        values
     }
 
     /// Any value matches any key (`:count`: how many values there are).

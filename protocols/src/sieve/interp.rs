@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::action::{Action, DuplicateMark, Outcome, VacationReply};
 use super::error::{RuntimeError, SieveError};
 use super::message::{Envelope, MessageView};
-use super::program::{Command, FlagOp, Script, Str, Vacation};
+use super::program::{Command, FlagOp, Script, Str, Test, Vacation};
 use super::variables::{self, Scope};
 
 /// Commands, tests, comparisons and wildcard steps of one delivery.
@@ -137,16 +137,7 @@ impl<E: Env> Run<'_, '_, E> {
 
     fn command(&mut self, c: &Command, frame: &mut Frame) -> Result<Flow, RuntimeError> {
         match c {
-            Command::If { branches, otherwise } => {
-                for (test, body) in branches {
-                    if self.test(test, frame)? {
-                        return self.block(body, frame);
-                    }
-                }
-                if let Some(body) = otherwise {
-                    return self.block(body, frame);
-                }
-            }
+            Command::If { branches, otherwise } => return self.if_command(branches, otherwise.as_deref(), frame),
             Command::Stop => return Ok(Flow::Stop),
             Command::Return => return Ok(Flow::Return),
             Command::Keep { flags } => {
@@ -163,37 +154,8 @@ impl<E: Env> Run<'_, '_, E> {
                 flags,
                 copy,
                 create,
-            } => {
-                let flags = self.flags_arg(frame, flags.as_deref());
-                let mailbox = self.expand(frame, mailbox);
-                if mailbox.is_empty() {
-                    return Err(RuntimeError::Invalid {
-                        what: "mailbox name",
-                        value: mailbox,
-                    });
-                }
-                self.implicit_keep &= *copy;
-                self.push(Action::FileInto {
-                    mailbox,
-                    flags,
-                    create: *create,
-                })?;
-            }
-            Command::Redirect { address, copy } => {
-                let value = self.expand(frame, address);
-                let Some(address) = super::address::parse_single(&value) else {
-                    return Err(RuntimeError::Invalid {
-                        what: "redirect address",
-                        value,
-                    });
-                };
-                self.redirects += 1;
-                if self.redirects > REDIRECTS_MAX {
-                    return Err(RuntimeError::TooManyRedirects(REDIRECTS_MAX));
-                }
-                self.implicit_keep &= *copy;
-                self.push(Action::Redirect { address })?;
-            }
+            } => self.file_into(frame, mailbox, flags.as_deref(), *copy, *create)?,
+            Command::Redirect { address, copy } => self.redirect(frame, address, *copy)?,
             Command::Reject { reason, extended } => {
                 let reason = self.expand(frame, reason);
                 self.implicit_keep = false;
@@ -228,6 +190,64 @@ impl<E: Env> Run<'_, '_, E> {
             }
         }
         Ok(Flow::Next)
+    }
+
+    /// if/elsif/else: the block of the first test that holds, else the
+    /// else block; none ends the command normally.
+    fn if_command(
+        &mut self,
+        branches: &[(Test, Vec<Command>)],
+        otherwise: Option<&[Command]>,
+        frame: &mut Frame,
+    ) -> Result<Flow, RuntimeError> {
+        for (test, body) in branches {
+            if self.test(test, frame)? {
+                return self.block(body, frame);
+            }
+        }
+        if let Some(body) = otherwise {
+            return self.block(body, frame);
+        }
+        Ok(Flow::Next)
+    }
+
+    /// fileinto; without `:copy` (RFC 3894) it cancels the implicit keep.
+    fn file_into(
+        &mut self,
+        frame: &Frame,
+        mailbox: &Str,
+        flags: Option<&[Str]>,
+        copy: bool,
+        create: bool,
+    ) -> Result<(), RuntimeError> {
+        let flags = self.flags_arg(frame, flags);
+        let mailbox = self.expand(frame, mailbox);
+        if mailbox.is_empty() {
+            return Err(RuntimeError::Invalid {
+                what: "mailbox name",
+                value: mailbox,
+            });
+        }
+        self.implicit_keep &= copy;
+        self.push(Action::FileInto { mailbox, flags, create })
+    }
+
+    /// redirect, at most `REDIRECTS_MAX` per run: a script must not turn
+    /// one message into a flood.
+    fn redirect(&mut self, frame: &Frame, address: &Str, copy: bool) -> Result<(), RuntimeError> {
+        let value = self.expand(frame, address);
+        let Some(address) = super::address::parse_single(&value) else {
+            return Err(RuntimeError::Invalid {
+                what: "redirect address",
+                value,
+            });
+        };
+        self.redirects += 1;
+        if self.redirects > REDIRECTS_MAX {
+            return Err(RuntimeError::TooManyRedirects(REDIRECTS_MAX));
+        }
+        self.implicit_keep &= copy;
+        self.push(Action::Redirect { address })
     }
 
     pub(super) fn set_var(&mut self, frame: &mut Frame, name: &str, value: String) -> Result<(), RuntimeError> {

@@ -38,27 +38,7 @@ pub(super) async fn run(
     match kind {
         K::Select { mailbox, params } => return Ok(select(st, account, conn, tag, &mailbox, params, false).await),
         K::Examine { mailbox, params } => return Ok(select(st, account, conn, tag, &mailbox, params, true).await),
-        K::Create { mailbox, special_use } => {
-            let name = mailbox.trim_end_matches(DELIMITER).to_string();
-            let special = special_use.into_iter().next();
-            let r = write(
-                st,
-                account,
-                MailboxOp::CreateUnsubscribed {
-                    name: name.clone(),
-                    special_use: special,
-                },
-            )
-            .await;
-            // OBJECTID (RFC 8474 §4.1): the new mailbox's id in the OK.
-            match (&r, find(st, account, &name).await) {
-                (Ok(_), Ok(Some(mb))) => {
-                    let code = format!("MAILBOXID ({})", crate::jmap::wire::ids::mailbox_id(mb.id));
-                    st.tagged(conn, tag, Status::Ok, Some(&code), "CREATE completed");
-                }
-                _ => reply(st, conn, tag, r, "CREATE completed"),
-            }
-        }
+        K::Create { mailbox, special_use } => create(st, account, conn, tag, &mailbox, special_use).await,
         K::Delete(name) => {
             let was_selected = sel.is_some_and(|s| s.name == mailboxes::canonical_name(&name));
             let r = write(st, account, MailboxOp::Delete { name }).await;
@@ -101,15 +81,7 @@ pub(super) async fn run(
             conn.send(&response::namespace_line("", Some(DELIMITER), st.utf8));
             st.tagged(conn, tag, Status::Ok, None, "NAMESPACE completed");
         }
-        K::Status { mailbox, items } => match find(st, account, &mailbox).await {
-            Ok(Some(mb)) => {
-                let values = status_values(st, account, &mb, &items).await;
-                conn.send(&response::status_response_line(&mb.name, &values, st.utf8));
-                st.tagged(conn, tag, Status::Ok, None, "STATUS completed");
-            }
-            Ok(None) => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such mailbox"),
-            Err(_) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
-        },
+        K::Status { mailbox, items } => status(st, account, conn, tag, &mailbox, &items).await,
         K::Append { mailbox, messages } => append(st, login, sel, conn, tag, &mailbox, messages).await,
         K::GetQuotaRoot(mailbox) => {
             conn.send(&response::quotaroot_line(&mailbox, &[""], st.utf8));
@@ -126,6 +98,49 @@ pub(super) async fn run(
         _ => st.tagged(conn, tag, Status::Bad, None, "Command not valid here"),
     }
     Ok(Transition::Stay)
+}
+
+/// CREATE, with RFC 6154's USE; a trailing delimiter is dropped (RFC
+/// 9051 §6.3.4: it only declares that inferiors will follow).
+async fn create(
+    st: &mut State,
+    account: AccountId,
+    conn: &mut Conn,
+    tag: &str,
+    mailbox: &str,
+    special_use: Vec<String>,
+) {
+    let name = mailbox.trim_end_matches(DELIMITER).to_string();
+    let special = special_use.into_iter().next();
+    let r = write(
+        st,
+        account,
+        MailboxOp::CreateUnsubscribed {
+            name: name.clone(),
+            special_use: special,
+        },
+    )
+    .await;
+    // OBJECTID (RFC 8474 §4.1): the new mailbox's id in the OK.
+    match (&r, find(st, account, &name).await) {
+        (Ok(_), Ok(Some(mb))) => {
+            let code = format!("MAILBOXID ({})", crate::jmap::wire::ids::mailbox_id(mb.id));
+            st.tagged(conn, tag, Status::Ok, Some(&code), "CREATE completed");
+        }
+        _ => reply(st, conn, tag, r, "CREATE completed"),
+    }
+}
+
+async fn status(st: &mut State, account: AccountId, conn: &mut Conn, tag: &str, mailbox: &str, items: &[StatusItem]) {
+    match find(st, account, mailbox).await {
+        Ok(Some(mb)) => {
+            let values = status_values(st, account, &mb, items).await;
+            conn.send(&response::status_response_line(&mb.name, &values, st.utf8));
+            st.tagged(conn, tag, Status::Ok, None, "STATUS completed");
+        }
+        Ok(None) => st.tagged(conn, tag, Status::No, Some("NONEXISTENT"), "No such mailbox"),
+        Err(_) => st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later"),
+    }
 }
 
 /// Sends a write to the account's shard actor.
@@ -201,7 +216,24 @@ async fn select(
             return Transition::Deselect;
         }
     };
-    let recent = st.settle_recent(&mut sel, true).await;
+    let out = select_untagged(st, account, &mut sel, &mb).await;
+    conn.send(&out);
+    if let Some(q) = params.qresync.as_ref()
+        && st.qresync
+        && q.uidvalidity == mb.uid_validity
+    {
+        super::messages::qresync_select(st, conn, &sel, q).await;
+    }
+    let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
+    st.tagged(conn, tag, Status::Ok, Some(code), "SELECT completed");
+    Transition::Select(Box::new(sel))
+}
+
+/// The untagged responses SELECT and EXAMINE send before the tagged OK:
+/// EXISTS, RECENT, FLAGS, the UID and id codes, and under CONDSTORE the
+/// HIGHESTMODSEQ.
+async fn select_untagged(st: &mut State, account: AccountId, sel: &mut Selected, mb: &Mailbox) -> Vec<u8> {
+    let recent = st.settle_recent(sel, true).await;
     let mut out = Vec::new();
     out.extend_from_slice(format!("* {} EXISTS\r\n", sel.uids.len()).as_bytes());
     if let Some(line) = recent {
@@ -221,7 +253,7 @@ async fn select(
     // IMAP4rev1 clients expect the first unseen message's number (RFC 3501
     // §6.3.1; IMAP4rev2 dropped it, RFC 9051 §7.1).
     if !st.rev2
-        && let Some(seq) = first_unseen(st, account, &sel).await
+        && let Some(seq) = first_unseen(st, account, sel).await
     {
         out.extend_from_slice(&response::untagged(
             Status::Ok,
@@ -242,16 +274,7 @@ async fn select(
             "Highest",
         ));
     }
-    conn.send(&out);
-    if let Some(q) = params.qresync.as_ref()
-        && st.qresync
-        && q.uidvalidity == mb.uid_validity
-    {
-        super::messages::qresync_select(st, conn, &sel, q).await;
-    }
-    let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
-    st.tagged(conn, tag, Status::Ok, Some(code), "SELECT completed");
-    Transition::Select(Box::new(sel))
+    out
 }
 
 /// The sequence number of the first message without `\Seen` in the view,

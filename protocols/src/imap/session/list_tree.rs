@@ -41,16 +41,32 @@ pub fn entries(
     subscribed: &BTreeSet<String>,
     delimiter: char,
 ) -> Vec<Entry> {
-    let patterns: Vec<String> = cmd.patterns.iter().map(|p| format!("{}{}", cmd.reference, p)).collect();
-    let matches = |name: &str| patterns.iter().any(|p| list_pattern_matches(p, name, Some(delimiter)));
-    let specials: BTreeMap<&str, Option<&str>> = existing.iter().map(|m| (m.name, m.special_use)).collect();
-    // Every name with a meaning: mailboxes, subscriptions, their superiors.
+    let tree = Tree {
+        cmd,
+        lsub,
+        subscribed,
+        delimiter,
+        patterns: cmd.patterns.iter().map(|p| format!("{}{}", cmd.reference, p)).collect(),
+        specials: existing.iter().map(|m| (m.name, m.special_use)).collect(),
+        all: with_superiors(
+            existing
+                .iter()
+                .map(|m| m.name.to_string())
+                .chain(subscribed.iter().cloned()),
+            delimiter,
+        ),
+    };
+    let mut out: Vec<Entry> = tree.all.iter().filter_map(|name| tree.entry(name)).collect();
+    // INBOX first, as clients expect.
+    out.sort_by_key(|e| e.name != "INBOX");
+    out
+}
+
+/// Every name with a meaning: the names given (mailboxes, subscriptions)
+/// and all their superiors.
+fn with_superiors(names: impl Iterator<Item = String>, delimiter: char) -> BTreeSet<String> {
     let mut all: BTreeSet<String> = BTreeSet::new();
-    for name in existing
-        .iter()
-        .map(|m| m.name.to_string())
-        .chain(subscribed.iter().cloned())
-    {
+    for name in names {
         let mut prefix = String::new();
         for (i, piece) in name.split(delimiter).enumerate() {
             if i > 0 {
@@ -60,45 +76,55 @@ pub fn entries(
             all.insert(prefix.clone());
         }
     }
-    let inferiors = |name: &str| {
-        let prefix = format!("{name}{delimiter}");
-        all.range(prefix.clone()..)
+    all
+}
+
+/// One LIST or LSUB over the account's names.
+struct Tree<'a> {
+    cmd: &'a ListCommand,
+    lsub: bool,
+    subscribed: &'a BTreeSet<String>,
+    delimiter: char,
+    /// The patterns, each with the reference prefixed.
+    patterns: Vec<String>,
+    /// Existing mailboxes and their special use.
+    specials: BTreeMap<&'a str, Option<&'a str>>,
+    all: BTreeSet<String>,
+}
+
+impl Tree<'_> {
+    fn matches(&self, name: &str) -> bool {
+        self.patterns
+            .iter()
+            .any(|p| list_pattern_matches(p, name, Some(self.delimiter)))
+    }
+
+    fn inferiors(&self, name: &str) -> impl Iterator<Item = &String> {
+        let prefix = format!("{name}{}", self.delimiter);
+        self.all
+            .range(prefix.clone()..)
             .take_while(move |n| n.starts_with(&prefix))
-            .cloned()
-    };
-    let by_subscription = lsub || cmd.select_subscribed;
-    let mut out = Vec::new();
-    for name in &all {
-        let exists = specials.contains_key(name.as_str());
-        let is_subscribed = subscribed.contains(name);
-        let has_children = inferiors(name).any(|n| specials.contains_key(n.as_str()));
+    }
+
+    /// The entry for `name`, None when the command does not list it.
+    fn entry(&self, name: &str) -> Option<Entry> {
+        let (cmd, lsub) = (self.cmd, self.lsub);
+        let exists = self.specials.contains_key(name);
+        let is_subscribed = self.subscribed.contains(name);
+        let has_children = self.inferiors(name).any(|n| self.specials.contains_key(n.as_str()));
         let mut attributes: Vec<String> = Vec::new();
         let mut child_subscribed = false;
-        if !matches(name) {
-            continue;
+        if !self.matches(name) {
+            return None;
         }
-        if by_subscription {
-            // A subscribed inferior the pattern does not reach: only this
-            // name can tell the client of it (RFC 5258 §3, example 9 of
-            // §5: `eps2` subscribed with CHILDINFO for `eps2/mamba` under
-            // "*2", `baz2` not listed, its subscribed inferiors all match).
-            let hidden_subscribed = inferiors(name).any(|n| subscribed.contains(&n) && !matches(&n));
-            if !is_subscribed {
-                // LSUB `%` shows such a superior as \Noselect (RFC 3501
-                // §6.3.9); RECURSIVEMATCH shows it with CHILDINFO.
-                if !(hidden_subscribed && (lsub || cmd.select_recursive_match)) {
-                    continue;
-                }
-                if lsub {
-                    attributes.push("\\Noselect".into());
-                } else {
-                    child_subscribed = true;
-                }
-            } else if cmd.select_recursive_match {
-                child_subscribed = hidden_subscribed;
+        if lsub || cmd.select_subscribed {
+            let (noselect, childinfo) = self.by_subscription(name, is_subscribed)?;
+            if noselect {
+                attributes.push("\\Noselect".into());
             }
+            child_subscribed = childinfo;
         } else if !exists && !has_children {
-            continue;
+            return None;
         }
         if !exists && !lsub {
             if cmd.extended {
@@ -122,22 +148,41 @@ pub fn entries(
         if is_subscribed && !lsub && (cmd.return_subscribed || cmd.select_subscribed) {
             attributes.push("\\Subscribed".into());
         }
-        if let Some(Some(s)) = specials.get(name.as_str()) {
+        if let Some(Some(s)) = self.specials.get(name) {
             attributes.push((*s).to_string());
         }
-        if cmd.select_special_use && !specials.get(name.as_str()).is_some_and(|s| s.is_some()) {
-            continue;
+        if cmd.select_special_use && !self.specials.get(name).is_some_and(|s| s.is_some()) {
+            return None;
         }
-        out.push(Entry {
-            name: name.clone(),
+        Some(Entry {
+            name: name.to_string(),
             attributes,
             child_subscribed,
             exists,
-        });
+        })
     }
-    // INBOX first, as clients expect.
-    out.sort_by_key(|e| e.name != "INBOX");
-    out
+
+    /// LSUB or LIST (SUBSCRIBED): whether `name` is listed, and if so
+    /// whether as \Noselect and whether with CHILDINFO SUBSCRIBED.
+    fn by_subscription(&self, name: &str, is_subscribed: bool) -> Option<(bool, bool)> {
+        let (cmd, lsub) = (self.cmd, self.lsub);
+        // A subscribed inferior the pattern does not reach: only this
+        // name can tell the client of it (RFC 5258 §3, example 9 of
+        // §5: `eps2` subscribed with CHILDINFO for `eps2/mamba` under
+        // "*2", `baz2` not listed, its subscribed inferiors all match).
+        let hidden_subscribed = self
+            .inferiors(name)
+            .any(|n| self.subscribed.contains(n) && !self.matches(n));
+        if !is_subscribed {
+            // LSUB `%` shows such a superior as \Noselect (RFC 3501
+            // §6.3.9); RECURSIVEMATCH shows it with CHILDINFO.
+            if !(hidden_subscribed && (lsub || cmd.select_recursive_match)) {
+                return None;
+            }
+            return Some(if lsub { (true, false) } else { (false, true) });
+        }
+        Some((false, cmd.select_recursive_match && hidden_subscribed))
+    }
 }
 
 #[cfg(test)]

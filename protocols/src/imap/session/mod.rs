@@ -33,6 +33,7 @@ use tokio_rustls::TlsAcceptor;
 mod auth;
 mod commands;
 pub mod envelope_cache;
+mod fetch;
 pub mod hot_row_cache;
 mod list_tree;
 mod mailbox_lru;

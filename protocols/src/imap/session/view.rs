@@ -186,56 +186,90 @@ impl Selected {
                 added.extend(now.iter().filter(|u| **u > self.max_uid()));
                 flagged.extend(now.iter().filter(|u| **u <= self.max_uid()));
             } else {
-                for ch in changes {
-                    match ch.kind {
-                        ChangeKind::Added if ch.uid > self.max_uid() => added.push(ch.uid),
-                        ChangeKind::Added => {}
-                        // A flag change this session's own STORE already
-                        // showed (at that MODSEQ or later) needs no row
-                        // read: after `STORE 1:*` that is every message.
-                        ChangeKind::Flags if self.reported.get(&ch.uid).is_some_and(|m| *m >= ch.modseq) => {}
-                        ChangeKind::Flags => flagged.push(ch.uid),
-                        ChangeKind::Expunged => expunged.push(ch.uid),
-                    }
-                }
+                self.sort_changes(changes, &mut expunged, &mut flagged, &mut added);
             }
             self.known_modseq = mb.highest_modseq;
         }
-        expunged.sort_unstable();
-        expunged.dedup();
-        expunged.retain(|u| self.uids.binary_search(u).is_ok());
-        if allow_expunge && !expunged.is_empty() {
-            if qresync {
-                let mut set = IdSet::new();
-                for u in &expunged {
-                    set.insert(*u);
-                }
-                out.extend_from_slice(&crate::imap::wire::response::vanished_line(false, &set));
-                self.uids.retain(|u| expunged.binary_search(u).is_err());
-            } else {
-                // Highest first would also work; ascending with live
-                // renumbering is what RFC 9051 §7.5.1 describes.
-                for u in &expunged {
-                    if let Some(seq) = self.seq_of(*u) {
-                        out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
-                        self.uids.remove(seq as usize - 1);
-                    }
-                }
-            }
-        } else {
-            self.pending_expunges = expunged;
-        }
+        self.apply_expunges(expunged, allow_expunge, qresync, &mut out);
         added.sort_unstable();
         added.dedup();
         if !added.is_empty() {
             self.uids.extend(added);
             out.extend_from_slice(format!("* {} EXISTS\r\n", self.uids.len()).as_bytes());
         }
+        self.report_flags(db, flagged, condstore, &mut out).await?;
+        self.reported.clear();
+        Ok(out)
+    }
+
+    /// Sorts the change log's entries into expunged, flag-changed and added
+    /// UIDs.
+    fn sort_changes(
+        &self,
+        changes: Vec<messages::Change>,
+        expunged: &mut Vec<Uid>,
+        flagged: &mut Vec<Uid>,
+        added: &mut Vec<Uid>,
+    ) {
+        for ch in changes {
+            match ch.kind {
+                ChangeKind::Added if ch.uid > self.max_uid() => added.push(ch.uid),
+                ChangeKind::Added => {}
+                // A flag change this session's own STORE already
+                // showed (at that MODSEQ or later) needs no row
+                // read: after `STORE 1:*` that is every message.
+                ChangeKind::Flags if self.reported.get(&ch.uid).is_some_and(|m| *m >= ch.modseq) => {}
+                ChangeKind::Flags => flagged.push(ch.uid),
+                ChangeKind::Expunged => expunged.push(ch.uid),
+            }
+        }
+    }
+
+    /// Announces the expunges of messages in the view (VANISHED under
+    /// QRESYNC, else EXPUNGE by sequence number) and drops them from it;
+    /// when expunges may not be sent now, keeps them for a later sync.
+    fn apply_expunges(&mut self, mut expunged: Vec<Uid>, allow_expunge: bool, qresync: bool, out: &mut Vec<u8>) {
+        expunged.sort_unstable();
+        expunged.dedup();
+        expunged.retain(|u| self.uids.binary_search(u).is_ok());
+        if !allow_expunge || expunged.is_empty() {
+            self.pending_expunges = expunged;
+            return;
+        }
+        if qresync {
+            let mut set = IdSet::new();
+            for u in &expunged {
+                set.insert(*u);
+            }
+            out.extend_from_slice(&crate::imap::wire::response::vanished_line(false, &set));
+            self.uids.retain(|u| expunged.binary_search(u).is_err());
+        } else {
+            // Highest first would also work; ascending with live
+            // renumbering is what RFC 9051 §7.5.1 describes.
+            for u in &expunged {
+                if let Some(seq) = self.seq_of(*u) {
+                    out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+                    self.uids.remove(seq as usize - 1);
+                }
+            }
+        }
+    }
+
+    /// An untagged FETCH of the flags (and MODSEQ under CONDSTORE) of each
+    /// message in the view whose flags changed, unless this session's own
+    /// STORE already showed that very change.
+    async fn report_flags(
+        &mut self,
+        db: &Database,
+        mut flagged: Vec<Uid>,
+        condstore: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), StorageError> {
         flagged.sort_unstable();
         flagged.dedup();
         flagged.retain(|u| self.uids.binary_search(u).is_ok() && !self.pending_expunges.contains(u));
         for chunk in flagged.chunks(META_ROWS_PER_READ) {
-            let rows = load_meta(db, account, id, chunk).await?;
+            let rows = load_meta(db, self.account, self.id, chunk).await?;
             for m in rows {
                 let Some(seq) = self.seq_of(m.uid) else { continue };
                 if self.reported.get(&m.uid) == Some(&m.modseq) {
@@ -250,8 +284,7 @@ impl Selected {
                 out.extend_from_slice(&f.finish());
             }
         }
-        self.reported.clear();
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -20,7 +20,7 @@ use super::mailbox::{Comparator, clamp_position};
 use crate::jmap::dispatch::{Call, Output, parse, reply};
 use crate::jmap::store;
 use crate::jmap::wire::MethodError;
-use crate::jmap::wire::ids::{self, StateVector};
+use crate::jmap::wire::ids::{self, FirstPlace, StateVector};
 
 /// A query the index can answer: its mailbox and direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,50 +168,8 @@ pub async fn query_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Res
     if floor > since || log.len() > QUERY_CHANGES_MAX {
         return Err(MethodError::CannotCalculateChanges);
     }
-    // Removed rows by UID, each with the first place its id names.
-    let mut removed = BTreeMap::new();
-    let mut entered = BTreeSet::new();
-    for ch in &log {
-        match ch.kind {
-            ChangeKind::Added => {
-                entered.insert(ch.uid);
-            }
-            ChangeKind::Expunged => {
-                entered.remove(&ch.uid);
-                removed.insert(ch.uid, ch.first_place(mailbox));
-            }
-            ChangeKind::Flags => {}
-        }
-    }
-    // The messages added since are new UIDs, so none is also "removed"
-    // unless it came and went; those are removed only.
-    let entered: Vec<Uid> = entered.into_iter().collect();
-    let ranks = ctx
-        .db
-        .read("jmap_query_ranks", move |txn| {
-            let entered = entered.clone();
-            async move {
-                let mut out = Vec::with_capacity(entered.len());
-                for uid in entered {
-                    let Some(msg) = messages::get(&txn, account, mailbox, uid).await? else {
-                        continue; // Gone after the log was read: a later state removes it.
-                    };
-                    let rank = messages::date_rank(
-                        &txn,
-                        account,
-                        mailbox,
-                        msg.internal_date_ms,
-                        uid,
-                        q.newest_first,
-                        RANK_MAX,
-                    )
-                    .await?;
-                    out.push((msg.first_place(mailbox), rank));
-                }
-                Ok::<_, StorageError>(out)
-            }
-        })
-        .await?;
+    let (entered, removed) = entered_and_removed(&log, mailbox);
+    let ranks = ranks_of(&ctx, account, mailbox, entered, q.newest_first).await?;
     if removed.len() + ranks.len() > max {
         return Err(MethodError::TooManyChanges);
     }
@@ -240,4 +198,63 @@ pub async fn query_changes(call: &mut Call<'_>, args: Map<String, Value>) -> Res
             added,
         },
     )
+}
+
+/// From the change log: the UIDs that entered the mailbox and are still
+/// there, and the removed ones by UID, each with the first place its id
+/// names. The messages added since are new UIDs, so none is also
+/// "removed" unless it came and went; those are removed only.
+fn entered_and_removed(log: &[messages::Change], mailbox: MailboxId) -> (Vec<Uid>, BTreeMap<Uid, FirstPlace>) {
+    let mut removed = BTreeMap::new();
+    let mut entered = BTreeSet::new();
+    for ch in log {
+        match ch.kind {
+            ChangeKind::Added => {
+                entered.insert(ch.uid);
+            }
+            ChangeKind::Expunged => {
+                entered.remove(&ch.uid);
+                removed.insert(ch.uid, ch.first_place(mailbox));
+            }
+            ChangeKind::Flags => {}
+        }
+    }
+    (entered.into_iter().collect(), removed)
+}
+
+/// Each entered message's id place and its rank in the date order (None
+/// past `RANK_MAX`); one gone since the log was read is left out: a later
+/// state removes it.
+async fn ranks_of(
+    ctx: &NodeCtx,
+    account: AccountId,
+    mailbox: MailboxId,
+    entered: Vec<Uid>,
+    newest_first: bool,
+) -> Result<Vec<(FirstPlace, Option<usize>)>, StorageError> {
+    ctx.db
+        .read("jmap_query_ranks", move |txn| {
+            let entered = entered.clone();
+            async move {
+                let mut out = Vec::with_capacity(entered.len());
+                for uid in entered {
+                    let Some(msg) = messages::get(&txn, account, mailbox, uid).await? else {
+                        continue;
+                    };
+                    let rank = messages::date_rank(
+                        &txn,
+                        account,
+                        mailbox,
+                        msg.internal_date_ms,
+                        uid,
+                        newest_first,
+                        RANK_MAX,
+                    )
+                    .await?;
+                    out.push((msg.first_place(mailbox), rank));
+                }
+                Ok::<_, StorageError>(out)
+            }
+        })
+        .await
 }

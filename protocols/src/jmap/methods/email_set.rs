@@ -14,7 +14,7 @@ use meshmail_actors::mailbox_ops::{self, MailboxOp};
 use meshmail_actors::op_error::OpError;
 use meshmail_storage::ids::{MailboxId, Uid};
 use meshmail_storage::model::mailboxes::Mailbox;
-use meshmail_storage::model::messages::FlagOp;
+use meshmail_storage::model::messages::{FlagOp, Message};
 use meshmail_storage::model::{new_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -269,75 +269,9 @@ pub async fn update_one(
         .await
         .map_err(|e| SetError::new("serverFail", e.to_string()))?
         .ok_or_else(SetError::not_found)?;
-    let uid = msg.uid;
-    let mut replace: Option<Vec<String>> = None;
-    let (mut add, mut remove) = (Vec::new(), Vec::new());
-    let mut target: Option<BTreeMap<String, bool>> = None;
-    let mut target_patch: Vec<(String, bool)> = Vec::new();
-    for (key, value) in patch {
-        if key == "keywords" {
-            let map: BTreeMap<String, bool> = serde_json::from_value(value)
-                .map_err(|e| SetError::invalid_properties(&["keywords"], e.to_string()))?;
-            replace = Some(flags_of(&map)?);
-        } else if let Some(k) = key.strip_prefix("keywords/") {
-            if !valid_keyword(k) {
-                return Err(SetError::invalid_properties(&["keywords"], format!("bad keyword {k}")));
-            }
-            match value {
-                Value::Bool(true) => add.push(flag_of_keyword(k)),
-                Value::Null | Value::Bool(false) => remove.push(flag_of_keyword(k)),
-                _ => return Err(SetError::invalid_properties(&["keywords"], "true or null")),
-            }
-        } else if key == "mailboxIds" {
-            target = Some(
-                serde_json::from_value(value)
-                    .map_err(|e| SetError::invalid_properties(&["mailboxIds"], e.to_string()))?,
-            );
-        } else if let Some(m) = key.strip_prefix("mailboxIds/") {
-            target_patch.push((m.to_string(), value == Value::Bool(true)));
-        } else {
-            return Err(SetError::invalid_properties(&[key.as_str()], "cannot be changed"));
-        }
-    }
-    let op = |op, flags: Vec<String>| MailboxOp::Store {
-        mailbox,
-        uids: vec![uid],
-        op,
-        flags,
-        unchanged_since: None,
-    };
-    let fail = |e: OpError| SetError::from_op(&e);
-    if let Some(mut flags) = replace {
-        // System flags without a keyword (\Deleted) are kept.
-        flags.extend(
-            msg.flags
-                .iter()
-                .filter(|f| f.eq_ignore_ascii_case("\\Deleted"))
-                .cloned(),
-        );
-        mailbox_ops::request(ctx, account, op(FlagOp::Replace, flags))
-            .await
-            .map_err(fail)?;
-    }
-    if !add.is_empty() {
-        mailbox_ops::request(ctx, account, op(FlagOp::Add, add))
-            .await
-            .map_err(fail)?;
-    }
-    if !remove.is_empty() {
-        mailbox_ops::request(ctx, account, op(FlagOp::Remove, remove))
-            .await
-            .map_err(fail)?;
-    }
-    if target.is_some() || !target_patch.is_empty() {
-        let mut set = target.unwrap_or_else(|| BTreeMap::from([(ids::mailbox_id(mailbox), true)]));
-        for (m, on) in target_patch {
-            if on {
-                set.insert(m, true);
-            } else {
-                set.remove(&m);
-            }
-        }
+    let patch = EmailPatch::parse(patch)?;
+    patch.store_keywords(call, mailbox, &msg).await?;
+    if let Some(set) = patch.mailbox_ids(mailbox) {
         let to = one_mailbox(call, &set, mailboxes)?;
         if to.id != mailbox {
             mailbox_ops::request(
@@ -345,16 +279,117 @@ pub async fn update_one(
                 account,
                 MailboxOp::Copy {
                     from: mailbox,
-                    uids: vec![uid],
+                    uids: vec![msg.uid],
                     to: to.id,
                     moving: true,
                 },
             )
             .await
-            .map_err(fail)?;
+            .map_err(|e| SetError::from_op(&e))?;
         }
     }
     Ok(())
+}
+
+/// An Email/set update: the keywords (replaced whole, or some added and
+/// some removed) and the mailboxIds (replaced whole and/or patched).
+#[derive(Default)]
+struct EmailPatch {
+    replace: Option<Vec<String>>,
+    add: Vec<String>,
+    remove: Vec<String>,
+    target: Option<BTreeMap<String, bool>>,
+    target_patch: Vec<(String, bool)>,
+}
+
+impl EmailPatch {
+    /// Only keywords and mailboxIds can change; any other property refuses
+    /// the update, as does a bad keyword.
+    fn parse(patch: Map<String, Value>) -> Result<EmailPatch, SetError> {
+        let mut p = EmailPatch::default();
+        for (key, value) in patch {
+            if key == "keywords" {
+                let map: BTreeMap<String, bool> = serde_json::from_value(value)
+                    .map_err(|e| SetError::invalid_properties(&["keywords"], e.to_string()))?;
+                p.replace = Some(flags_of(&map)?);
+            } else if let Some(k) = key.strip_prefix("keywords/") {
+                if !valid_keyword(k) {
+                    return Err(SetError::invalid_properties(&["keywords"], format!("bad keyword {k}")));
+                }
+                match value {
+                    Value::Bool(true) => p.add.push(flag_of_keyword(k)),
+                    Value::Null | Value::Bool(false) => p.remove.push(flag_of_keyword(k)),
+                    _ => return Err(SetError::invalid_properties(&["keywords"], "true or null")),
+                }
+            } else if key == "mailboxIds" {
+                p.target = Some(
+                    serde_json::from_value(value)
+                        .map_err(|e| SetError::invalid_properties(&["mailboxIds"], e.to_string()))?,
+                );
+            } else if let Some(m) = key.strip_prefix("mailboxIds/") {
+                p.target_patch.push((m.to_string(), value == Value::Bool(true)));
+            } else {
+                return Err(SetError::invalid_properties(&[key.as_str()], "cannot be changed"));
+            }
+        }
+        Ok(p)
+    }
+
+    /// Stores the keyword changes on `msg` in `mailbox`: the replacement,
+    /// then the additions, then the removals.
+    async fn store_keywords(&self, call: &Call<'_>, mailbox: MailboxId, msg: &Message) -> Result<(), SetError> {
+        let (ctx, account) = (&call.shared.ctx, call.caller.account);
+        let op = |op, flags: Vec<String>| MailboxOp::Store {
+            mailbox,
+            uids: vec![msg.uid],
+            op,
+            flags,
+            unchanged_since: None,
+        };
+        let fail = |e: OpError| SetError::from_op(&e);
+        if let Some(mut flags) = self.replace.clone() {
+            // System flags without a keyword (\Deleted) are kept.
+            flags.extend(
+                msg.flags
+                    .iter()
+                    .filter(|f| f.eq_ignore_ascii_case("\\Deleted"))
+                    .cloned(),
+            );
+            mailbox_ops::request(ctx, account, op(FlagOp::Replace, flags))
+                .await
+                .map_err(fail)?;
+        }
+        if !self.add.is_empty() {
+            mailbox_ops::request(ctx, account, op(FlagOp::Add, self.add.clone()))
+                .await
+                .map_err(fail)?;
+        }
+        if !self.remove.is_empty() {
+            mailbox_ops::request(ctx, account, op(FlagOp::Remove, self.remove.clone()))
+                .await
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// The mailboxIds the update asks for, from the message's `current`
+    /// mailbox; None when it does not touch them.
+    fn mailbox_ids(self, current: MailboxId) -> Option<BTreeMap<String, bool>> {
+        if self.target.is_none() && self.target_patch.is_empty() {
+            return None;
+        }
+        let mut set = self
+            .target
+            .unwrap_or_else(|| BTreeMap::from([(ids::mailbox_id(current), true)]));
+        for (m, on) in self.target_patch {
+            if on {
+                set.insert(m, true);
+            } else {
+                set.remove(&m);
+            }
+        }
+        Some(set)
+    }
 }
 
 #[cfg(test)]

@@ -304,17 +304,7 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     }
     for (id, value) in args.update.unwrap_or_default() {
         let id = call.resolve_id(&id).unwrap_or(id);
-        let Some(current) = all.iter().find(|i| i.id == id).cloned() else {
-            resp.not_updated.insert(id, SetError::not_found());
-            continue;
-        };
-        let outcome = match patched(current, value) {
-            Ok(next) => save(call, next)
-                .await
-                .map_err(|e| SetError::new("serverFail", e.to_string())),
-            Err(e) => Err(e),
-        };
-        match outcome {
+        match update_one(call, &all, &id, value).await {
             Ok(()) => {
                 resp.updated.insert(id, None);
             }
@@ -323,41 +313,53 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
             }
         }
     }
-    let account = call.caller.account;
     for id in args.destroy.unwrap_or_default() {
         let id = call.resolve_id(&id).unwrap_or(id);
-        if id == IDENTITY_ID {
-            resp.not_destroyed
-                .insert(id, SetError::new("forbidden", "the identity of your own address stays"));
-            continue;
-        }
-        if !all.iter().any(|i| i.id == id) {
-            resp.not_destroyed.insert(id, SetError::not_found());
-            continue;
-        }
-        let gone = id.clone();
-        let done = call
-            .shared
-            .ctx
-            .db
-            .run("jmap_identity_destroy", move |txn| {
-                let gone = gone.clone();
-                async move { jmap::delete_identity(&txn, account, &gone) }
-            })
-            .await;
-        match done {
+        match destroy_one(call, &all, &id).await {
             Ok(()) => {
                 all.retain(|i| i.id != id);
                 resp.destroyed.push(id);
             }
             Err(e) => {
-                resp.not_destroyed
-                    .insert(id, SetError::new("serverFail", e.to_string()));
+                resp.not_destroyed.insert(id, e);
             }
         }
     }
     resp.new_state = identities(call).await?.1;
     reply("Identity/set", &resp)
+}
+
+/// Identity `id` of `all`, patched and saved.
+async fn update_one(call: &Call<'_>, all: &[Identity], id: &str, value: Value) -> Result<(), SetError> {
+    let Some(current) = all.iter().find(|i| i.id == id).cloned() else {
+        return Err(SetError::not_found());
+    };
+    let next = patched(current, value)?;
+    save(call, next)
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))
+}
+
+/// Deletes identity `id` of `all`; the account's own address's identity
+/// cannot go.
+async fn destroy_one(call: &Call<'_>, all: &[Identity], id: &str) -> Result<(), SetError> {
+    if id == IDENTITY_ID {
+        return Err(SetError::new("forbidden", "the identity of your own address stays"));
+    }
+    if !all.iter().any(|i| i.id == id) {
+        return Err(SetError::not_found());
+    }
+    let account = call.caller.account;
+    let gone = id.to_string();
+    call.shared
+        .ctx
+        .db
+        .run("jmap_identity_destroy", move |txn| {
+            let gone = gone.clone();
+            async move { jmap::delete_identity(&txn, account, &gone) }
+        })
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))
 }
 
 #[cfg(test)]

@@ -16,8 +16,10 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+use bytes::Bytes;
 use meshmail_storage::StorageError;
-use meshmail_storage::model::jmap::{self, Submission};
+use meshmail_storage::model::jmap::{self, Identity, Submission};
+use meshmail_storage::model::messages::Message;
 use meshmail_storage::model::{id_from_str, id_to_string, new_id, now_ms};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -30,6 +32,7 @@ use crate::envelope::Mailbox as SmtpMailbox;
 use crate::jmap::dispatch::{Call, ChangesArgs, ChangesResponse, GetArgs, Output, begin_set, parse, reply, set_count};
 use crate::jmap::store;
 use crate::jmap::wire::ids;
+use crate::jmap::wire::ids::FirstPlace;
 use crate::jmap::wire::object::{Object, Properties};
 use crate::jmap::wire::{MethodError, SetError};
 use crate::smtp::session::replies::reply_of;
@@ -408,42 +411,9 @@ fn header_recipients(raw: &[u8]) -> (Vec<String>, Vec<String>) {
 }
 
 async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission, SetError> {
-    let identity_id = call.resolve_id(&c.identity_id).unwrap_or_else(|| c.identity_id.clone());
-    let (identities, _) = identities(call)
-        .await
-        .map_err(|e| SetError::new("serverFail", e.to_string()))?;
-    let identity = identities
-        .into_iter()
-        .find(|i| i.id == identity_id)
-        .ok_or_else(|| SetError::invalid_properties(&["identityId"], "no such identity"))?;
-    let email_id = call
-        .resolve_id(&c.email_id)
-        .ok_or_else(|| SetError::invalid_properties(&["emailId"], "unknown creation id"))?;
-    let first = ids::parse_email(&email_id).ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
-    let ctx = &call.shared.ctx;
-    let (_, msg) = store::email(ctx, call.caller.account, first)
-        .await
-        .map_err(|e| SetError::new("serverFail", e.to_string()))?
-        .ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
-    let raw = store::body(ctx, &msg)
-        .await
-        .map_err(|e| SetError::new("serverFail", e.to_string()))?;
-    let (from_headers, header_rcpts) = header_recipients(&raw);
-    let allowed = |address: String| async move {
-        sender_allowed(ctx, &call.caller.email, &address, &call.shared.smtp.routing)
-            .await
-            .map_err(|e| SetError::new("serverFail", e.to_string()))
-    };
-    // A user sends only as themselves: every From/Sender address and the
-    // envelope sender must be the account's own (the SMTP rule).
-    for f in &from_headers {
-        if !allowed(f.clone()).await? {
-            return Err(SetError::new(
-                "forbiddenFrom",
-                format!("{f} is not one of your addresses"),
-            ));
-        }
-    }
+    let identity = submission_identity(call, c).await?;
+    let email = SubmittedEmail::load(call, c).await?;
+    let (from_headers, header_rcpts) = header_recipients(&email.raw);
     let (mail_from, rcpts) = match &c.envelope {
         Some(e) => (
             e.mail_from.email.clone(),
@@ -451,40 +421,8 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         ),
         None => (identity.email.to_ascii_lowercase(), header_rcpts),
     };
-    if !mail_from.is_empty() && !allowed(mail_from.clone()).await? {
-        return Err(SetError::new(
-            "forbiddenMailFrom",
-            "the envelope sender must be one of your addresses",
-        ));
-    }
-    if rcpts.is_empty() {
-        return Err(SetError::new("noRecipients", "the message has no recipients"));
-    }
-    if rcpts.len() > RCPT_MAX {
-        return Err(SetError::new("tooManyRecipients", format!("at most {RCPT_MAX}")));
-    }
-    let mut recipients = Vec::with_capacity(rcpts.len());
-    let mut invalid = Vec::new();
-    for r in &rcpts {
-        let resolved = match SmtpMailbox::parse(r) {
-            Ok(m) => resolve_recipient(ctx, &m.normalized(), true, &call.shared.smtp.routing)
-                .await
-                .map_err(|e| SetError::new("serverFail", e.to_string()))?,
-            Err(_) => RcptOutcome::Unknown,
-        };
-        match resolved {
-            RcptOutcome::Accept(found) => recipients.extend(found),
-            _ => invalid.push(r.clone()),
-        }
-    }
-    if !invalid.is_empty() {
-        return Err(SetError {
-            kind: "invalidRecipients",
-            description: Some(format!("not deliverable: {}", invalid.join(", "))),
-            properties: None,
-            not_found: None,
-        });
-    }
+    check_senders(call, &from_headers, &mail_from).await?;
+    let recipients = resolve_recipients(call, &rcpts).await?;
     let from = if mail_from.is_empty() {
         None
     } else {
@@ -510,7 +448,7 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         vacation_off: Vec::new(),
     };
     let started = std::time::Instant::now();
-    let outcomes = accept_message(call.shared.smtp.acceptor(), accepted, strip_bcc(&raw)).await;
+    let outcomes = accept_message(call.shared.smtp.acceptor(), accepted, strip_bcc(&email.raw)).await;
     metrics::histogram!("meshmail_jmap_submission_seconds").record(started.elapsed().as_secs_f64());
     if let Some(refused) = none_stored(&outcomes) {
         return Err(refused);
@@ -518,8 +456,8 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
     let record = Submission {
         id: new_id(),
         identity_id: identity.id.clone(),
-        email_id: email_id.clone(),
-        thread_id: ids::thread_id(msg.thread_id.as_deref(), first),
+        email_id: email.id.clone(),
+        thread_id: ids::thread_id(email.msg.thread_id.as_deref(), email.first),
         mail_from: mail_from.clone(),
         rcpt_to: rcpt_names,
         send_at_ms: now_ms(),
@@ -529,7 +467,9 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
             .collect(),
     };
     let (account, r) = (call.caller.account, record.clone());
-    ctx.db
+    call.shared
+        .ctx
+        .db
         .run("jmap_submission", move |txn| {
             let r = r.clone();
             async move { jmap::put_submission(&txn, account, &r) }
@@ -537,6 +477,104 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         .await
         .map_err(|e| SetError::new("serverFail", e.to_string()))?;
     Ok(record)
+}
+
+fn server_fail(e: impl std::fmt::Display) -> SetError {
+    SetError::new("serverFail", e.to_string())
+}
+
+/// The create's identity (a creation id resolved), one of the account's.
+async fn submission_identity(call: &Call<'_>, c: &SubmissionCreate) -> Result<Identity, SetError> {
+    let identity_id = call.resolve_id(&c.identity_id).unwrap_or_else(|| c.identity_id.clone());
+    let (identities, _) = identities(call).await.map_err(server_fail)?;
+    identities
+        .into_iter()
+        .find(|i| i.id == identity_id)
+        .ok_or_else(|| SetError::invalid_properties(&["identityId"], "no such identity"))
+}
+
+/// The email a create sends: its id, where it was first stored, its
+/// record and its content.
+struct SubmittedEmail {
+    id: String,
+    first: FirstPlace,
+    msg: Message,
+    raw: Bytes,
+}
+
+impl SubmittedEmail {
+    async fn load(call: &Call<'_>, c: &SubmissionCreate) -> Result<SubmittedEmail, SetError> {
+        let id = call
+            .resolve_id(&c.email_id)
+            .ok_or_else(|| SetError::invalid_properties(&["emailId"], "unknown creation id"))?;
+        let first = ids::parse_email(&id).ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
+        let ctx = &call.shared.ctx;
+        let (_, msg) = store::email(ctx, call.caller.account, first)
+            .await
+            .map_err(server_fail)?
+            .ok_or_else(|| SetError::new("invalidEmail", "no such email"))?;
+        let raw = store::body(ctx, &msg).await.map_err(server_fail)?;
+        Ok(SubmittedEmail { id, first, msg, raw })
+    }
+}
+
+/// A user sends only as themselves: every From/Sender address and the
+/// envelope sender (unless null) must be the account's own (the SMTP rule).
+async fn check_senders(call: &Call<'_>, from_headers: &[String], mail_from: &str) -> Result<(), SetError> {
+    let allowed = async |address: &str| {
+        sender_allowed(&call.shared.ctx, &call.caller.email, address, &call.shared.smtp.routing)
+            .await
+            .map_err(server_fail)
+    };
+    for f in from_headers {
+        if !allowed(f).await? {
+            return Err(SetError::new(
+                "forbiddenFrom",
+                format!("{f} is not one of your addresses"),
+            ));
+        }
+    }
+    if !mail_from.is_empty() && !allowed(mail_from).await? {
+        return Err(SetError::new(
+            "forbiddenMailFrom",
+            "the envelope sender must be one of your addresses",
+        ));
+    }
+    Ok(())
+}
+
+/// Every envelope recipient resolved as SMTP would; any that is not
+/// deliverable refuses the whole submission, naming them all.
+async fn resolve_recipients(call: &Call<'_>, rcpts: &[String]) -> Result<Vec<Recipient>, SetError> {
+    if rcpts.is_empty() {
+        return Err(SetError::new("noRecipients", "the message has no recipients"));
+    }
+    if rcpts.len() > RCPT_MAX {
+        return Err(SetError::new("tooManyRecipients", format!("at most {RCPT_MAX}")));
+    }
+    let mut recipients = Vec::with_capacity(rcpts.len());
+    let mut invalid = Vec::new();
+    for r in rcpts {
+        let resolved = match SmtpMailbox::parse(r) {
+            Ok(m) => resolve_recipient(&call.shared.ctx, &m.normalized(), true, &call.shared.smtp.routing)
+                .await
+                .map_err(server_fail)?,
+            Err(_) => RcptOutcome::Unknown,
+        };
+        match resolved {
+            RcptOutcome::Accept(found) => recipients.extend(found),
+            _ => invalid.push(r.clone()),
+        }
+    }
+    if !invalid.is_empty() {
+        return Err(SetError {
+            kind: "invalidRecipients",
+            description: Some(format!("not deliverable: {}", invalid.join(", "))),
+            properties: None,
+            not_found: None,
+        });
+    }
+    Ok(recipients)
 }
 
 /// `serverFail` when acceptance stored no recipient's copy (the first
@@ -564,6 +602,8 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         old_state: Some(old_state),
         ..Default::default()
     };
+    // Creation id and submission id, each to the email it sent: what the
+    // onSuccess arguments name.
     let mut succeeded: BTreeMap<String, String> = BTreeMap::new();
     for (cid, c) in args.create.unwrap_or_default() {
         // A create that does not parse is refused alone (RFC 8620 §5.3).
@@ -596,57 +636,75 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         resp.not_updated
             .insert(id, SetError::new("cannotUnsend", "the message was already sent"));
     }
-    let account = call.caller.account;
     for id in args.destroy.unwrap_or_default() {
-        let Some(raw) = parse_submission_id(&call.resolve_id(&id).unwrap_or_else(|| id.clone())) else {
-            resp.not_destroyed.insert(id, SetError::not_found());
-            continue;
-        };
-        let done = call
-            .shared
-            .ctx
-            .db
-            .run("jmap_submission_destroy", move |txn| async move {
-                jmap::delete_submission(&txn, account, &raw)?;
-                Ok::<_, StorageError>(())
-            })
-            .await;
-        match done {
+        match destroy_one(call, &id).await {
             Ok(()) => resp.destroyed.push(id),
             Err(e) => {
-                resp.not_destroyed
-                    .insert(id, SetError::new("serverFail", e.to_string()));
+                resp.not_destroyed.insert(id, e);
             }
         }
     }
     resp.new_state = current_state(call).await?;
     let mut out = reply("EmailSubmission/set", &resp)?;
-    // RFC 8621 §7.5: the implicit Email/set after successful submissions.
+    if let Some(a) = on_success_email_set(
+        call,
+        args.on_success_update_email.unwrap_or_default(),
+        args.on_success_destroy_email.unwrap_or_default(),
+        &succeeded,
+    ) {
+        out.extend(super::email_set::set(call, a).await?);
+    }
+    Ok(out)
+}
+
+/// Deletes the record of submission `id` (a creation id resolved).
+async fn destroy_one(call: &Call<'_>, id: &str) -> Result<(), SetError> {
+    let account = call.caller.account;
+    let Some(raw) = parse_submission_id(&call.resolve_id(id).unwrap_or_else(|| id.to_string())) else {
+        return Err(SetError::not_found());
+    };
+    call.shared
+        .ctx
+        .db
+        .run("jmap_submission_destroy", move |txn| async move {
+            jmap::delete_submission(&txn, account, &raw)?;
+            Ok::<_, StorageError>(())
+        })
+        .await
+        .map_err(|e| SetError::new("serverFail", e.to_string()))
+}
+
+/// RFC 8621 §7.5: the arguments of the implicit Email/set after successful
+/// submissions, `None` when the onSuccess arguments name none of them.
+fn on_success_email_set(
+    call: &Call<'_>,
+    update_email: BTreeMap<String, Map<String, Value>>,
+    destroy_email: Vec<String>,
+    succeeded: &BTreeMap<String, String>,
+) -> Option<Map<String, Value>> {
     let mut update = Map::new();
-    for (key, patch) in args.on_success_update_email.unwrap_or_default() {
+    for (key, patch) in update_email {
         if let Some(email) = succeeded.get(&key) {
             update.insert(email.clone(), Value::Object(patch));
         }
     }
-    let destroy: Vec<Value> = args
-        .on_success_destroy_email
-        .unwrap_or_default()
+    let destroy: Vec<Value> = destroy_email
         .iter()
         .filter_map(|k| succeeded.get(k))
         .map(|e| Value::String(e.clone()))
         .collect();
-    if !update.is_empty() || !destroy.is_empty() {
-        let mut a = Map::new();
-        a.insert("accountId".into(), Value::String(call.account_id()));
-        if !update.is_empty() {
-            a.insert("update".into(), Value::Object(update));
-        }
-        if !destroy.is_empty() {
-            a.insert("destroy".into(), Value::Array(destroy));
-        }
-        out.extend(super::email_set::set(call, a).await?);
+    if update.is_empty() && destroy.is_empty() {
+        return None;
     }
-    Ok(out)
+    let mut a = Map::new();
+    a.insert("accountId".into(), Value::String(call.account_id()));
+    if !update.is_empty() {
+        a.insert("update".into(), Value::Object(update));
+    }
+    if !destroy.is_empty() {
+        a.insert("destroy".into(), Value::Array(destroy));
+    }
+    Some(a)
 }
 
 #[cfg(test)]

@@ -55,57 +55,9 @@ pub async fn sasl_auth(
     initial: Option<String>,
     listener: &'static str,
 ) -> Result<AuthStep, ConnError> {
-    let cancelled = || AuthStep::Reply(Reply::new(501, Some((5, 0, 0)), "Authentication cancelled"));
-    let (user, password) = match mechanism.to_ascii_uppercase().as_str() {
-        "PLAIN" => {
-            let data = match initial {
-                Some(i) => i.into_bytes(),
-                None => match challenge(conn, "", listener).await? {
-                    Some(d) => d,
-                    None => return Ok(cancelled()),
-                },
-            };
-            let Some(raw) = decode(&data) else {
-                return Ok(malformed());
-            };
-            // authzid NUL authcid NUL passwd; an authzid other than the
-            // authcid would be a proxy login, which is not offered.
-            let parts: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
-            let [authz, authc, pass] = parts.as_slice() else {
-                return Ok(malformed());
-            };
-            let (Ok(authz), Ok(authc), Ok(pass)) = (
-                std::str::from_utf8(authz),
-                std::str::from_utf8(authc),
-                std::str::from_utf8(pass),
-            ) else {
-                return Ok(malformed());
-            };
-            if !authz.is_empty() && !authz.eq_ignore_ascii_case(authc) {
-                return Ok(AuthStep::Reply(Reply::auth_failed()));
-            }
-            (authc.to_string(), pass.to_string())
-        }
-        "LOGIN" => {
-            let user = match initial {
-                Some(i) => i.into_bytes(),
-                None => match challenge(conn, "VXNlcm5hbWU6", listener).await? {
-                    Some(d) => d,
-                    None => return Ok(cancelled()),
-                },
-            };
-            let Some(user) = decode(&user).and_then(|u| String::from_utf8(u).ok()) else {
-                return Ok(malformed());
-            };
-            let pass = match challenge(conn, "UGFzc3dvcmQ6", listener).await? {
-                Some(d) => d,
-                None => return Ok(cancelled()),
-            };
-            let Some(pass) = decode(&pass).and_then(|p| String::from_utf8(p).ok()) else {
-                return Ok(malformed());
-            };
-            (user, pass)
-        }
+    let credentials = match mechanism.to_ascii_uppercase().as_str() {
+        "PLAIN" => plain_credentials(conn, initial, listener).await?,
+        "LOGIN" => login_credentials(conn, initial, listener).await?,
         _ => {
             return Ok(AuthStep::Reply(Reply::new(
                 504,
@@ -113,6 +65,10 @@ pub async fn sasl_auth(
                 "Unrecognized authentication type",
             )));
         }
+    };
+    let (user, password) = match credentials {
+        Ok(c) => c,
+        Err(step) => return Ok(step),
     };
     Ok(match auth.authenticate(&user, &password, ip).await {
         AuthOutcome::Ok(account) => AuthStep::Ok(account),
@@ -127,4 +83,73 @@ pub async fn sasl_auth(
             AuthStep::Reply(Reply::new(454, Some((4, 7, 0)), "Temporary authentication failure"))
         }
     })
+}
+
+/// (user, password) from the client, or the reply that ends the exchange.
+type Credentials = Result<(String, String), AuthStep>;
+
+fn cancelled() -> AuthStep {
+    AuthStep::Reply(Reply::new(501, Some((5, 0, 0)), "Authentication cancelled"))
+}
+
+/// PLAIN (RFC 4616): one message, in the command or after an empty challenge.
+async fn plain_credentials(
+    conn: &mut Conn,
+    initial: Option<String>,
+    listener: &'static str,
+) -> Result<Credentials, ConnError> {
+    let data = match initial {
+        Some(i) => i.into_bytes(),
+        None => match challenge(conn, "", listener).await? {
+            Some(d) => d,
+            None => return Ok(Err(cancelled())),
+        },
+    };
+    let Some(raw) = decode(&data) else {
+        return Ok(Err(malformed()));
+    };
+    // authzid NUL authcid NUL passwd; an authzid other than the
+    // authcid would be a proxy login, which is not offered.
+    let parts: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
+    let [authz, authc, pass] = parts.as_slice() else {
+        return Ok(Err(malformed()));
+    };
+    let (Ok(authz), Ok(authc), Ok(pass)) = (
+        std::str::from_utf8(authz),
+        std::str::from_utf8(authc),
+        std::str::from_utf8(pass),
+    ) else {
+        return Ok(Err(malformed()));
+    };
+    if !authz.is_empty() && !authz.eq_ignore_ascii_case(authc) {
+        return Ok(Err(AuthStep::Reply(Reply::auth_failed())));
+    }
+    Ok(Ok((authc.to_string(), pass.to_string())))
+}
+
+/// LOGIN: the user name (in the command or after "Username:"), then the
+/// password after "Password:".
+async fn login_credentials(
+    conn: &mut Conn,
+    initial: Option<String>,
+    listener: &'static str,
+) -> Result<Credentials, ConnError> {
+    let user = match initial {
+        Some(i) => i.into_bytes(),
+        None => match challenge(conn, "VXNlcm5hbWU6", listener).await? {
+            Some(d) => d,
+            None => return Ok(Err(cancelled())),
+        },
+    };
+    let Some(user) = decode(&user).and_then(|u| String::from_utf8(u).ok()) else {
+        return Ok(Err(malformed()));
+    };
+    let pass = match challenge(conn, "UGFzc3dvcmQ6", listener).await? {
+        Some(d) => d,
+        None => return Ok(Err(cancelled())),
+    };
+    let Some(pass) = decode(&pass).and_then(|p| String::from_utf8(p).ok()) else {
+        return Ok(Err(malformed()));
+    };
+    Ok(Ok((user, pass)))
 }

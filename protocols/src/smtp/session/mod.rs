@@ -34,13 +34,14 @@ use self::auth::{AuthStep, sasl_auth};
 use self::inbound_auth::{Disposition, Peer, authenticate};
 use self::replies::{combine, reply_of};
 use super::wire::command::{
-    AUTH_LINE_MAX, BodyType, COMMAND_LINE_MAX, Command, ForwardPath, Host, MailParams, Param, ReversePath,
+    AUTH_LINE_MAX, BodyType, COMMAND_LINE_MAX, Command, ForwardPath, Host, MailParams, Param, RcptDsn, ReversePath,
     parse_command, parse_rcpt_dsn,
 };
 use super::wire::data::{BdatReader, DataDecoder, DataError, DataLimits};
 use super::wire::reply::Reply;
 use crate::accept::{
-    Accepted, Acceptor, EnvelopeParams, RcptOutcome, Recipient, accept_message, check_recipient, sender_allowed,
+    Accepted, Acceptor, EnvelopeParams, RcptCheck, RcptOutcome, Recipient, accept_message, check_recipient,
+    sender_allowed,
 };
 use crate::envelope::Mailbox;
 use crate::net::{Conn, ConnError, Line, Stream};
@@ -443,54 +444,14 @@ impl State {
         if !mailbox.is_ascii() && !txn.smtputf8 {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
-        let submission = matches!(self.shared.mode, Mode::Submission { .. });
-        // Bounded like DATA's commit: a store that cannot be read (FDB
-        // unreachable: each attempt waits out its 5 s timeout, the retry
-        // budget is 20 s) is a 451 within the delivery timeout, not a
-        // client left waiting on RCPT.
-        let checked = tokio::time::timeout(
-            self.shared.delivery_timeout,
-            check_recipient(
-                &self.shared.ctx,
-                &mailbox,
-                submission,
-                &self.shared.routing,
-                self.shared.rcpt_cache.as_deref(),
-            ),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            metrics::counter!("meshmail_smtp_rcpt_store_timeouts_total").increment(1);
-            Err(meshmail_storage::StorageError::Unavailable(
-                "the store did not answer RCPT's read in time".into(),
-            ))
-        });
+        let checked = self.recipient_check(&mailbox).await;
         let reply = match checked.map(|c| (c.outcome, c.all_over_quota, c.vacation_off)) {
             Ok((RcptOutcome::Accept(_), true, _)) => {
                 metrics::counter!("meshmail_smtp_rcpt_over_quota_total").increment(1);
                 Reply::over_quota()
             }
             Ok((RcptOutcome::Accept(found), false, vacation_off)) => {
-                let lmtp = self.shared.mode == Mode::Lmtp;
-                let txn = self.txn.as_mut().expect("checked");
-                txn.vacation_off.extend(vacation_off);
-                if lmtp {
-                    // One reply per RCPT after the data: keep each RCPT's own.
-                    txn.rcpt_groups.push(found.len());
-                    for r in found {
-                        txn.recipients.push(r);
-                        txn.envelope.rcpt_dsn.push(dsn.clone());
-                    }
-                } else {
-                    // Two addresses of one mailbox (an alias and the account,
-                    // or two aliases) deliver one copy.
-                    for r in found {
-                        if !txn.recipients.iter().any(|have| same_target(have, &r)) {
-                            txn.recipients.push(r);
-                            txn.envelope.rcpt_dsn.push(dsn.clone());
-                        }
-                    }
-                }
+                self.add_recipients(found, vacation_off, &dsn);
                 Reply::recipient_ok()
             }
             Ok((RcptOutcome::Unknown, ..)) => Reply::unknown_user(),
@@ -502,6 +463,56 @@ impl State {
             Err(_) => Reply::local_error(),
         };
         self.reply(conn, reply);
+    }
+
+    /// The recipient check, bounded like DATA's commit: a store that cannot
+    /// be read (FDB unreachable: each attempt waits out its 5 s timeout,
+    /// the retry budget is 20 s) is a 451 within the delivery timeout, not
+    /// a client left waiting on RCPT.
+    async fn recipient_check(&self, mailbox: &Mailbox) -> Result<RcptCheck, meshmail_storage::StorageError> {
+        let submission = matches!(self.shared.mode, Mode::Submission { .. });
+        tokio::time::timeout(
+            self.shared.delivery_timeout,
+            check_recipient(
+                &self.shared.ctx,
+                mailbox,
+                submission,
+                &self.shared.routing,
+                self.shared.rcpt_cache.as_deref(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            metrics::counter!("meshmail_smtp_rcpt_store_timeouts_total").increment(1);
+            Err(meshmail_storage::StorageError::Unavailable(
+                "the store did not answer RCPT's read in time".into(),
+            ))
+        })
+    }
+
+    /// Adds an accepted RCPT's targets to the transaction, each with the
+    /// RCPT's DSN parameters.
+    fn add_recipients(&mut self, found: Vec<Recipient>, vacation_off: Vec<AccountId>, dsn: &RcptDsn) {
+        let lmtp = self.shared.mode == Mode::Lmtp;
+        let txn = self.txn.as_mut().expect("checked");
+        txn.vacation_off.extend(vacation_off);
+        if lmtp {
+            // One reply per RCPT after the data: keep each RCPT's own.
+            txn.rcpt_groups.push(found.len());
+            for r in found {
+                txn.recipients.push(r);
+                txn.envelope.rcpt_dsn.push(dsn.clone());
+            }
+        } else {
+            // Two addresses of one mailbox (an alias and the account,
+            // or two aliases) deliver one copy.
+            for r in found {
+                if !txn.recipients.iter().any(|have| same_target(have, &r)) {
+                    txn.recipients.push(r);
+                    txn.envelope.rcpt_dsn.push(dsn.clone());
+                }
+            }
+        }
     }
 
     async fn data(&mut self, conn: &mut Conn) -> Result<(), ConnError> {

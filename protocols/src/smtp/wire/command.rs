@@ -435,28 +435,8 @@ fn parse_mail_params(s: &str) -> Result<MailParams, SyntaxError> {
     for p in parse_params(s)? {
         let dup = SyntaxError::Parameters("duplicate parameter");
         match (p.keyword.as_str(), p.value) {
-            ("SIZE", Some(v)) => {
-                if out.size.is_some() {
-                    return Err(dup);
-                }
-                if !v.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(SyntaxError::Parameters("SIZE needs a number"));
-                }
-                // All digits: only overflow can fail, and an overflowing
-                // size is simply too big.
-                out.size = Some(v.parse::<u64>().unwrap_or(u64::MAX));
-            }
-            ("BODY", Some(v)) => {
-                if out.body.is_some() {
-                    return Err(dup);
-                }
-                out.body = Some(match v.to_ascii_uppercase().as_str() {
-                    "7BIT" => BodyType::SevenBit,
-                    "8BITMIME" => BodyType::EightBitMime,
-                    "BINARYMIME" => BodyType::BinaryMime,
-                    _ => return Err(SyntaxError::Parameters("BODY must be 7BIT, 8BITMIME or BINARYMIME")),
-                });
-            }
+            ("SIZE", Some(v)) => set_once(&mut out.size, || size_value(&v))?,
+            ("BODY", Some(v)) => set_once(&mut out.body, || body_value(&v))?,
             ("SMTPUTF8", None) => {
                 if seen_smtputf8 {
                     return Err(dup);
@@ -464,36 +444,9 @@ fn parse_mail_params(s: &str) -> Result<MailParams, SyntaxError> {
                 seen_smtputf8 = true;
                 out.smtputf8 = true;
             }
-            ("AUTH", Some(v)) => {
-                if out.auth.is_some() {
-                    return Err(dup);
-                }
-                out.auth = Some(if v == "<>" {
-                    MailAuth::Unknown
-                } else {
-                    MailAuth::Identity(decode_xtext(&v).ok_or(SyntaxError::Parameters("AUTH= is not xtext"))?)
-                });
-            }
-            ("RET", Some(v)) => {
-                if out.ret.is_some() {
-                    return Err(dup);
-                }
-                out.ret = Some(match v.to_ascii_uppercase().as_str() {
-                    "FULL" => DsnRet::Full,
-                    "HDRS" => DsnRet::Hdrs,
-                    _ => return Err(SyntaxError::Parameters("RET must be FULL or HDRS")),
-                });
-            }
-            ("ENVID", Some(v)) => {
-                if out.envid.is_some() {
-                    return Err(dup);
-                }
-                let id = decode_xtext(&v).ok_or(SyntaxError::Parameters("ENVID is not xtext"))?;
-                if id.len() > 100 {
-                    return Err(SyntaxError::Parameters("ENVID is longer than 100 characters"));
-                }
-                out.envid = Some(id);
-            }
+            ("AUTH", Some(v)) => set_once(&mut out.auth, || auth_value(&v))?,
+            ("RET", Some(v)) => set_once(&mut out.ret, || ret_value(&v))?,
+            ("ENVID", Some(v)) => set_once(&mut out.envid, || envid_value(&v))?,
             ("REQUIRETLS", None) => {
                 if out.requiretls {
                     return Err(dup);
@@ -512,6 +465,60 @@ fn parse_mail_params(s: &str) -> Result<MailParams, SyntaxError> {
         }
     }
     Ok(out)
+}
+
+/// Sets a parameter that may be given once: a second is refused before its
+/// value is looked at.
+fn set_once<T>(slot: &mut Option<T>, value: impl FnOnce() -> Result<T, SyntaxError>) -> Result<(), SyntaxError> {
+    if slot.is_some() {
+        return Err(SyntaxError::Parameters("duplicate parameter"));
+    }
+    *slot = Some(value()?);
+    Ok(())
+}
+
+fn size_value(v: &str) -> Result<u64, SyntaxError> {
+    if !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(SyntaxError::Parameters("SIZE needs a number"));
+    }
+    // All digits: only overflow can fail, and an overflowing
+    // size is simply too big.
+    Ok(v.parse::<u64>().unwrap_or(u64::MAX))
+}
+
+fn body_value(v: &str) -> Result<BodyType, SyntaxError> {
+    Ok(match v.to_ascii_uppercase().as_str() {
+        "7BIT" => BodyType::SevenBit,
+        "8BITMIME" => BodyType::EightBitMime,
+        "BINARYMIME" => BodyType::BinaryMime,
+        _ => return Err(SyntaxError::Parameters("BODY must be 7BIT, 8BITMIME or BINARYMIME")),
+    })
+}
+
+/// AUTH= (RFC 4954 §5): `<>` when the submitter is not known.
+fn auth_value(v: &str) -> Result<MailAuth, SyntaxError> {
+    Ok(if v == "<>" {
+        MailAuth::Unknown
+    } else {
+        MailAuth::Identity(decode_xtext(v).ok_or(SyntaxError::Parameters("AUTH= is not xtext"))?)
+    })
+}
+
+fn ret_value(v: &str) -> Result<DsnRet, SyntaxError> {
+    Ok(match v.to_ascii_uppercase().as_str() {
+        "FULL" => DsnRet::Full,
+        "HDRS" => DsnRet::Hdrs,
+        _ => return Err(SyntaxError::Parameters("RET must be FULL or HDRS")),
+    })
+}
+
+/// ENVID (RFC 3461 §4.4): xtext, at most 100 characters.
+fn envid_value(v: &str) -> Result<String, SyntaxError> {
+    let id = decode_xtext(v).ok_or(SyntaxError::Parameters("ENVID is not xtext"))?;
+    if id.len() > 100 {
+        return Err(SyntaxError::Parameters("ENVID is longer than 100 characters"));
+    }
+    Ok(id)
 }
 
 /// RFC 3461 §4 xtext: `+XX` is the octet XX (upper-case hex).
