@@ -340,6 +340,19 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
     ) {
         println!("spread / dovecot LMTP spread = {:.2}", s / d.max(1e-9));
     }
+    print_ratios(all);
+    if let Some(last) = all.iter().rev().find(|r| r.mode == "durable") {
+        println!(
+            "batch-size distribution (last durable run, cumulative): {:?}",
+            last.batch_buckets
+        );
+    }
+}
+
+/// Before/after ratios of the modes measured in the same invocation: a
+/// baseline build or config, and the cost of an active Sieve script.
+fn print_ratios(all: &[RunFigures]) {
+    let median = |mode: &str, f: fn(&RunFigures) -> f64| median_of_mode(all, mode, f);
     for (new, base) in [
         ("durable", "base-durable"),
         ("spread", "base-spread"),
@@ -355,12 +368,6 @@ fn print_report(args: &SmtpArgs, all: &[RunFigures]) {
                 disk(new) / disk(base).max(1e-9)
             );
         }
-    }
-    if let Some(last) = all.iter().rev().find(|r| r.mode == "durable") {
-        println!(
-            "batch-size distribution (last durable run, cumulative): {:?}",
-            last.batch_buckets
-        );
     }
 }
 

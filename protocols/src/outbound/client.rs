@@ -282,7 +282,7 @@ impl std::fmt::Debug for TlsRoots {
 impl TlsRoots {
     /// The system's roots (`rustls-native-certs`) plus `extra_pem`
     /// certificates (a private CA; tests).
-    pub fn load(extra_pem: Option<&[u8]>) -> Result<TlsRoots, String> {
+    pub fn load(extra_pem: Option<&[u8]>) -> Result<TlsRoots, ClientError> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in rustls_native_certs::load_native_certs().certs {
             // A malformed system certificate is skipped, not fatal.
@@ -291,8 +291,8 @@ impl TlsRoots {
         if let Some(pem) = extra_pem {
             for cert in rustls_pemfile::certs(&mut &pem[..]) {
                 roots
-                    .add(cert.map_err(|e| format!("CA file: {e}"))?)
-                    .map_err(|e| format!("CA file: {e}"))?;
+                    .add(cert.map_err(|e| ClientError::Tls(format!("CA file: {e}")))?)
+                    .map_err(|e| ClientError::Tls(format!("CA file: {e}")))?;
             }
         }
         // Passed explicitly: two crypto providers are compiled in.
@@ -304,7 +304,7 @@ impl TlsRoots {
             Some(
                 rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                     .build()
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| ClientError::Tls(e.to_string()))?,
             )
         };
         Ok(TlsRoots { verifier, provider })

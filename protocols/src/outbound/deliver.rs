@@ -275,7 +275,7 @@ async fn connect(o: &Arc<Outbound>, hops: &[Hop], policy: &TlsPolicy) -> Result<
                 Ok(mut c) => {
                     if let Err(why) = policy.check_session(&hop.host, c.tls) {
                         refused_by_policy = true;
-                        errors.push(why);
+                        errors.push(why.to_string());
                         c.quit().await;
                         continue;
                     }

@@ -21,6 +21,15 @@ use super::dsn::{self, Report};
 use crate::accept::{EnvelopeParams, is_local_domain, queue_remote};
 use crate::ingest::{Ingested, ingest};
 
+/// Why a DSN could not be sent (its items are retried).
+#[derive(Debug, thiserror::Error)]
+pub enum DsnError {
+    #[error(transparent)]
+    Store(#[from] StorageError),
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+}
+
 /// Sends one DSN to the sender of `entries` (the recipients of one message
 /// it reports on, each with its report; all share sender and body).
 pub async fn send_dsn(
@@ -28,7 +37,7 @@ pub async fn send_dsn(
     entries: &[(&OutboundItem, &Report)],
     dsn_id: [u8; 16],
     body: Option<&Bytes>,
-) -> Result<(), String> {
+) -> Result<(), DsnError> {
     let Some(&(item, report)) = entries.first() else {
         return Ok(());
     };
@@ -53,9 +62,8 @@ pub async fn send_dsn(
         return Ok(());
     };
     // A body swept between prepare and commit is written again (rare).
-    let mut last = String::new();
     for _ in 0..3 {
-        let ingested = ingest(ctx, raw.clone()).await.map_err(|e| e.to_string())?;
+        let ingested = ingest(ctx, raw.clone()).await?;
         let outcome = match &account {
             Some(acc) => deliver_local(ctx, dsn_id, acc, ingested).await,
             None => {
@@ -77,19 +85,20 @@ pub async fn send_dsn(
                     .increment(1);
                 return Ok(());
             }
-            Err(DeliveryError::BodySwept) => last = "body swept".into(),
-            Err(e) => return Err(e.to_string()),
+            // Swept again: the next try writes the body anew.
+            Err(DeliveryError::BodySwept) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    Err(last)
+    Err(DeliveryError::BodySwept.into())
 }
 
 /// Where the DSN goes: `Some(Some(account))` for a local sender's
 /// account, `Some(None)` for a remote sender (the outbound queue), `None`
 /// for a local sender with no account.
-async fn sender_account(ctx: &NodeCtx, sender: &str) -> Result<Option<Option<Account>>, String> {
+async fn sender_account(ctx: &NodeCtx, sender: &str) -> Result<Option<Option<Account>>, StorageError> {
     let domain = sender.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();
-    let local = is_local_domain(ctx, &domain).await.map_err(|e| e.to_string())?;
+    let local = is_local_domain(ctx, &domain).await?;
     if !local {
         return Ok(Some(None));
     }
@@ -105,8 +114,7 @@ async fn sender_account(ctx: &NodeCtx, sender: &str) -> Result<Option<Option<Acc
                 }
             }
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok(acc.map(Some))
 }
 

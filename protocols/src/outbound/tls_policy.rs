@@ -16,6 +16,29 @@ use super::mx::Hop;
 /// the DSN when such a refusal outlives the message's lifetime.
 pub const STS_STATUS: &str = "4.7.5";
 
+/// Why an enforced MTA-STS policy refuses a delivery (the DSN's
+/// diagnostic says it, after `x-meshmail; `). `policy` names the policy:
+/// domain, mode and id.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyRefusal {
+    #[error("{policy}: no MX host matches its mx patterns {patterns} (MX: {mx})")]
+    NoMatchingMx {
+        policy: String,
+        patterns: String,
+        mx: String,
+    },
+    #[error("{policy}: {host} offered no TLS with a certificate that verifies (tls={tls})")]
+    Unverified {
+        policy: String,
+        host: String,
+        tls: &'static str,
+    },
+}
+
+fn describe(p: &StsPolicy) -> String {
+    format!("MTA-STS policy of {} ({}, id {})", p.domain, p.mode.label(), p.id)
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct TlsPolicy {
     pub sts: Option<StsPolicy>,
@@ -28,12 +51,8 @@ impl TlsPolicy {
         self.sts.as_ref().filter(|p| p.mode == StsMode::Enforce)
     }
 
-    fn describe(p: &StsPolicy) -> String {
-        format!("MTA-STS policy of {} ({}, id {})", p.domain, p.mode.label(), p.id)
-    }
-
     /// The hops allowed to receive the mail, or why none is.
-    pub fn filter_hops(&self, hops: Vec<Hop>) -> Result<Vec<Hop>, String> {
+    pub fn filter_hops(&self, hops: Vec<Hop>) -> Result<Vec<Hop>, PolicyRefusal> {
         let Some(p) = self.sts.as_ref() else {
             return Ok(hops);
         };
@@ -50,18 +69,17 @@ impl TlsPolicy {
         }
         if allowed.is_empty() {
             let names: Vec<&str> = refused.iter().map(|h| h.host.as_str()).collect();
-            return Err(format!(
-                "{}: no MX host matches its mx patterns {:?} (MX: {})",
-                Self::describe(p),
-                p.mx,
-                names.join(", ")
-            ));
+            return Err(PolicyRefusal::NoMatchingMx {
+                policy: describe(p),
+                patterns: format!("{:?}", p.mx),
+                mx: names.join(", "),
+            });
         }
         Ok(allowed)
     }
 
     /// Whether a session with `host` may carry the mail; `Err` says why not.
-    pub fn check_session(&self, host: &str, tls: TlsState) -> Result<(), String> {
+    pub fn check_session(&self, host: &str, tls: TlsState) -> Result<(), PolicyRefusal> {
         let Some(p) = self.sts.as_ref() else {
             return Ok(());
         };
@@ -77,11 +95,11 @@ impl TlsPolicy {
             "MTA-STS needs verified TLS"
         );
         match self.enforcing() {
-            Some(p) => Err(format!(
-                "{}: {host} offered no TLS with a certificate that verifies (tls={})",
-                Self::describe(p),
-                tls.label()
-            )),
+            Some(p) => Err(PolicyRefusal::Unverified {
+                policy: describe(p),
+                host: host.into(),
+                tls: tls.label(),
+            }),
             None => Ok(()),
         }
     }

@@ -83,7 +83,10 @@ pub fn parse_command_with(input: &[u8], options: ParseOptions) -> Result<Command
         .and_then(|kind| r.end().map(|_| kind))
     {
         Ok(kind) => Ok(Command { tag, kind }),
-        Err(reason) => Err(ParseError { tag: Some(tag), reason }),
+        Err(reason) => Err(ParseError {
+            tag: Some(tag),
+            reason: reason.0,
+        }),
     }
 }
 
@@ -285,7 +288,7 @@ fn setquota(r: &mut Reader<'_>) -> R<CommandKind> {
 }
 
 fn status_items(r: &mut Reader<'_>) -> R<Vec<StatusItem>> {
-    let items = r.list(|r| StatusItem::from_name(&r.word()?).ok_or_else(|| "unknown status item".to_string()))?;
+    let items = r.list(|r| StatusItem::from_name(&r.word()?).ok_or_else(|| "unknown status item".into()))?;
     if items.is_empty() {
         return err("empty status item list");
     }

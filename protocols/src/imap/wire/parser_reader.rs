@@ -8,14 +8,32 @@ use super::sequence::SequenceSet;
 use super::types::{Date, DateTime, Flag};
 use super::utf7::decode_mailbox;
 
-pub(super) type R<T> = Result<T, String>;
+/// Why a command does not parse: the text its BAD (or, for a mailbox
+/// name, NO) answer gives ([`super::ParseError`] carries it out).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct Syntax(pub(super) String);
+
+impl From<String> for Syntax {
+    fn from(reason: String) -> Syntax {
+        Syntax(reason)
+    }
+}
+
+impl From<&str> for Syntax {
+    fn from(reason: &str) -> Syntax {
+        Syntax(reason.to_string())
+    }
+}
+
+pub(super) type R<T> = Result<T, Syntax>;
 
 /// Starts the reason of a mailbox name that is not valid modified UTF-7:
 /// [`super::ParseError::response`] answers NO for it, not BAD.
 pub(super) const BAD_NAME: &str = "invalid mailbox name: ";
 
 pub(super) fn err<T>(reason: &str) -> R<T> {
-    Err(reason.to_string())
+    Err(reason.into())
 }
 
 fn is_atom_char(b: u8) -> bool {
@@ -207,11 +225,11 @@ impl<'a> Reader<'a> {
         d.iter()
             .try_fold(0u64, |acc, &c| acc.checked_mul(10)?.checked_add(u64::from(c - b'0')))
             .filter(|&n| n <= i64::MAX as u64)
-            .ok_or_else(|| "number too large".to_string())
+            .ok_or_else(|| Syntax::from("number too large"))
     }
 
     pub(super) fn number(&mut self) -> R<u32> {
-        u32::try_from(self.number64()?).map_err(|_| "number too large".to_string())
+        u32::try_from(self.number64()?).map_err(|_| Syntax::from("number too large"))
     }
 
     pub(super) fn nz_number(&mut self) -> R<u32> {
@@ -239,7 +257,7 @@ impl<'a> Reader<'a> {
 
     pub(super) fn mailbox(&mut self) -> R<String> {
         let raw = self.astring()?;
-        decode_mailbox(&raw, self.utf8).map_err(|e| format!("{BAD_NAME}{e}"))
+        decode_mailbox(&raw, self.utf8).map_err(|e| Syntax(format!("{BAD_NAME}{e}")))
     }
 
     pub(super) fn list_mailbox(&mut self) -> R<String> {
@@ -261,7 +279,7 @@ impl<'a> Reader<'a> {
 
     pub(super) fn sequence_set(&mut self) -> R<SequenceSet> {
         let token = self.take_while(|b| b.is_ascii_digit() || b":,*$".contains(&b));
-        SequenceSet::parse(token).ok_or_else(|| "invalid sequence set".to_string())
+        SequenceSet::parse(token).ok_or_else(|| Syntax::from("invalid sequence set"))
     }
 
     pub(super) fn flag(&mut self) -> R<Flag> {
@@ -303,7 +321,7 @@ impl<'a> Reader<'a> {
     /// `"dd-Mon-yyyy hh:mm:ss +zzzz"` (APPEND).
     pub(super) fn date_time(&mut self) -> R<DateTime> {
         let raw = self.quoted()?;
-        parse_date_time(&raw).ok_or_else(|| "invalid date-time".to_string())
+        parse_date_time(&raw).ok_or_else(|| Syntax::from("invalid date-time"))
     }
 }
 
