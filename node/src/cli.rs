@@ -537,6 +537,11 @@ pub struct ServeArgs {
     /// in `[pop3] listen_tls`; `meshmail up` uses 1995 + 10·i).
     #[arg(long)]
     pub pop3s: Option<ListenAddr>,
+    /// ManageSieve (RFC 5804) with STARTTLS, e.g. 127.0.0.1:4190 (off
+    /// unless set here or in `[managesieve] listen`; `meshmail up` uses
+    /// 4190 + 10·i).
+    #[arg(long)]
+    pub managesieve: Option<ListenAddr>,
     /// HTTP listener for /metrics, /health, /status and the admin API (dev default 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<ListenAddr>,
@@ -553,7 +558,7 @@ pub struct ServeArgs {
     /// node-1@127.0.0.1:7410). Others are learned from them.
     #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<String>,
-    /// Allow SMTP AUTH, IMAP LOGIN, POP3 USER/PASS and JMAP credentials without TLS from loopback clients (tests and local tools only).
+    /// Allow SMTP AUTH, IMAP LOGIN, POP3 USER/PASS, ManageSieve AUTHENTICATE and JMAP credentials without TLS from loopback clients (tests and local tools only).
     #[arg(long)]
     pub allow_plaintext_auth_on_loopback: bool,
     /// Largest accepted message in bytes (default 50 MiB).
