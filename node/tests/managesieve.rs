@@ -88,3 +88,67 @@ fn managesieve_metrics_are_exported() {
         assert!(metrics.contains(&format!("# HELP {name} ")), "no HELP for {name}");
     }
 }
+
+/// Runs Debian's `sieve-connect` against `addr` as `user`, the password on
+/// stdin (`--passwordfd 0`); STARTTLS with the node's self-signed
+/// certificate, and no plaintext login (`--noclearauth`).
+fn sieve_connect(addr: &str, user: &str, args: &[&str]) -> std::process::Output {
+    use std::io::Write as _;
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let mut child = std::process::Command::new("sieve-connect")
+        .args(["--server", host, "--port", port, "--user", user, "--passwordfd", "0"])
+        .args(["--notlsverify", "--noclearauth", "--authmech", "PLAIN"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sieve-connect");
+    writeln!(child.stdin.take().unwrap(), "{PASSWORD}").unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A second real client, Debian's Perl `sieve-connect`: upload over
+/// STARTTLS, activate, list with the active marker, download, and a bad
+/// script refused with its line.
+#[test]
+fn sieve_connect_uploads_activates_lists_and_downloads() {
+    if !common::client_available("sieve-connect", "sieve-connect") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let user = "connect@example.org";
+    setup_account(dir.path(), user, PASSWORD);
+    let node = Node::start(dir.path(), &["--managesieve", "127.0.0.1:0"], &[]);
+    let addr = node.addr("managesieve");
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let good = dir.path().join("good.sieve");
+    std::fs::write(&good, "require \"fileinto\";\nfileinto \"Lists\";\n").unwrap();
+    let bad = dir.path().join("bad.sieve");
+    std::fs::write(&bad, "require \"fileinto\";\nfileinto \"x\"\n").unwrap();
+    let good = good.to_str().unwrap();
+    let up = sieve_connect(addr, user, &["--upload", "--localsieve", good, "--remotesieve", "main"]);
+    assert!(up.status.success(), "upload: {}", text(&up));
+    let act = sieve_connect(addr, user, &["--activate", "--remotesieve", "main"]);
+    assert!(act.status.success(), "activate: {}", text(&act));
+    let list = sieve_connect(addr, user, &["--list"]);
+    let listed = text(&list);
+    assert!(list.status.success() && listed.contains("\"main\" ACTIVE"), "list: {listed}");
+    let back = dir.path().join("back.sieve");
+    let down = sieve_connect(
+        addr,
+        user,
+        &["--download", "--remotesieve", "main", "--localsieve", back.to_str().unwrap()],
+    );
+    assert!(down.status.success(), "download: {}", text(&down));
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), std::fs::read_to_string(good).unwrap());
+    let refused = sieve_connect(addr, user, &["--upload", "--localsieve", bad.to_str().unwrap(), "--remotesieve", "bad"]);
+    assert!(!refused.status.success(), "a bad script is refused: {}", text(&refused));
+    assert!(text(&refused).contains("line "), "{}", text(&refused));
+}
