@@ -148,8 +148,9 @@ pub enum Command {
         node: Option<String>,
     },
     /// Start a local mesh: N node processes sharing --data-dir, on the dev
-    /// ports plus 10·i (node-0: SMTP 2525, IMAP 1143, POP3 1110, HTTP
-    /// 8080, mesh 7400; node-1: 2535, 1153, 1120, 8090, 7410; …). Creates the cluster CA and
+    /// ports plus 10·i (node-0: SMTP 2525, IMAP 1143, POP3 1110,
+    /// ManageSieve 4190, HTTP 8080, mesh 7400; node-1: 2535, 1153, 1120,
+    /// 4200, 8090, 7410; …). Creates the cluster CA and
     /// node certificates if missing, restarts a node that dies, and stops
     /// them all on Ctrl-C.
     Up(UpArgs),
