@@ -172,7 +172,11 @@ impl Config {
             p.positive("imap", "max_literal_bytes", n);
         }
         self.check_pop3(p);
-        p.positive("managesieve", "max_connections", self.managesieve.max_connections as u64);
+        p.positive(
+            "managesieve",
+            "max_connections",
+            self.managesieve.max_connections as u64,
+        );
         p.positive("managesieve", "idle_timeout_s", self.managesieve.idle_timeout_s);
         let j = &self.jmap;
         for (key, v) in [

@@ -72,9 +72,18 @@ fn managesieve_metrics_are_exported() {
     let metrics = common::http_get(node.addr("http"), "/metrics");
     for (line, at_least) in [
         ("meshmail_managesieve_sessions_total", 1.0),
-        ("meshmail_managesieve_commands_total{command=\"PUTSCRIPT\",outcome=\"ok\"}", 2.0),
-        ("meshmail_managesieve_commands_total{command=\"PUTSCRIPT\",outcome=\"no\"}", 1.0),
-        ("meshmail_managesieve_command_seconds_count{command=\"LISTSCRIPTS\"}", 3.0),
+        (
+            "meshmail_managesieve_commands_total{command=\"PUTSCRIPT\",outcome=\"ok\"}",
+            2.0,
+        ),
+        (
+            "meshmail_managesieve_commands_total{command=\"PUTSCRIPT\",outcome=\"no\"}",
+            1.0,
+        ),
+        (
+            "meshmail_managesieve_command_seconds_count{command=\"LISTSCRIPTS\"}",
+            3.0,
+        ),
         ("meshmail_managesieve_scripts_refused_total", 2.0),
     ] {
         let v = common::metric_in(&metrics, line);
@@ -139,16 +148,38 @@ fn sieve_connect_uploads_activates_lists_and_downloads() {
     assert!(act.status.success(), "activate: {}", text(&act));
     let list = sieve_connect(addr, user, &["--list"]);
     let listed = text(&list);
-    assert!(list.status.success() && listed.contains("\"main\" ACTIVE"), "list: {listed}");
+    assert!(
+        list.status.success() && listed.contains("\"main\" ACTIVE"),
+        "list: {listed}"
+    );
     let back = dir.path().join("back.sieve");
     let down = sieve_connect(
         addr,
         user,
-        &["--download", "--remotesieve", "main", "--localsieve", back.to_str().unwrap()],
+        &[
+            "--download",
+            "--remotesieve",
+            "main",
+            "--localsieve",
+            back.to_str().unwrap(),
+        ],
     );
     assert!(down.status.success(), "download: {}", text(&down));
-    assert_eq!(std::fs::read_to_string(&back).unwrap(), std::fs::read_to_string(good).unwrap());
-    let refused = sieve_connect(addr, user, &["--upload", "--localsieve", bad.to_str().unwrap(), "--remotesieve", "bad"]);
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap(),
+        std::fs::read_to_string(good).unwrap()
+    );
+    let refused = sieve_connect(
+        addr,
+        user,
+        &[
+            "--upload",
+            "--localsieve",
+            bad.to_str().unwrap(),
+            "--remotesieve",
+            "bad",
+        ],
+    );
     assert!(!refused.status.success(), "a bad script is refused: {}", text(&refused));
     assert!(text(&refused).contains("line "), "{}", text(&refused));
 }

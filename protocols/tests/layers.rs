@@ -343,14 +343,14 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         // share (net, accept, ingest) sits below both.
         "pop3::session" => r.to.starts_with("imap") || r.to.starts_with("smtp") || r.to.starts_with("jmap"),
         "managesieve::session" => {
-            r.to.starts_with("imap")
-                || r.to.starts_with("smtp")
-                || r.to.starts_with("jmap")
-                || r.to == "pop3::session"
+            r.to.starts_with("imap") || r.to.starts_with("smtp") || r.to.starts_with("jmap") || r.to == "pop3::session"
         }
-        "envelope" => SESSIONS.contains(&r.to) || ["smtp", "imap", "pop3", "managesieve", "jmap"]
-                .iter()
-                .any(|p| r.to.starts_with(p)),
+        "envelope" => {
+            SESSIONS.contains(&r.to)
+                || ["smtp", "imap", "pop3", "managesieve", "jmap"]
+                    .iter()
+                    .any(|p| r.to.starts_with(p))
+        }
         // Protocols depend on acceptance, never the other way round.
         "accept" => {
             r.to.starts_with("smtp")

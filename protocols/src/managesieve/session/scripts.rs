@@ -72,7 +72,9 @@ impl ManageSieve {
                 .await
             }
             Command::PutScript { name, script } => {
-                let Some(text) = self.compiled(conn, email, &script) else { return };
+                let Some(text) = self.compiled(conn, email, &script) else {
+                    return;
+                };
                 db.run("managesieve_putscript", |txn| {
                     let (name, text) = (name.clone(), text.clone());
                     async move {
@@ -155,7 +157,12 @@ impl ManageSieve {
 
     fn store_failed(&mut self, conn: &mut Conn, e: &StorageError) {
         tracing::warn!(error = %e, "managesieve: store operation failed");
-        self.reply(conn, Status::No, Some(Code::TryLater), "The store is unavailable; try again later.");
+        self.reply(
+            conn,
+            Status::No,
+            Some(Code::TryLater),
+            "The store is unavailable; try again later.",
+        );
     }
 
     /// The script's text when it compiles; else the NO is queued.

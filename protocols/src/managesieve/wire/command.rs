@@ -39,20 +39,42 @@ pub enum Token {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    Authenticate { mechanism: String, initial: Option<Vec<u8>> },
+    Authenticate {
+        mechanism: String,
+        initial: Option<Vec<u8>>,
+    },
     StartTls,
     Logout,
     Capability,
-    HaveSpace { name: String, size: u64 },
-    PutScript { name: String, script: Vec<u8> },
-    CheckScript { script: Vec<u8> },
+    HaveSpace {
+        name: String,
+        size: u64,
+    },
+    PutScript {
+        name: String,
+        script: Vec<u8>,
+    },
+    CheckScript {
+        script: Vec<u8>,
+    },
     ListScripts,
     /// `None`: `SETACTIVE ""`, no script active.
-    SetActive { name: Option<String> },
-    GetScript { name: String },
-    DeleteScript { name: String },
-    RenameScript { old: String, new: String },
-    Noop { tag: Option<Vec<u8>> },
+    SetActive {
+        name: Option<String>,
+    },
+    GetScript {
+        name: String,
+    },
+    DeleteScript {
+        name: String,
+    },
+    RenameScript {
+        old: String,
+        new: String,
+    },
+    Noop {
+        tag: Option<Vec<u8>>,
+    },
 }
 
 impl Command {
@@ -312,7 +334,12 @@ fn mechanism(t: &Token) -> Result<String, ParseError> {
         Token::Atom(a) | Token::Str(a) => a,
         Token::Dropped(_) => return Err(ParseError::Arguments),
     };
-    if raw.is_empty() || raw.len() > 20 || !raw.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_')) {
+    if raw.is_empty()
+        || raw.len() > 20
+        || !raw
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+    {
         return Err(ParseError::Arguments);
     }
     Ok(String::from_utf8_lossy(raw).to_ascii_uppercase())

@@ -15,8 +15,8 @@ pub mod command;
 pub mod name;
 pub mod response;
 
-pub use command::{Assembler, Command, LINE_MAX, LITERAL_DISCARD_MAX, LITERAL_MAX, Need, ParseError, Token};
 pub use crate::pop3::wire::sasl::{Plain, SaslError, decode_plain};
+pub use command::{Assembler, Command, LINE_MAX, LITERAL_DISCARD_MAX, LITERAL_MAX, Need, ParseError, Token};
 pub use response::{CapaState, Code, Status};
 
 /// Feeds `data` to an [`Assembler`] as a client would send it (lines,
@@ -32,7 +32,13 @@ pub fn fuzz(data: &[u8]) {
         response::string(&mut line, data);
         line.extend_from_slice(b"\r\n");
         let (cmd, rest) = assemble(&line);
-        assert_eq!(cmd, Ok(Command::Noop { tag: Some(data.to_vec()) }), "a written string reads back");
+        assert_eq!(
+            cmd,
+            Ok(Command::Noop {
+                tag: Some(data.to_vec())
+            }),
+            "a written string reads back"
+        );
         assert!(rest.is_empty(), "the string's bytes are all consumed");
     }
 }
