@@ -256,9 +256,13 @@ async fn read_command(conn: &mut Conn) -> Result<Read, ConnError> {
     })
 }
 
+/// A SASL response's bytes or why it is refused; `Err(read)`: the
+/// session cannot go on.
+type SaslResponse = Result<Result<Vec<u8>, ParseError>, Read>;
+
 /// Reads a SASL client response (RFC 5804 §2.1): one string, quoted or
-/// a literal. `Err(read)`: the session cannot go on.
-async fn read_sasl_response(conn: &mut Conn) -> Result<Result<Result<Vec<u8>, ParseError>, Read>, ConnError> {
+/// a literal.
+async fn read_sasl_response(conn: &mut Conn) -> Result<SaslResponse, ConnError> {
     Ok(read_assembled(conn).await?.map(|a| {
         a.into_tokens()
             .and_then(crate::managesieve::wire::command::sasl_response)
