@@ -5,9 +5,9 @@
 //! one that would fail at every delivery is refused with its line and
 //! column and nothing changes.
 
-use meshmail_storage::StorageError;
 use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::sieve::{self as store, SCRIPTS_MAX};
+use meshmail_storage::{Database, StorageError};
 
 use super::ManageSieve;
 use crate::managesieve::wire::Command;
@@ -95,48 +95,8 @@ impl ManageSieve {
             }
             Command::ListScripts => return self.list(conn, account).await,
             Command::GetScript { name } => return self.get(conn, account, name).await,
-            Command::SetActive { name } => {
-                db.run("managesieve_setactive", |txn| {
-                    let name = name.clone();
-                    async move {
-                        if let Some(n) = &name
-                            && store::get(&txn, account, n).await?.is_none()
-                        {
-                            return Ok(Err(Refusal::NonExistent));
-                        }
-                        store::activate(&txn, account, name.as_deref()).await?;
-                        Ok::<_, StorageError>(Ok(()))
-                    }
-                })
-                .await
-            }
-            Command::DeleteScript { name } => {
-                db.run("managesieve_deletescript", |txn| {
-                    let name = name.clone();
-                    async move {
-                        let active = store::active_ref(&txn, account).await?;
-                        if active.is_some_and(|a| a.name == name) {
-                            return Ok(Err(Refusal::Active));
-                        }
-                        let existed = store::delete(&txn, account, &name).await?;
-                        Ok::<_, StorageError>(existed.then_some(()).ok_or(Refusal::NonExistent))
-                    }
-                })
-                .await
-            }
-            Command::RenameScript { old, new } => {
-                let renamed = db
-                    .run("managesieve_renamescript", |txn| {
-                        let (old, new) = (old.clone(), new.clone());
-                        async move { store::rename(&txn, account, &old, &new).await }
-                    })
-                    .await;
-                match renamed {
-                    Ok(()) => Ok(Ok(())),
-                    Err(StorageError::NotFound(_)) => Ok(Err(Refusal::NonExistent)),
-                    Err(StorageError::AlreadyExists(_)) => Ok(Err(Refusal::AlreadyExists)),
-                    Err(e) => Err(e),
-                }
+            cmd @ (Command::SetActive { .. } | Command::DeleteScript { .. } | Command::RenameScript { .. }) => {
+                change(&db, account, cmd).await
             }
             // The dispatcher answers the others before a login or after.
             _ => return self.reply(conn, Status::No, None, "Not allowed now."),
@@ -231,5 +191,56 @@ impl ManageSieve {
             }
             Err(e) => self.store_failed(conn, &e),
         }
+    }
+}
+
+/// SETACTIVE, DELETESCRIPT and RENAMESCRIPT: one transaction each.
+async fn change(db: &Database, account: AccountId, cmd: Command) -> Result<Result<(), Refusal>, StorageError> {
+    match cmd {
+        Command::SetActive { name } => {
+            db.run("managesieve_setactive", |txn| {
+                let name = name.clone();
+                async move {
+                    if let Some(n) = &name
+                        && store::get(&txn, account, n).await?.is_none()
+                    {
+                        return Ok(Err(Refusal::NonExistent));
+                    }
+                    store::activate(&txn, account, name.as_deref()).await?;
+                    Ok::<_, StorageError>(Ok(()))
+                }
+            })
+            .await
+        }
+        Command::DeleteScript { name } => {
+            db.run("managesieve_deletescript", |txn| {
+                let name = name.clone();
+                async move {
+                    let active = store::active_ref(&txn, account).await?;
+                    if active.is_some_and(|a| a.name == name) {
+                        return Ok(Err(Refusal::Active));
+                    }
+                    let existed = store::delete(&txn, account, &name).await?;
+                    Ok::<_, StorageError>(existed.then_some(()).ok_or(Refusal::NonExistent))
+                }
+            })
+            .await
+        }
+        Command::RenameScript { old, new } => {
+            let renamed = db
+                .run("managesieve_renamescript", |txn| {
+                    let (old, new) = (old.clone(), new.clone());
+                    async move { store::rename(&txn, account, &old, &new).await }
+                })
+                .await;
+            match renamed {
+                Ok(()) => Ok(Ok(())),
+                Err(StorageError::NotFound(_)) => Ok(Err(Refusal::NonExistent)),
+                Err(StorageError::AlreadyExists(_)) => Ok(Err(Refusal::AlreadyExists)),
+                Err(e) => Err(e),
+            }
+        }
+        // script_command sends only the three commands above here.
+        _ => Ok(Ok(())),
     }
 }
