@@ -36,10 +36,10 @@ cargo test -p meshmail-storage --features fdb --lib \
 
 # One invocation for actors, mesh and node: storage, actors and mesh are
 # compiled once with the node's features instead of once more for these two.
-log "actors, mesh, node: compactor, leases and fencing; SMTP, IMAP, POP3, JMAP, IDLE, outbound, quarantine, crash, mesh, ops, Sieve"
+log "actors, mesh, node: compactor, leases and fencing; SMTP, IMAP, POP3, ManageSieve, JMAP, IDLE, outbound, quarantine, crash, mesh, ops, Sieve"
 cargo test -p meshmail-actors -p meshmail-mesh -p meshmail-node --features meshmail-node/fdb \
     --test compactor --test leases \
-    --test smtp --test imap --test pop3 --test jmap --test jmap_mesh --test jmap_email_ids --test jmap_rfc8621 --test outbound \
+    --test smtp --test imap --test pop3 --test managesieve --test jmap --test jmap_mesh --test jmap_email_ids --test jmap_rfc8621 --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
     --test imap_state --test ops --test vacation --test sieve --test account_delete --test export_import --test backup --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
     --no-fail-fast -- --skip a_commit_times_its_wal_write_and_fsync_apart

@@ -148,8 +148,9 @@ pub enum Command {
         node: Option<String>,
     },
     /// Start a local mesh: N node processes sharing --data-dir, on the dev
-    /// ports plus 10·i (node-0: SMTP 2525, IMAP 1143, POP3 1110, HTTP
-    /// 8080, mesh 7400; node-1: 2535, 1153, 1120, 8090, 7410; …). Creates the cluster CA and
+    /// ports plus 10·i (node-0: SMTP 2525, IMAP 1143, POP3 1110,
+    /// ManageSieve 4190, HTTP 8080, mesh 7400; node-1: 2535, 1153, 1120,
+    /// 4200, 8090, 7410; …). Creates the cluster CA and
     /// node certificates if missing, restarts a node that dies, and stops
     /// them all on Ctrl-C.
     Up(UpArgs),
@@ -537,6 +538,11 @@ pub struct ServeArgs {
     /// in `[pop3] listen_tls`; `meshmail up` uses 1995 + 10·i).
     #[arg(long)]
     pub pop3s: Option<ListenAddr>,
+    /// ManageSieve (RFC 5804) with STARTTLS, e.g. 127.0.0.1:4190 (off
+    /// unless set here or in `[managesieve] listen`; `meshmail up` uses
+    /// 4190 + 10·i).
+    #[arg(long)]
+    pub managesieve: Option<ListenAddr>,
     /// HTTP listener for /metrics, /health, /status and the admin API (dev default 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<ListenAddr>,
@@ -553,7 +559,7 @@ pub struct ServeArgs {
     /// node-1@127.0.0.1:7410). Others are learned from them.
     #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<String>,
-    /// Allow SMTP AUTH, IMAP LOGIN, POP3 USER/PASS and JMAP credentials without TLS from loopback clients (tests and local tools only).
+    /// Allow SMTP AUTH, IMAP LOGIN, POP3 USER/PASS, ManageSieve AUTHENTICATE and JMAP credentials without TLS from loopback clients (tests and local tools only).
     #[arg(long)]
     pub allow_plaintext_auth_on_loopback: bool,
     /// Largest accepted message in bytes (default 50 MiB).

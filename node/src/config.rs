@@ -49,6 +49,8 @@ pub struct Config {
     #[serde(default)]
     pub pop3: crate::config_pop3::Pop3Section,
     #[serde(default)]
+    pub managesieve: crate::config_managesieve::ManageSieveSection,
+    #[serde(default)]
     pub tls: TlsConfig,
     #[serde(default)]
     pub mesh: MeshSection,
@@ -825,6 +827,7 @@ impl Config {
             (&args.https, &mut self.listen.https),
             (&args.pop3, &mut self.pop3.listen),
             (&args.pop3s, &mut self.pop3.listen_tls),
+            (&args.managesieve, &mut self.managesieve.listen),
         ] {
             if let Some(v) = flag {
                 *slot = v.0;
@@ -840,6 +843,7 @@ impl Config {
             self.smtp.allow_plaintext_auth_on_loopback = true;
             self.imap.allow_plaintext_auth_on_loopback = true;
             self.pop3.allow_plaintext_auth_on_loopback = true;
+            self.managesieve.allow_plaintext_auth_on_loopback = true;
             self.jmap.allow_plaintext_auth_on_loopback = true;
         }
         if let Some(m) = args.max_message_bytes {
@@ -906,6 +910,7 @@ mod tests {
         assert_eq!(prod.listen.imaps.unwrap().port(), 993);
         assert_eq!(prod.pop3.listen.unwrap().port(), 110);
         assert_eq!(prod.pop3.listen_tls.unwrap().port(), 995);
+        assert_eq!(prod.managesieve.listen.unwrap().port(), 4190);
         assert!(matches!(prod.store, Some(KvConfig::Fdb { .. })));
         assert_eq!(prod.auth.failures_per_ip_max, 10);
         assert_eq!(prod.auth.failure_window_s, 300);
@@ -940,6 +945,16 @@ mod tests {
             )
         };
         assert_eq!(pop3(&dev.pop3), pop3(&p));
+        let m = crate::config_managesieve::ManageSieveSection::default();
+        let managesieve = |c: &crate::config_managesieve::ManageSieveSection| {
+            (
+                c.listen,
+                c.allow_plaintext_auth_on_loopback,
+                c.max_connections,
+                c.idle_timeout_s,
+            )
+        };
+        assert_eq!(managesieve(&dev.managesieve), managesieve(&m));
         let c = crate::config_compactor::CompactorSection::default();
         assert_eq!(
             (dev.compactor.interval_s, dev.compactor.change_log_window),

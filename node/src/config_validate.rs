@@ -120,7 +120,8 @@ impl Config {
         ]
         .map(|(key, addr)| ("listen", key, addr));
         let pop3 = [("listen", self.pop3.listen), ("listen_tls", self.pop3.listen_tls)].map(|(k, a)| ("pop3", k, a));
-        for (section, key, addr) in listen.into_iter().chain(pop3) {
+        let managesieve = [("managesieve", "listen", self.managesieve.listen)];
+        for (section, key, addr) in listen.into_iter().chain(pop3).chain(managesieve) {
             // Port 0 (tests) binds a fresh port each time: no clash.
             let Some(addr) = addr.filter(|a| a.port() != 0) else {
                 continue;
@@ -171,6 +172,12 @@ impl Config {
             p.positive("imap", "max_literal_bytes", n);
         }
         self.check_pop3(p);
+        p.positive(
+            "managesieve",
+            "max_connections",
+            self.managesieve.max_connections as u64,
+        );
+        p.positive("managesieve", "idle_timeout_s", self.managesieve.idle_timeout_s);
         let j = &self.jmap;
         for (key, v) in [
             ("max_size_request_bytes", j.max_size_request_bytes as u64),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use meshmail_actors::session::{Ended, ListenerMsg, Parked, Session, start_listener};
 use meshmail_protocols::imap::session::{ImapSession, ImapShared};
+use meshmail_protocols::managesieve::session::{ManageSieveSession, ManageSieveShared};
 use meshmail_protocols::pop3::session::{Pop3Session, Pop3Shared};
 use meshmail_protocols::smtp::session::{SmtpSession, SmtpShared};
 use tokio::net::TcpListener;
@@ -61,6 +62,22 @@ pub async fn spawn_pop3(
     let busy = "-ERR [SYS/TEMP] Too many connections, try again later\r\n".to_string();
     spawn(name, addr, max_connections, busy, vitals, move |stream, peer| {
         Box::new(Pop3Session::new(shared.clone(), stream, peer))
+    })
+    .await
+}
+
+/// The same for ManageSieve sessions (`BYE (TRYLATER)`: RFC 5804 §1.3,
+/// a temporary refusal the client may retry).
+pub async fn spawn_managesieve(
+    name: &'static str,
+    addr: SocketAddr,
+    max_connections: usize,
+    shared: Arc<ManageSieveShared>,
+    vitals: &mut Vitals,
+) -> anyhow::Result<SocketAddr> {
+    let busy = "BYE (TRYLATER) \"Too many connections, try again later.\"\r\n".to_string();
+    spawn(name, addr, max_connections, busy, vitals, move |stream, peer| {
+        Box::new(ManageSieveSession::new(shared.clone(), stream, peer))
     })
     .await
 }

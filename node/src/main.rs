@@ -20,6 +20,7 @@ mod cluster;
 mod config;
 mod config_auth;
 mod config_compactor;
+mod config_managesieve;
 mod config_pop3;
 mod config_publish;
 mod config_validate;

@@ -194,6 +194,14 @@ pub const HELP: &[(&str, Kind, &str)] = &[
     ("meshmail_pop3_timeouts_total", C, "POP3 sessions closed by the autologout timer (nothing deleted)."),
     ("meshmail_pop3_expunged_total", C, "Messages expunged by POP3 QUIT (DELE applied in the UPDATE state)."),
     ("meshmail_pop3_sent_bytes_total", C, "Message bytes sent by POP3 RETR and TOP, after byte-stuffing."),
+    // ManageSieve.
+    ("meshmail_managesieve_sessions_total", C, "ManageSieve sessions accepted."),
+    ("meshmail_managesieve_commands_total", C, "ManageSieve commands, by command and outcome (ok, no, bye)."),
+    ("meshmail_managesieve_command_seconds", H, "Time of one ManageSieve command, by command (PUTSCRIPT includes compiling the script)."),
+    ("meshmail_managesieve_bad_commands_total", C, "ManageSieve lines that did not parse as a command, or were too long (too many close the session)."),
+    ("meshmail_managesieve_auth_failures_total", C, "ManageSieve logins refused, by reason (failed, rate_limited, unavailable, plaintext: no TLS)."),
+    ("meshmail_managesieve_scripts_refused_total", C, "Scripts PUTSCRIPT or CHECKSCRIPT refused because they do not compile (or are too large)."),
+    ("meshmail_managesieve_timeouts_total", C, "ManageSieve sessions closed for inactivity."),
     // JMAP.
     ("meshmail_jmap_request_seconds", H, "Time of one JMAP API request."),
     ("meshmail_jmap_call_seconds", H, "Time of one JMAP method call, by method."),

@@ -95,6 +95,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     endpoints.extend(serve_listeners::start_smtp(&cfg, &services, opts.sink, &mut vitals).await?);
     endpoints.extend(serve_listeners::start_imap(&cfg, &services, &mut vitals).await?);
     endpoints.extend(serve_listeners::start_pop3(&cfg, &services, &mut vitals).await?);
+    endpoints.extend(serve_listeners::start_managesieve(&cfg, &services, &mut vitals).await?);
     let info = Arc::new(NodeInfo {
         name: cfg.node_name.clone(),
         generation,

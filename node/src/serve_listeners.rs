@@ -1,8 +1,8 @@
 //! The node's listeners, as `serve` starts them: SMTP (MX, submission,
-//! submissions, LMTP), IMAP and IMAPS, POP3 and POP3S, and HTTP/HTTPS (status, metrics,
+//! submissions, LMTP), IMAP and IMAPS, POP3 and POP3S, ManageSieve, and HTTP/HTTPS (status, metrics,
 //! admin, JMAP, webmail). Each is built from the [`Services`] every
 //! protocol shares and the address the config gives (`[listen]`, or
-//! `[pop3] listen` and `listen_tls`; absent:
+//! `[pop3] listen` and `listen_tls`, `[managesieve] listen`; absent:
 //! not started); each returns `name=bound address` for the ready line.
 
 use std::net::SocketAddr;
@@ -17,6 +17,7 @@ use meshmail_protocols::imap::session::ImapShared;
 use meshmail_protocols::imap::session::envelope_cache::EnvelopeCache;
 use meshmail_protocols::imap::session::hot_row_cache::HotRowCache;
 use meshmail_protocols::jmap::JmapShared;
+use meshmail_protocols::managesieve::session::ManageSieveShared;
 use meshmail_protocols::pop3::session::Pop3Shared;
 use meshmail_protocols::smtp::session::{Mode, SmtpShared};
 
@@ -162,6 +163,22 @@ pub async fn start_pop3(cfg: &Config, s: &Services, vitals: &mut Vitals) -> anyh
         endpoints.push(format!("{name}={bound}"));
     }
     Ok(endpoints)
+}
+
+/// The ManageSieve listener `[managesieve] listen` names (STARTTLS only:
+/// RFC 5804 has no implicit-TLS port).
+pub async fn start_managesieve(cfg: &Config, s: &Services, vitals: &mut Vitals) -> anyhow::Result<Vec<String>> {
+    let c = &cfg.managesieve;
+    let Some(addr) = c.listen else { return Ok(Vec::new()) };
+    let shared = Arc::new(ManageSieveShared {
+        ctx: s.ctx.clone(),
+        auth: s.auth.clone(),
+        tls: Some(s.tls.clone()),
+        allow_plaintext_auth_on_loopback: c.allow_plaintext_auth_on_loopback,
+        idle_timeout: c.idle_timeout(),
+    });
+    let bound = listeners::spawn_managesieve("managesieve", addr, c.max_connections, shared, vitals).await?;
+    Ok(vec![format!("managesieve={bound}")])
 }
 
 /// The plain HTTP listener (served by `serve` until shutdown) and the

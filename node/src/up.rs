@@ -39,6 +39,7 @@ const BASE_PORTS: &[(&str, u16)] = &[
     ("imaps", 1993),
     ("pop3", 1110),
     ("pop3s", 1995),
+    ("managesieve", 4190),
     ("http", 8080),
     ("mesh", 7400),
 ];
@@ -419,13 +420,13 @@ fn announce_ready(name: &str, child: &mut Child) {
 fn print_table(cfg: &Config, nodes: &[NodeSpec], generations: &[String], demo: bool) {
     println!();
     println!(
-        "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
-        "node", "gen", "smtp", "submission", "imap", "imaps", "pop3", "http", "mesh (udp)"
+        "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
+        "node", "gen", "smtp", "submission", "imap", "imaps", "pop3", "managesieve", "http", "mesh (udp)"
     );
     for (n, g) in nodes.iter().zip(generations) {
         let a = |l: &str| format!("127.0.0.1:{}", n.port(l));
         println!(
-            "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
+            "{:<8} {:>4} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16} {:<16}",
             n.name,
             g,
             a("smtp"),
@@ -433,6 +434,7 @@ fn print_table(cfg: &Config, nodes: &[NodeSpec], generations: &[String], demo: b
             a("imap"),
             a("imaps"),
             a("pop3"),
+            a("managesieve"),
             a("http"),
             a("mesh")
         );

@@ -17,6 +17,7 @@ pub mod envelope;
 pub mod imap;
 pub mod ingest;
 pub mod jmap;
+pub mod managesieve;
 pub mod net;
 pub mod outbound;
 pub mod pop3;

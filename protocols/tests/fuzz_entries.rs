@@ -130,6 +130,25 @@ fn pop3_wire_on_random_inputs() {
     }
 }
 
+const MANAGESIEVE_INPUTS: &[&[u8]] = &[
+    b"AUTHENTICATE \"PLAIN\" {20+}\r\nAGFsaWNlAHNlY3JldA==\r\n",
+    b"PUTSCRIPT \"a \\\"b\\\"\" {6+}\r\nkeep;\n\r\n",
+    b"RENAMESCRIPT {1}\r\na \"b\"\r\n",
+    b"HAVESPACE \"x\" 4294967295\r\nNOOP \"t\"\r\n",
+    b"SETACTIVE \"\"\r\nGETSCRIPT {2+}\r\n\xff\xfe\r\n",
+];
+
+#[test]
+fn managesieve_wire_on_random_inputs() {
+    let seed = 0x5e1e_4190;
+    let mut rng = StdRng::seed_from_u64(seed);
+    for i in 0..RUNS {
+        let input = random_input(&mut rng, MANAGESIEVE_INPUTS);
+        let result = std::panic::catch_unwind(|| meshmail_protocols::managesieve::wire::fuzz(&input));
+        assert!(result.is_ok(), "seed {seed:#x} run {i}: input {input:?}");
+    }
+}
+
 const SIEVE_SCRIPTS: &[&[u8]] = &[
     b"require [\"fileinto\", \"variables\", \"imap4flags\"];\r\nif header :matches \"subject\" \"*hi*\" { set \"a\" \"${1}\"; addflag \"\\\\Seen\"; fileinto \"x-${a}\"; }",
     b"require [\"relational\", \"comparator-i;ascii-numeric\", \"date\", \"index\"];\nif anyof (header :count \"ge\" :comparator \"i;ascii-numeric\" \"to\" \"2\", date :index 1 :last :zone \"-0500\" \"date\" \"hour\" \"09\") { discard; } elsif not exists \"x\" { stop; } else { keep; }",

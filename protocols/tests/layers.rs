@@ -40,6 +40,9 @@ fn layer(path: &[String]) -> &'static str {
         ("pop3", "wire") => "pop3::wire",
         ("pop3", "session") => "pop3::session",
         ("pop3", _) => "pop3",
+        ("managesieve", "wire") => "managesieve::wire",
+        ("managesieve", "session") => "managesieve::session",
+        ("managesieve", _) => "managesieve",
         ("jmap", "wire") => "jmap::wire",
         // The dispatcher calls the methods and the methods take its `Call`:
         // one layer, JMAP's session side.
@@ -307,6 +310,7 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         "smtp::session",
         "imap::session",
         "pop3::session",
+        "managesieve::session",
         "jmap::methods",
         "accept",
         "outbound",
@@ -317,7 +321,7 @@ fn forbidden(from: &str, r: &Reference) -> bool {
     if r.external {
         let pure = matches!(
             from,
-            "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" | "envelope" | "sieve"
+            "smtp::wire" | "imap::wire" | "pop3::wire" | "managesieve::wire" | "jmap::wire" | "envelope" | "sieve"
         );
         return pure && IO.contains(&r.path.as_str());
     }
@@ -325,7 +329,12 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         // Pure layers: no session, no acceptance, no I/O module; envelope
         // not even SMTP's wire (it is below it).
         "smtp::wire" | "imap::wire" | "pop3::wire" | "jmap::wire" => {
-            SESSIONS.contains(&r.to) || matches!(r.to, "smtp" | "imap" | "pop3")
+            SESSIONS.contains(&r.to) || matches!(r.to, "smtp" | "imap" | "pop3" | "managesieve")
+        }
+        // ManageSieve's wire layer borrows POP3's SASL PLAIN decoder and
+        // the Sieve layer's limits (both pure), nothing with I/O.
+        "managesieve::wire" => {
+            SESSIONS.contains(&r.to) || matches!(r.to, "smtp" | "imap" | "pop3" | "managesieve" | "accept")
         }
         // Sieve is pure: source and a message in, actions out. It names no
         // other layer of this crate (acceptance calls it, not the reverse).
@@ -333,12 +342,21 @@ fn forbidden(from: &str, r: &Reference) -> bool {
         // One protocol's session never reaches into another's: what they
         // share (net, accept, ingest) sits below both.
         "pop3::session" => r.to.starts_with("imap") || r.to.starts_with("smtp") || r.to.starts_with("jmap"),
-        "envelope" => SESSIONS.contains(&r.to) || ["smtp", "imap", "pop3", "jmap"].iter().any(|p| r.to.starts_with(p)),
+        "managesieve::session" => {
+            r.to.starts_with("imap") || r.to.starts_with("smtp") || r.to.starts_with("jmap") || r.to == "pop3::session"
+        }
+        "envelope" => {
+            SESSIONS.contains(&r.to)
+                || ["smtp", "imap", "pop3", "managesieve", "jmap"]
+                    .iter()
+                    .any(|p| r.to.starts_with(p))
+        }
         // Protocols depend on acceptance, never the other way round.
         "accept" => {
             r.to.starts_with("smtp")
                 || r.to.starts_with("imap")
                 || r.to.starts_with("pop3")
+                || r.to.starts_with("managesieve")
                 || r.to.starts_with("jmap")
                 || matches!(r.to, "net" | "outbound")
         }

@@ -149,7 +149,7 @@ pub fn pick_ports(base: u16, nodes: usize) -> anyhow::Result<Vec<[u16; 5]>> {
 /// The dev port of each of `meshmail up`'s TCP listeners for node-0 and
 /// its mesh (QUIC, UDP) port; node i adds 10·i, and `--base-port-offset`
 /// adds the offset to all of them (see `node/src/up.rs`).
-const UP_TCP_PORTS: [u16; 9] = [2525, 2587, 2465, 2424, 1143, 1993, 1110, 1995, 8080];
+const UP_TCP_PORTS: [u16; 10] = [2525, 2587, 2465, 2424, 1143, 1993, 1110, 1995, 4190, 8080];
 const UP_MESH_PORT: u16 = 7400;
 
 /// A `--base-port-offset` for `meshmail up --nodes N` at which every port

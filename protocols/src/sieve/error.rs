@@ -42,6 +42,24 @@ pub enum SieveError {
     RedirectToSelf { pos: Pos, address: String },
 }
 
+impl SieveError {
+    /// Where the script is at fault (None: the whole script, too large).
+    pub fn pos(&self) -> Option<Pos> {
+        match self {
+            SieveError::TooLarge { .. } => None,
+            SieveError::InvalidUtf8 { pos }
+            | SieveError::Syntax { pos, .. }
+            | SieveError::TooDeep { pos, .. }
+            | SieveError::UnknownExtension { pos, .. }
+            | SieveError::NotRequired { pos, .. }
+            | SieveError::UnknownCommand { pos, .. }
+            | SieveError::UnknownTest { pos, .. }
+            | SieveError::Argument { pos, .. }
+            | SieveError::RedirectToSelf { pos, .. } => Some(*pos),
+        }
+    }
+}
+
 /// Why a run stopped; the delivery keeps the message in INBOX and
 /// records this (`meshmail_sieve_errors_total{kind}`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

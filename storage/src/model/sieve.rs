@@ -142,6 +142,47 @@ pub async fn delete(txn: &Txn, account: AccountId, name: &str) -> Result<bool> {
     Ok(existed)
 }
 
+/// Renames a script in one transaction (ManageSieve RENAMESCRIPT, RFC 5804
+/// §2.11.1): the text and its version move unchanged (the compile cache
+/// stays valid), and the active record follows, so renaming the active
+/// script keeps it active. [`StorageError::NotFound`] when `old` is
+/// missing, [`StorageError::AlreadyExists`] when `new` is taken.
+pub async fn rename(txn: &Txn, account: AccountId, old: &str, new: &str) -> Result<()> {
+    let Some(script) = get(txn, account, old).await? else {
+        return Err(StorageError::NotFound(format!("script {old:?}")));
+    };
+    check(new, &script.source)?;
+    if old == new {
+        return Ok(());
+    }
+    let new_key = keyspace::sieve_script(account, new);
+    if txn.get(&new_key).await?.is_some() {
+        return Err(StorageError::AlreadyExists(format!("script {new:?}")));
+    }
+    txn.clear(&keyspace::sieve_script(account, old))?;
+    put_record(
+        txn,
+        &new_key,
+        &StoredScript {
+            name: new.to_string(),
+            ..script
+        },
+    )?;
+    let active_key = keyspace::sieve_active(account);
+    let act: Option<Active> = get_record(txn, &active_key, "sieve active").await?;
+    if let Some(a) = act.filter(|a| a.name == old) {
+        put_record(
+            txn,
+            &active_key,
+            &Active {
+                name: new.to_string(),
+                version: a.version,
+            },
+        )?;
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Seen {
     pub expires_ms: u64,
@@ -206,6 +247,26 @@ mod tests {
                 "a new text of the active script moves the active record"
             );
             assert!(put(&txn, 7, "a/b", "keep;").await.is_err());
+            put(&txn, 7, "spare", "keep;").await?;
+            assert!(matches!(
+                rename(&txn, 7, "main", "spare").await,
+                Err(StorageError::AlreadyExists(_))
+            ));
+            assert!(matches!(
+                rename(&txn, 7, "nope", "x").await,
+                Err(StorageError::NotFound(_))
+            ));
+            rename(&txn, 7, "main", "renamed").await?;
+            assert_eq!(get(&txn, 7, "main").await?, None);
+            assert_eq!(get(&txn, 7, "renamed").await?.map(|s| s.version), Some(b.version));
+            assert_eq!(
+                active_ref(&txn, 7).await?,
+                Some(Active {
+                    name: "renamed".into(),
+                    version: b.version
+                }),
+                "the active script stays active under its new name"
+            );
             assert!(!duplicate_seen(&txn, 7, "id", 1000).await?);
             mark_duplicate(&txn, 7, "id", 2000)?;
             assert!(duplicate_seen(&txn, 7, "id", 1000).await?);
