@@ -25,9 +25,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_import import mutf7  # noqa: E402
 
-# `/` levels; the server's own separator is put in at run time.
+# `/` levels; the server's own separator is put in at run time. Drafts,
+# Sent, Trash, Junk and Archive are also the folders meshmail gives every
+# new account, so the two trees compare whole.
 FOLDERS = ["Archive", "Archive/2024", "Archive/2024/Q1", "Archive/2024/Q2", "Work", "Work/Projects",
-           "Sent", "Ünïcode Ordner"]
+           "Sent", "Drafts", "Trash", "Junk", "Ünïcode Ordner"]
 TARGETS = ["INBOX"] + FOLDERS
 BASE_EPOCH = 1_700_000_000  # Nov 2023: past dates only (Dovecot replaces future ones)
 
@@ -121,7 +123,7 @@ def recreate(c, folder):
 
 def serve(workdir, user, password):
     from dovecot_peer import Dovecot
-    with Dovecot(workdir, {user: password}) as d:
+    with Dovecot(workdir, {user: password}, fsync=False) as d:
         print("dovecot", d.imap_port, flush=True)
         sys.stdin.read()
 
