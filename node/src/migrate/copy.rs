@@ -28,6 +28,8 @@ const BATCH_MESSAGES: usize = 200;
 /// Body bytes per UID FETCH (by RFC822.SIZE): memory stays bounded
 /// whatever the messages' sizes.
 const BATCH_BYTES: u64 = 32 << 20;
+/// Copies between progress lines inside a batch (without a terminal).
+const PROGRESS_EVERY: usize = 50;
 
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -206,20 +208,29 @@ impl Copier {
                 Ok(stored) => {
                     self.tally.copied += 1;
                     cp.target_uid = cp.target_uid.max(stored);
+                    if self.tally.copied % PROGRESS_EVERY == 0 {
+                        self.progress(name, &format!("at UID {uid}"));
+                    }
                 }
                 Err(why) => self.error(&format!("{name}: UID {uid} ({} bytes): {why}", item.raw.len())),
             }
         }
         cp.last_uid = last.0;
         self.put_checkpoint(cp).await?;
+        self.progress(name, &format!("to UID {} (checkpoint)", cp.last_uid));
+        Ok(())
+    }
+
+    /// A progress line on stdout when no bar is drawn (not a terminal):
+    /// logs, and a test that kills the run half-way, read them.
+    fn progress(&self, name: &str, place: &str) {
         if self.bar.is_hidden() {
             let t = &self.tally;
             println!(
-                "progress: {} copied, {} skipped, {} refused; {name} to UID {}",
-                t.copied, t.skipped, t.refused, cp.last_uid
+                "progress: {} copied, {} skipped, {} refused; {name} {place}",
+                t.copied, t.skipped, t.refused
             );
         }
-        Ok(())
     }
 
     async fn checkpoint(&self, folder: &str) -> anyhow::Result<Option<Checkpoint>> {
