@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn literal_announcements() {
-        assert_eq!(literal_at_end(b"* 1 FETCH (BODY[] {123}"), Some((17, 123)));
+        assert_eq!(literal_at_end(b"* 1 FETCH (BODY[] {123}"), Some((18, 123)));
         assert_eq!(literal_at_end(b"a {5+}"), Some((2, 5)));
         assert_eq!(literal_at_end(b"a {x}"), None);
         assert_eq!(literal_at_end(b"* OK done"), None);
