@@ -1,8 +1,10 @@
 //! A small IMAP4rev1 client, enough to read every folder of another
 //! server: LOGIN, LIST, EXAMINE and UID FETCH, over implicit TLS, STARTTLS
-//! or (loopback only, see `url`) plaintext. Hand-written rather than a
-//! crate: `async-imap` is not in the workspace's registry mirror, and the
-//! few responses read here are parsed in `wire`.
+//! or (loopback only, see `url`) plaintext. Hand-written rather than
+//! `async-imap`: that crate is not among the workspace's dependencies nor
+//! in the local registry cache, and the few responses read here (LIST,
+//! status codes, FETCH of four items) fit in `wire` behind a reader whose
+//! memory is bounded, which is the part that matters for a migration.
 //!
 //! Memory is bounded: a line is at most [`LINE_BYTES_MAX`], and a literal
 //! over the caller's limit is read and dropped in chunks (the message is
