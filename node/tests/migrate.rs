@@ -245,3 +245,50 @@ fn plaintext_is_refused_off_loopback_and_tls_is_the_default() {
     let e = run(&["mail.example.org"]);
     assert!(e.contains("is not imap://USER@HOST[:PORT]"), "{e}");
 }
+
+/// TLS, the default, against meshmail's own listeners (its self-signed
+/// certificate names `localhost`): implicit TLS on the IMAPS port and
+/// STARTTLS on the IMAP port, verified against `--tls-ca`; without it the
+/// certificate is refused. The source account holds `export_import.py`'s
+/// messages (flags, keywords, dates, twins, an LF-only message).
+#[test]
+fn migrates_over_tls_and_starttls_and_refuses_an_unknown_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for user in ["src", "viatls", "viastarttls"] {
+        setup_account(&data, &format!("{user}@example.org"), "pw");
+    }
+    let node = Node::start(&data, &["--allow-plaintext-auth-on-loopback"], &[]);
+    let (host, port) = node.addr("imap").rsplit_once(':').unwrap();
+    let (ok, out) = python_script("export_import.py", &["populate", host, port, "src@example.org", "pw"]);
+    assert!(ok, "{out}");
+    let ca = data.join("tls/self-signed.pem");
+    let run = |scheme: &str, listener: &str, account: &str, ca: Option<&std::path::Path>| {
+        let port = node.addr(listener).rsplit_once(':').unwrap().1;
+        let mut cmd = meshmail(&data);
+        cmd.args(["migrate", &format!("{scheme}://src@example.org@localhost:{port}")])
+            .args(["--account", account, "--password-stdin", "--node", node.addr("http")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(ca) = ca {
+            cmd.arg("--tls-ca").arg(ca);
+        }
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"pw\n").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let refused = run("imaps", "imaps", "viatls@example.org", None);
+    let e = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && e.contains("UnknownIssuer"), "{e}");
+    let want = dump(node.addr("imap"), "src@example.org", "pw");
+    for (scheme, listener, account) in [
+        ("imaps", "imaps", "viatls@example.org"),
+        ("imap", "imap", "viastarttls@example.org"),
+    ] {
+        let out = run(scheme, listener, account, Some(&ca));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(counts(&out), (9, 0), "{}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(dump(node.addr("imap"), account, "pw"), want, "{scheme}");
+    }
+}
