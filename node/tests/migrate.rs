@@ -9,7 +9,8 @@
 //! third run copies nothing; five new messages make a run copy exactly
 //! five; a folder recreated on the source (new UIDVALIDITY) is read again
 //! and nothing of it copied twice; and plaintext to a non-loopback address
-//! is refused before anything is sent.
+//! is refused before anything is sent. TLS and STARTTLS are tested against
+//! meshmail's own listeners (the Dovecot peer runs without TLS).
 
 mod common;
 
