@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use meshmail_storage::blob::content_hash;
 use meshmail_storage::model::migration::Checkpoint;
 
-use super::client::{Client, quote};
+use super::client::{Client, ImapError, quote};
 use super::wire::{self, Body, Fetched, Listed};
 use crate::admin_http::{self, encode};
 use crate::admin_import::Target;
@@ -94,13 +94,27 @@ impl Copier {
         if f.noselect {
             return Ok(());
         }
-        let mut uidvalidity = None;
-        self.client
+        let (mut uidvalidity, mut exists) = (None, None);
+        let examined = self
+            .client
             .command(&format!("EXAMINE {}", quote(&f.wire)), 0, |t| {
                 uidvalidity = uidvalidity.or(wire::code_number(&t, "UIDVALIDITY"));
+                exists = wire::exists(&t).or(exists);
             })
-            .await
-            .with_context(|| format!("opening {:?} on the source", f.name))?;
+            .await;
+        match examined {
+            Ok(()) => {}
+            // That folder alone (gone meanwhile, or not readable).
+            Err(e @ ImapError::Refused { .. }) => {
+                self.error(&format!("folder {:?} on the source: {e}", f.name));
+                return Ok(());
+            }
+            Err(e) => return Err(e).with_context(|| format!("opening {:?} on the source", f.name)),
+        }
+        // Some servers refuse `UID FETCH 1:*` in an empty folder.
+        if exists == Some(0) {
+            return Ok(());
+        }
         let uidvalidity = uidvalidity.unwrap_or(0);
         let start = match self.checkpoint(&f.name).await? {
             Some(c) if c.uidvalidity == uidvalidity && !self.rescan => c,

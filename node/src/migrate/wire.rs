@@ -148,6 +148,14 @@ pub fn code_number(t: &[Token], code: &str) -> Option<u32> {
     })
 }
 
+/// `* n EXISTS`: how many messages the selected folder holds.
+pub fn exists(t: &[Token]) -> Option<u32> {
+    match t {
+        [star, n, word] if star.is_atom("*") && word.is_atom("EXISTS") => n.number(),
+        _ => None,
+    }
+}
+
 /// One message of a FETCH answer; fields absent when not in this answer.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Fetched {
@@ -263,6 +271,8 @@ mod tests {
             code_number(&tokens("* OK [UIDNEXT 7] don't \"quote"), "uidnext"),
             Some(7)
         );
+        assert_eq!(exists(&tokens("* 0 EXISTS")), Some(0));
+        assert_eq!(exists(&tokens("* 3 RECENT")), None);
     }
 
     #[test]
