@@ -136,20 +136,19 @@ fn migrate_killed(node: &Node, url: &str, after: usize) -> usize {
     let started = Instant::now();
     let lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // Bounded by the migration's own output: it ends when the process does.
-    for line in lines {
-        let line = line.unwrap();
-        assert!(started.elapsed() < Duration::from_secs(300), "no progress in 300 s");
-        let copied: usize = match line.strip_prefix("progress: ") {
-            Some(rest) => rest.split_whitespace().next().unwrap().parse().unwrap(),
-            None => panic!("the migration ended before {after} copies: {line}"),
-        };
-        if copied >= after {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return copied;
-        }
-    }
-    panic!("the migration ended before {after} copies");
+    let reported = lines
+        .map(|line| {
+            let line = line.unwrap();
+            assert!(started.elapsed() < Duration::from_secs(300), "no progress in 300 s");
+            match line.strip_prefix("progress: ") {
+                Some(rest) => rest.split_whitespace().next().unwrap().parse::<usize>().unwrap(),
+                None => 0,
+            }
+        })
+        .find(|&copied| copied >= after);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reported.unwrap_or_else(|| panic!("the migration ended before {after} copies"))
 }
 
 #[test]

@@ -222,7 +222,7 @@ impl Copier {
                 Ok(stored) => {
                     self.tally.copied += 1;
                     cp.target_uid = cp.target_uid.max(stored);
-                    if self.tally.copied % PROGRESS_EVERY == 0 {
+                    if self.tally.copied.is_multiple_of(PROGRESS_EVERY) {
                         self.progress(name, &format!("at UID {uid}"));
                     }
                 }
