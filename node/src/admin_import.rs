@@ -33,33 +33,39 @@ struct Tally {
     errors: usize,
 }
 
-/// One import run: where the node is and what it said about the account.
-struct Run<'a> {
-    node: &'a str,
+/// An account on a running node, as the admin import routes show it:
+/// what `import` and `migrate` store messages through.
+pub struct Target {
+    node: String,
     email: String,
-    target: ImportTarget,
+    pub info: ImportTarget,
+}
+
+/// Why the node refused one message (the others go on).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreRefused {
+    #[error("over the node's max message size ({0} bytes)")]
+    TooBig(u64),
+    #[error("the node refused it ({code}): {text}")]
+    Other { code: u16, text: String },
+}
+
+/// One import run: the target account and the tally.
+struct Run {
+    target: Target,
     bar: indicatif::ProgressBar,
     tally: Tally,
 }
 
 pub async fn import(node: &str, account: &str, dir: &Path) -> anyhow::Result<()> {
-    let email = encode(account.trim());
-    let answer = admin_http::request("GET", node, &format!("/admin/import/{email}"), None).await?;
-    match answer.code {
-        200 => {}
-        404 => bail!("no such account: {account}"),
-        code => bail!("the node answered {code}: {}", answer.text()),
-    }
-    let target: ImportTarget = serde_json::from_slice(&answer.body).context("not an import target document")?;
+    let target = Target::open(node, account).await?;
     let folders = source::discover(dir).with_context(|| format!("reading {}", dir.display()))?;
     let started = std::time::Instant::now();
     let bar = indicatif::ProgressBar::new_spinner().with_style(indicatif::ProgressStyle::with_template(
         "{spinner} importing into {prefix}: {pos} messages read ({per_sec}) {msg}",
     )?);
-    bar.set_prefix(target.account.clone());
+    bar.set_prefix(target.info.account.clone());
     let mut run = Run {
-        node,
-        email,
         target,
         bar,
         tally: Tally::default(),
@@ -91,7 +97,7 @@ pub async fn import(node: &str, account: &str, dir: &Path) -> anyhow::Result<()>
     Ok(())
 }
 
-impl Run<'_> {
+impl Run {
     fn error(&mut self, e: &dyn std::fmt::Display) {
         self.tally.errors += 1;
         self.bar.suspend(|| eprintln!("error: {e}"));
@@ -101,18 +107,18 @@ impl Run<'_> {
     /// rest go on. Fails only when the node cannot be reached.
     async fn folder(&mut self, f: &SourceFolder) -> anyhow::Result<()> {
         self.bar.set_message(f.name.clone());
-        let messages = match f.messages(self.target.max_message_bytes) {
+        let messages = match f.messages(self.target.info.max_message_bytes) {
             Ok(m) => m,
             Err(e) => {
                 self.error(&e);
                 return Ok(());
             }
         };
-        if let Err(e) = self.ensure_folder(&f.name).await {
+        if let Err(e) = self.target.ensure_folder(&f.name).await {
             self.error(&format!("folder {:?}: {e}", f.name));
             return Ok(());
         }
-        let mut present = self.present(&f.name).await?;
+        let mut present = self.target.present(&f.name, 0).await?;
         self.tally.folders += 1;
         for item in messages {
             self.bar.inc(1);
@@ -128,7 +134,7 @@ impl Run<'_> {
                     *n -= 1;
                     self.tally.skipped += 1;
                 }
-                _ => match self.store(&f.name, &item).await? {
+                _ => match self.target.store(&f.name, &item).await? {
                     Ok(_) => self.tally.imported += 1,
                     Err(why) => self.error(&format!(
                         "folder {:?}: a message of {} bytes: {why}",
@@ -140,26 +146,59 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+impl Target {
+    /// The account on the node at `node` (its HTTP listener).
+    pub async fn open(node: &str, account: &str) -> anyhow::Result<Target> {
+        let email = encode(account.trim());
+        let answer = admin_http::request("GET", node, &format!("/admin/import/{email}"), None).await?;
+        match answer.code {
+            200 => {}
+            404 => bail!("no such account: {account}"),
+            code => bail!("the node answered {code}: {}", answer.text()),
+        }
+        let info: ImportTarget = serde_json::from_slice(&answer.body).context("not an import target document")?;
+        Ok(Target {
+            node: node.to_string(),
+            email,
+            info,
+        })
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The account, percent-encoded for a route's path.
+    pub fn email_path(&self) -> &str {
+        &self.email
+    }
 
     /// Creates the folder unless the account has it.
-    async fn ensure_folder(&mut self, name: &str) -> anyhow::Result<()> {
-        if self.target.mailboxes.iter().any(|m| m == name) {
+    pub async fn ensure_folder(&mut self, name: &str) -> anyhow::Result<()> {
+        if self.info.mailboxes.iter().any(|m| m == name) {
             return Ok(());
         }
         let body = serde_json::to_vec(&NewFolder { name: name.to_string() })?;
         let path = format!("/admin/import/{}/folders", self.email);
-        let answer = admin_http::request("POST", self.node, &path, Some(("application/json", &body))).await?;
+        let answer = admin_http::request("POST", &self.node, &path, Some(("application/json", &body))).await?;
         if answer.code != 204 {
             bail!("the node refused to create it ({}): {}", answer.code, answer.text());
         }
-        self.target.mailboxes.push(name.to_string());
+        self.info.mailboxes.push(name.to_string());
         Ok(())
     }
 
-    /// How many copies of each body the folder already holds.
-    async fn present(&self, name: &str) -> anyhow::Result<HashMap<String, usize>> {
-        let path = format!("/admin/import/{}/digests?mailbox={}", self.email, encode(name));
-        let answer = admin_http::request("GET", self.node, &path, None).await?;
+    /// How many copies of each body the folder holds (above UID
+    /// `after_uid`: 0 for all).
+    pub async fn present(&self, name: &str, after_uid: u32) -> anyhow::Result<HashMap<String, usize>> {
+        let path = format!(
+            "/admin/import/{}/digests?mailbox={}&after_uid={after_uid}",
+            self.email,
+            encode(name)
+        );
+        let answer = admin_http::request("GET", &self.node, &path, None).await?;
         if answer.code != 200 {
             bail!(
                 "reading what {name:?} holds: the node answered {}: {}",
@@ -177,7 +216,7 @@ impl Run<'_> {
 
     /// Stores one message: Ok(Err(why)) when the node refused it (that
     /// message alone), Err when the node could not be reached.
-    async fn store(&self, folder: &str, item: &MailItem) -> anyhow::Result<Result<u32, String>> {
+    pub async fn store(&self, folder: &str, item: &MailItem) -> anyhow::Result<Result<u32, StoreRefused>> {
         let flags = flags::canonical(&item.flags).join(" ");
         let path = format!(
             "/admin/import/{}/messages?mailbox={}&flags={}&internal_date_ms={}",
@@ -186,16 +225,16 @@ impl Run<'_> {
             encode(&flags),
             item.internal_date_ms
         );
-        let answer = admin_http::request("POST", self.node, &path, Some(("message/rfc822", &item.raw))).await?;
+        let answer = admin_http::request("POST", &self.node, &path, Some(("message/rfc822", &item.raw))).await?;
         Ok(match answer.code {
             200 => Ok(serde_json::from_slice::<Stored>(&answer.body)
                 .context("not a stored answer")?
                 .uid),
-            413 => Err(format!(
-                "over the node's max message size ({} bytes)",
-                self.target.max_message_bytes
-            )),
-            code => Err(format!("the node refused it ({code}): {}", answer.text())),
+            413 => Err(StoreRefused::TooBig(self.info.max_message_bytes)),
+            code => Err(StoreRefused::Other {
+                code,
+                text: answer.text(),
+            }),
         })
     }
 }

@@ -206,6 +206,56 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         node: String,
     },
+    /// Copy an account from another IMAP server into ACCOUNT: every folder
+    /// (nested; the source's separator becomes `/`, INBOX stays INBOX),
+    /// message (its bytes exactly), flag, keyword and internal date.
+    /// Through the running node at --node, like `import` (run it on the
+    /// node's host; ACCOUNT must exist).
+    ///
+    /// URL: imap://USER@HOST[:PORT] uses STARTTLS (port 143 by default)
+    /// and refuses a server without it; imaps://USER@HOST[:PORT] (or port
+    /// 993) uses TLS from the start. Certificates are verified against the
+    /// system's roots (and --tls-ca). Plaintext only with
+    /// --plaintext-on-loopback, to a loopback address; refused for any
+    /// other. A `@` in USER is written `%40` or kept (the last `@` splits).
+    ///
+    /// Resume: after every batch of 200 messages, the source folder's
+    /// UIDVALIDITY and the highest UID copied are kept in the store for
+    /// ACCOUNT (per source and folder). A run after a kill or a failure
+    /// goes on from there, and a message of the interrupted batch that
+    /// the folder already holds (same bytes) is skipped: nothing is copied
+    /// twice. Run it again later to copy only what is new. If a folder's
+    /// UIDVALIDITY changed, it is read again whole and compared by content.
+    /// A message over the node's size limit is reported and left out;
+    /// --rescan reads everything again (after raising the limit).
+    ///
+    /// Example: meshmail migrate imap://alice@imap.example.net --account alice@example.org --password-stdin
+    Migrate {
+        /// imap://USER@HOST[:PORT] (STARTTLS) or imaps://USER@HOST[:PORT].
+        url: String,
+        /// The account to copy into (user@domain); it must exist.
+        #[arg(long)]
+        account: String,
+        /// Read the source password from the first line of standard input.
+        #[arg(long, conflicts_with = "password_file", required_unless_present = "password_file")]
+        password_stdin: bool,
+        /// Read the source password from FILE (a final line break is dropped).
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<PathBuf>,
+        /// Talk plaintext IMAP (no TLS); refused unless HOST is a loopback address.
+        #[arg(long)]
+        plaintext_on_loopback: bool,
+        /// Also trust the CA certificates in this PEM file (a private CA).
+        #[arg(long, value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
+        /// Ignore the checkpoints: read every folder again (messages already
+        /// present are still skipped by content).
+        #[arg(long)]
+        rescan: bool,
+        /// HTTP address of a running node.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        node: String,
+    },
     /// Online backup and restore of the whole store: every key of the KV
     /// store (SQLite or FoundationDB) and every body of the object store.
     /// See ops/runbooks/backup-restore.md.

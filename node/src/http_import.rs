@@ -14,7 +14,11 @@
 //! - `GET  /admin/import/{email}/digests?mailbox=NAME`: the SHA-256 of every
 //!   message of a folder (what import skips as already present);
 //! - `POST /admin/import/{email}/messages?mailbox=..&flags=..&internal_date_ms=..`:
-//!   store the request body as one message.
+//!   store the request body as one message;
+//! - `GET  /admin/import/{email}/checkpoint?source=URL&folder=NAME` and
+//!   `PUT  /admin/import/{email}/checkpoint` (a `Checkpoint`): how far
+//!   `meshmail migrate` got in one source folder (`model::migration`);
+//!   GET answers `null` when there is none.
 
 use std::sync::Arc;
 
@@ -31,6 +35,7 @@ use meshmail_actors::op_error::OpError;
 use meshmail_protocols::ingest::ingest;
 use meshmail_storage::StorageError;
 use meshmail_storage::model::accounts::{self, Account};
+use meshmail_storage::model::migration::{self, Checkpoint};
 use meshmail_storage::model::{mailboxes, message_reads, new_id};
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +61,15 @@ pub struct NewFolder {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct FolderQuery {
     pub mailbox: String,
+    /// Only messages with a higher UID (a resumed migration's last batch).
+    #[serde(default)]
+    pub after_uid: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CheckpointQuery {
+    pub source: String,
+    pub folder: String,
 }
 
 /// Hex SHA-256 of each message of a folder, in UID order (duplicates kept).
@@ -94,6 +108,10 @@ pub fn routes(ctx: Arc<NodeCtx>, max_message_bytes: u64) -> Router {
             "/admin/import/{email}/messages",
             // Refused while the body arrives, before it is held whole.
             post(store_message).layer(DefaultBodyLimit::max(max_message_bytes as usize)),
+        )
+        .route(
+            "/admin/import/{email}/checkpoint",
+            get(get_checkpoint).put(put_checkpoint),
         )
         .with_state(state)
 }
@@ -189,14 +207,19 @@ async fn digests(
     Query(q): Query<FolderQuery>,
 ) -> Result<Json<Digests>, Refusal> {
     let acc = account(&s.ctx, &peer, &email).await?;
-    let found = folder_digests(&s.ctx, acc, q.mailbox).await?;
+    let found = folder_digests(&s.ctx, acc, q.mailbox, q.after_uid).await?;
     Ok(Json(found.unwrap_or(Digests { digests: Vec::new() })))
 }
 
 /// The body hashes of a folder, [`DIGEST_PAGE_ROWS`] rows per read
 /// transaction (a folder of any size stays within FDB's 5 s); None when
 /// the folder does not exist.
-async fn folder_digests(ctx: &NodeCtx, acc: Account, name: String) -> Result<Option<Digests>, StorageError> {
+async fn folder_digests(
+    ctx: &NodeCtx,
+    acc: Account,
+    name: String,
+    after_uid: u32,
+) -> Result<Option<Digests>, StorageError> {
     let id = acc.id;
     let Some(mb) = ctx
         .db
@@ -209,7 +232,7 @@ async fn folder_digests(ctx: &NodeCtx, acc: Account, name: String) -> Result<Opt
         return Ok(None);
     };
     let mut out = Vec::new();
-    let mut from = 1;
+    let mut from = after_uid.saturating_add(1);
     loop {
         let page = ctx
             .db
@@ -226,6 +249,51 @@ async fn folder_digests(ctx: &NodeCtx, acc: Account, name: String) -> Result<Opt
         }
     }
     Ok(Some(Digests { digests: out }))
+}
+
+async fn get_checkpoint(
+    State(s): State<ImportState>,
+    ConnectInfo(peer): ConnectInfo<PeerInfo>,
+    Path(email): Path<String>,
+    Query(q): Query<CheckpointQuery>,
+) -> Result<Json<Option<Checkpoint>>, Refusal> {
+    let acc = account(&s.ctx, &peer, &email).await?;
+    let id = acc.id;
+    let found = s
+        .ctx
+        .db
+        .read("admin_migrate_checkpoint_get", move |txn| {
+            let (source, folder) = (q.source.clone(), q.folder.clone());
+            async move { migration::get(&txn, id, &source, &folder).await }
+        })
+        .await?;
+    Ok(Json(found))
+}
+
+/// One small transaction: the checkpoint is not written with the messages
+/// (they go through the shard actor); it only ever lags them, and the
+/// content hashes cover the gap on a resumed run.
+async fn put_checkpoint(
+    State(s): State<ImportState>,
+    ConnectInfo(peer): ConnectInfo<PeerInfo>,
+    Path(email): Path<String>,
+    Json(c): Json<Checkpoint>,
+) -> Result<Response, Refusal> {
+    let acc = account(&s.ctx, &peer, &email).await?;
+    let id = acc.id;
+    let written = s
+        .ctx
+        .db
+        .run("admin_migrate_checkpoint_put", move |txn| {
+            let c = c.clone();
+            async move { migration::put(&txn, id, &c) }
+        })
+        .await;
+    Ok(match written {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e @ StorageError::Model(_)) => refuse(StatusCode::UNPROCESSABLE_ENTITY, e),
+        Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, e),
+    })
 }
 
 /// True for what IMAP STORE would accept as a flag: a system flag or an

@@ -429,6 +429,11 @@ pub fn sieve_active(account: AccountId) -> Vec<u8> {
 pub fn sieve_duplicate(account: AccountId, id_hash: &str) -> Vec<u8> {
     pack(&("sieved", account, id_hash))
 }
+/// A `meshmail migrate` checkpoint of one source folder
+/// (`model::migration`), by sha256_hex(source URL, folder).
+pub fn migration_checkpoint(account: AccountId, source_hash: &str) -> Vec<u8> {
+    pack(&("migck", account, source_hash))
+}
 
 /// An account being deleted (`model::account_removal`): its id → what is
 /// left to do. Written when its record goes, cleared when the last of its
@@ -445,7 +450,7 @@ pub fn account_removals() -> (Vec<u8>, Vec<u8>) {
 /// reads this file and fails on a per-account subspace missing here.
 const ACCOUNT_SUBSPACES: &[&str] = &[
     "mbox", "subs", "mbxn", "msg", "eplc", "msum", "unsn", "mdat", "cnt", "quota", "chg", "chgf", "upl", "jsub", "vac",
-    "jid", "jidv", "vacr", "thrm", "thrx", "sieve", "sievea", "sieved",
+    "jid", "jidv", "vacr", "thrm", "thrx", "sieve", "sievea", "sieved", "migck",
 ];
 
 /// The key ranges of one account in every per-account subspace, and its

@@ -2,8 +2,10 @@
 
   populate HOST PORT USER PASSWORD   APPENDs messages with flags, keywords
                                      and dates into nested folders
-  dump HOST PORT USER PASSWORD       prints, as JSON, every folder with its
-                                     messages' SHA-256 of BODY[], FLAGS and
+  dump HOST PORT USER PASSWORD       prints, as JSON, every folder (its
+                                     levels joined by `/` whatever the
+                                     server's separator) with its messages'
+                                     SHA-256 of BODY[], FLAGS and
                                      INTERNALDATE (sorted, \\Recent left out)
 """
 import base64
@@ -90,9 +92,10 @@ def dump(c):
         assert m, line
         if b"\\Noselect" in m.group("attrs"):
             continue
-        names.append(m.group("name").decode())
+        delim = m.group("delim").decode().strip('"')
+        names.append((m.group("name").decode(), delim))
     out = {}
-    for name in sorted(names):
+    for name, delim in sorted(names):
         typ, data = c.select(name, readonly=True)
         assert typ == "OK", (name, data)
         msgs = []
@@ -114,7 +117,8 @@ def dump(c):
                     bodies[int(item[0].split()[0])] = hashlib.sha256(item[1]).hexdigest()
             assert meta.keys() == bodies.keys(), (meta.keys(), bodies.keys())
             msgs = [[bodies[s], meta[s][0], meta[s][1]] for s in meta]
-        out[name.strip('"')] = sorted(msgs)
+        shown = name.strip('"')
+        out[shown.replace(delim, "/") if delim and delim != "NIL" else shown] = sorted(msgs)
     print(json.dumps(out, sort_keys=True))
 
 

@@ -22,6 +22,7 @@ pub mod mailboxes;
 pub mod message_codec;
 pub mod message_reads;
 pub mod messages;
+pub mod migration;
 pub mod mta_sts;
 pub mod nodes;
 pub mod outbound;

@@ -50,6 +50,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 pub use parser::{MAX_SEARCH_DEPTH, ParseError, ParseOptions, parse_command, parse_command_with};
+pub use parser_reader::parse_date_time;
 pub use response::{FetchResponse, Status};
 pub use search::{MessageView, SearchContext, matches, needs_body, needs_headers};
 pub use sequence::{IdSet, SeqNumber, SequenceSet};

@@ -325,8 +325,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// `dd-Mon-yyyy hh:mm:ss +zzzz`, the day maybe space-padded or one digit.
-fn parse_date_time(raw: &[u8]) -> Option<DateTime> {
+/// `dd-Mon-yyyy hh:mm:ss +zzzz`, the day maybe space-padded or one digit
+/// (APPEND's date, and INTERNALDATE as a client reads it).
+pub fn parse_date_time(raw: &[u8]) -> Option<DateTime> {
     let s = std::str::from_utf8(raw).ok()?.trim_start();
     let (date, rest) = s.split_once(' ')?;
     let (time, zone) = rest.split_once(' ')?;
