@@ -74,7 +74,7 @@ fn tls_config(extra_ca: Option<&[u8]>, host: &str) -> Result<rustls::ClientConfi
         host: host.to_string(),
         reason,
     };
-    let roots = meshmail_protocols::outbound::client::TlsRoots::load(extra_ca).map_err(tls)?;
+    let roots = meshmail_protocols::outbound::client::TlsRoots::load(extra_ca).map_err(|e| tls(e.to_string()))?;
     roots.verifying_config().map_err(|e| tls(e.to_string()))
 }
 
