@@ -230,32 +230,7 @@ pub enum Command {
     /// --rescan reads everything again (after raising the limit).
     ///
     /// Example: meshmail migrate imap://alice@imap.example.net --account alice@example.org --password-stdin
-    Migrate {
-        /// imap://USER@HOST[:PORT] (STARTTLS) or imaps://USER@HOST[:PORT].
-        url: String,
-        /// The account to copy into (user@domain); it must exist.
-        #[arg(long)]
-        account: String,
-        /// Read the source password from the first line of standard input.
-        #[arg(long, conflicts_with = "password_file", required_unless_present = "password_file")]
-        password_stdin: bool,
-        /// Read the source password from FILE (a final line break is dropped).
-        #[arg(long, value_name = "FILE")]
-        password_file: Option<PathBuf>,
-        /// Talk plaintext IMAP (no TLS); refused unless HOST is a loopback address.
-        #[arg(long)]
-        plaintext_on_loopback: bool,
-        /// Also trust the CA certificates in this PEM file (a private CA).
-        #[arg(long, value_name = "FILE")]
-        tls_ca: Option<PathBuf>,
-        /// Ignore the checkpoints: read every folder again (messages already
-        /// present are still skipped by content).
-        #[arg(long)]
-        rescan: bool,
-        /// HTTP address of a running node.
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        node: String,
-    },
+    Migrate(MigrateArgs),
     /// Online backup and restore of the whole store: every key of the KV
     /// store (SQLite or FoundationDB) and every body of the object store.
     /// See ops/runbooks/backup-restore.md.
@@ -268,6 +243,36 @@ pub enum Command {
         #[command(subcommand)]
         cmd: ClusterCmd,
     },
+}
+
+// `meshmail migrate`'s arguments: the variant's doc above is the command's
+// help, so this struct has none of its own.
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// imap://USER@HOST[:PORT] (STARTTLS) or imaps://USER@HOST[:PORT].
+    pub url: String,
+    /// The account to copy into (user@domain); it must exist.
+    #[arg(long)]
+    pub account: String,
+    /// Read the source password from the first line of standard input.
+    #[arg(long, conflicts_with = "password_file", required_unless_present = "password_file")]
+    pub password_stdin: bool,
+    /// Read the source password from FILE (a final line break is dropped).
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// Talk plaintext IMAP (no TLS); refused unless HOST is a loopback address.
+    #[arg(long)]
+    pub plaintext_on_loopback: bool,
+    /// Also trust the CA certificates in this PEM file (a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Ignore the checkpoints: read every folder again (messages already
+    /// present are still skipped by content).
+    #[arg(long)]
+    pub rescan: bool,
+    /// HTTP address of a running node.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub node: String,
 }
 
 #[derive(Debug, Subcommand)]

@@ -164,28 +164,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => admin_dns::records(&cfg, &domain).await,
         Command::Export { account, format, dir } => admin_export::export(&cfg, &account, format, &dir).await,
         Command::Import { account, dir, node } => admin_import::import(&node, &account, &dir).await,
-        Command::Migrate {
-            url,
-            account,
-            password_stdin,
-            password_file,
-            plaintext_on_loopback,
-            tls_ca,
-            rescan,
-            node,
-        } => {
-            let opts = migrate::Options {
-                url,
-                account,
-                password_stdin,
-                password_file,
-                plaintext_on_loopback,
-                tls_ca,
-                rescan,
-                node,
-            };
-            migrate::migrate(opts).await
-        }
+        Command::Migrate(opts) => migrate::migrate(opts).await,
         Command::Backup { cmd } => match cmd {
             BackupCmd::Create {
                 dir,

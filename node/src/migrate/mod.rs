@@ -18,7 +18,7 @@ mod url;
 mod wire;
 
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 
@@ -27,16 +27,7 @@ use client::Client;
 use url::SourceUrl;
 
 /// What the command line gave.
-pub struct Options {
-    pub url: String,
-    pub account: String,
-    pub password_stdin: bool,
-    pub password_file: Option<PathBuf>,
-    pub plaintext_on_loopback: bool,
-    pub tls_ca: Option<PathBuf>,
-    pub rescan: bool,
-    pub node: String,
-}
+pub use crate::cli::MigrateArgs as Options;
 
 /// The password: the first line of stdin, or a file's content without
 /// its final line break. Never from the command line (`ps` shows it).
