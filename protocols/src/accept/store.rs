@@ -117,9 +117,28 @@ async fn deliver_one(
 ) -> Outcome {
     if let Recipient::Local { account, address } = rcpt
         && !m.junk
-        && let Some(d) = super::sieve::decide(acceptor, *account, address, copy.sender, copy.raw).await
     {
-        return super::sieve_actions::carry_out(acceptor, m, copy, (i, rcpt, id), prepared, d).await;
+        // The script's store reads are bounded by the delivery's own
+        // deadline: with the store down they would otherwise wait out the
+        // whole retry budget (20 s on FoundationDB) before the delivery
+        // even began to wait for its commit. A store that cannot answer
+        // them cannot keep the message either: 4xx at once.
+        let decided = tokio::time::timeout(
+            acceptor.delivery_timeout,
+            super::sieve::decide(acceptor, *account, address, copy.sender, copy.raw),
+        )
+        .await;
+        match decided {
+            Err(_) => {
+                tracing::warn!(account, "sieve: the store did not answer within the delivery timeout");
+                metrics::counter!("meshmail_sieve_errors_total", "kind" => "timeout").increment(1);
+                return Outcome::Refused(Refusal::Temporary);
+            }
+            Ok(Some(d)) => {
+                return super::sieve_actions::carry_out(acceptor, m, copy, (i, rcpt, id), prepared, d).await;
+            }
+            Ok(None) => {}
+        }
     }
     outcome_of(id, store_one(acceptor, m, copy, (i, rcpt, id), prepared, None).await)
 }
