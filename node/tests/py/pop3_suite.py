@@ -372,7 +372,12 @@ def fetched(workdir):
 def fetchmail():
     # The client many phones-era setups still run: plaintext POP3 on
     # loopback with --keep, then POP3S deleting, then nothing left.
-    workdir = tempfile.mkdtemp(prefix="fetchmail-")
+    with tempfile.TemporaryDirectory(prefix="fetchmail-") as workdir:
+        fetchmail_in(workdir)
+    print("fetchmail: ok")
+
+
+def fetchmail_in(workdir):
     host, port = hp(POP3)
     code, out = run_fetchmail(workdir, host, port, "sslproto ''", keep=True)
     assert code == 0, f"fetchmail (keep) exited {code}:\n{out}"
@@ -391,8 +396,6 @@ def fetchmail():
     assert imap_count() == 0, "fetchmail's DELE and QUIT emptied INBOX"
     code, out = run_fetchmail(workdir, host, port, "ssl no sslcertck", keep=False)
     assert code == 1, f"fetchmail with no mail exits 1, got {code}:\n{out}"
-    shutil.rmtree(workdir)
-    print("fetchmail: ok")
 
 
 SCENARIOS = {f.__name__: f for f in (capa_and_logins, listing, dele_quit, dele_rset, dele_drop, stls, bad_login,
