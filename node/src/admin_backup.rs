@@ -11,14 +11,11 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use meshmail_storage::backup::create::{Pace, Source};
 use meshmail_storage::backup::{self, Phase, RestoreOptions};
-use meshmail_storage::blob::BlobStore;
 use meshmail_storage::open::KvConfig;
 
-use crate::admin::open;
 use crate::config::Config;
 
 fn bar() -> anyhow::Result<ProgressBar> {
@@ -58,10 +55,7 @@ fn source(cfg: &Config) -> Source {
 }
 
 pub async fn create(cfg: &Config, dir: &Path, pace: Pace) -> anyhow::Result<()> {
-    let db = open(cfg).await?;
-    let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
-        .await
-        .context("opening the blob store")?;
+    let (db, blobs) = crate::store::open_with_blobs(cfg).await?;
     let bar = bar()?;
     let started = Instant::now();
     let manifest = backup::create(&db, &blobs, dir, &source(cfg), pace, &report(&bar)).await;
@@ -88,10 +82,7 @@ pub async fn create(cfg: &Config, dir: &Path, pace: Pace) -> anyhow::Result<()> 
 }
 
 pub async fn restore(cfg: &Config, dir: &Path, force: bool) -> anyhow::Result<()> {
-    let db = open(cfg).await?;
-    let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
-        .await
-        .context("opening the blob store")?;
+    let (db, blobs) = crate::store::open_with_blobs(cfg).await?;
     let bar = bar()?;
     let started = Instant::now();
     let opts = RestoreOptions { allow_non_empty: force };

@@ -16,7 +16,6 @@ use meshmail_storage::model::messages::MessageMeta;
 use meshmail_storage::model::{accounts, message_reads};
 use meshmail_storage::{Database, ids::AccountId};
 
-use crate::admin::open;
 use crate::config::Config;
 use crate::mailfmt::maildir::{self, FolderWriter};
 use crate::mailfmt::mbox::{self, MboxWriter};
@@ -89,10 +88,7 @@ pub async fn export(cfg: &Config, email: &str, format: Format, dir: &Path) -> an
         );
     }
     std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
-    let db = open(cfg).await?;
-    let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
-        .await
-        .context("opening the blob store")?;
+    let (db, blobs) = crate::store::open_with_blobs(cfg).await?;
     let email = email.trim().to_ascii_lowercase();
     let e = email.clone();
     let account = db

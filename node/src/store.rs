@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use meshmail_storage::Database;
+use meshmail_storage::blob::BlobStore;
 use meshmail_storage::model::cluster::{self, STORE_FORMAT, StoreFormatCheck};
 use meshmail_storage::open::open_kv;
 
@@ -19,6 +20,16 @@ pub async fn open(cfg: &Config) -> anyhow::Result<Database> {
     let db = open_kv(&cfg.kv()).with_context(|| format!("opening the store ({:?})", cfg.kv()))?;
     check_format(&db).await?;
     Ok(db)
+}
+
+/// The store and the blob store, as the commands that read or write
+/// bodies (`export`, `backup create|restore`) need both.
+pub async fn open_with_blobs(cfg: &Config) -> anyhow::Result<(Database, BlobStore)> {
+    let db = open(cfg).await?;
+    let blobs = BlobStore::open(&cfg.blob_config(), cfg.inline_max_bytes)
+        .await
+        .context("opening the blob store")?;
+    Ok((db, blobs))
 }
 
 /// A build must not write a store a newer build has opened: it would
