@@ -77,6 +77,8 @@ mod tests {
             mesh_addr: String::new(),
             started_ms: 0,
             forgotten_ms: forgotten.then_some(5),
+            build: None,
+            formats: None,
         }
     }
 

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use meshmail_storage::model::format_switch::FormatRange;
 use serde::{Deserialize, Serialize};
 
 /// One node's view of itself and the mesh, as `/status` answers it.
@@ -39,6 +40,15 @@ pub struct NodeStatus {
     pub leases: Vec<LeaseView>,
     /// Live actors by kind.
     pub actors_live: BTreeMap<String, i64>,
+    /// The build this node runs (None from builds before the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// The store formats this node supports (its pin applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formats: Option<FormatRange>,
+    /// The store format this node writes now: the store's, as last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_format: Option<u32>,
 }
 
 /// One member as this node sees it.

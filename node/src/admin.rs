@@ -267,10 +267,15 @@ pub async fn status(cfg: &Config) -> anyhow::Result<()> {
             (None, None) => "never seen".to_string(),
         };
         println!(
-            "  {}\tgeneration {}\tstarted {} ms since epoch\t{life}",
-            n.name, n.generation, n.started_ms
+            "  {}\tgeneration {}\tstarted {} ms since epoch\t{life}\tbuild {}\tformats {}",
+            n.name,
+            n.generation,
+            n.started_ms,
+            n.build.as_deref().unwrap_or("(before builds were recorded)"),
+            n.formats()
         );
     }
+    print_store_format(&db, cfg).await?;
     // (node, generation) -> (shards, lowest epoch, highest epoch)
     let mut owners: BTreeMap<(String, u64), (u64, u64, u64)> = BTreeMap::new();
     let mut released = 0u64;
@@ -309,6 +314,38 @@ pub async fn status(cfg: &Config) -> anyhow::Result<()> {
     }
     if released > 0 {
         println!("  released (no owner): {released}");
+    }
+    Ok(())
+}
+
+/// The store's format and, while a newer one waits, the nodes it waits
+/// for (the cluster-wide switch, `storage::model::format_switch`).
+async fn print_store_format(db: &meshmail_storage::Database, cfg: &Config) -> anyhow::Result<()> {
+    use meshmail_storage::model::format_switch;
+    let mine = cfg.upgrade.formats()?;
+    let plan = db
+        .read("admin_status_format", move |txn| async move {
+            format_switch::plan(&txn, mine.max).await
+        })
+        .await?;
+    let store = plan.store.unwrap_or(format_switch::LAST_MARKED_ON_OPEN);
+    println!("store format: {store} (this build supports {mine})");
+    if store < mine.max {
+        if plan.holdouts.is_empty() {
+            println!(
+                "  switch to {}: every node supports it; a running node switches within 5 s",
+                mine.max
+            );
+        } else {
+            println!("  switch to {} waits for:", mine.max);
+            for h in &plan.holdouts {
+                let build = h.build.as_deref().unwrap_or("a build before builds were recorded");
+                println!(
+                    "    {}#{} ({build}, formats {}): restart it on a build that supports {}, or `meshmail node forget` it",
+                    h.name, h.generation, h.formats, mine.max
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -6,6 +6,14 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// This build as node records and `meshmail status` name it: the crate
+/// version, and what `MESHMAIL_BUILD` said at compile time (packagers set
+/// it to a commit or a release tag) so two builds of one version differ.
+pub const BUILD: &str = match option_env!("MESHMAIL_BUILD") {
+    Some(b) => b,
+    None => concat!("meshmail ", env!("CARGO_PKG_VERSION")),
+};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "meshmail",
@@ -58,6 +66,12 @@ pub struct GlobalOverrides {
     /// needs the same one.
     #[arg(long, global = true, env = "MESHMAIL_FDB_KEY_PREFIX")]
     pub fdb_key_prefix: Option<String>,
+    /// Behave as a build of store format N, below this build's newest
+    /// (`[upgrade] pin_store_format`): refuse a store of a newer format and
+    /// never switch the store to one. For upgrade tests and staged
+    /// upgrades; see ops/runbooks/upgrade.md.
+    #[arg(long, global = true, env = "MESHMAIL_PIN_STORE_FORMAT", value_name = "N")]
+    pub pin_store_format: Option<u32>,
 }
 
 /// `--store`'s value.

@@ -64,6 +64,9 @@ pub struct Config {
     pub auth: crate::config_auth::AuthSection,
     #[serde(default)]
     pub compactor: crate::config_compactor::CompactorSection,
+    /// Rolling upgrades: a pin to an older store format.
+    #[serde(default)]
+    pub upgrade: crate::config_upgrade::UpgradeSection,
     /// What the node publishes: DNS records, autoconfig, MTA-STS.
     #[serde(default)]
     pub publish: crate::config_publish::PublishSection,
@@ -799,6 +802,9 @@ impl Config {
                     key_prefix: String::new(),
                 })
             }
+        }
+        if overrides.pin_store_format.is_some() {
+            cfg.upgrade.pin_store_format = overrides.pin_store_format;
         }
         // An empty prefix (e.g. MESHMAIL_FDB_KEY_PREFIX="") is no prefix.
         if let Some(prefix) = overrides.fdb_key_prefix.as_ref().filter(|p| !p.is_empty()) {

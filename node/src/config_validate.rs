@@ -62,6 +62,9 @@ impl Config {
             self.compactor.change_log_window >= 1,
             "[compactor] change_log_window = 0: keep at least one change".to_string(),
         );
+        if let Err(e) = self.upgrade.formats() {
+            p.check(false, format!("[upgrade] {e}"));
+        }
         p.check(
             self.batchers() >= 1,
             format!("batchers = {}: at least one commit batcher", self.batchers()),

@@ -29,6 +29,8 @@ pub struct NodeInfo {
     pub supervisor: ractor::ActorCell,
     /// The outbound queue runner's supervisor (None with `[outbound]` off).
     pub outbound_supervisor: Option<ractor::ActorCell>,
+    /// The store formats this node supports (its pin applied).
+    pub formats: meshmail_storage::model::format_switch::FormatRange,
 }
 
 pub fn router(info: Arc<NodeInfo>) -> Router {
@@ -167,6 +169,9 @@ fn node_status(info: &NodeInfo) -> NodeStatus {
             .into_iter()
             .map(|(kind, n)| (kind.to_string(), n))
             .collect(),
+        build: Some(crate::cli::BUILD.to_string()),
+        formats: Some(info.formats),
+        store_format: Some(info.db.write_format()),
     }
 }
 

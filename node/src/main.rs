@@ -23,6 +23,7 @@ mod config_compactor;
 mod config_managesieve;
 mod config_pop3;
 mod config_publish;
+mod config_upgrade;
 mod config_validate;
 mod day_one;
 mod http;

@@ -27,6 +27,8 @@ pub const HELP: &[(&str, Kind, &str)] = &[
     ("meshmail_sessions_parked", G, "IMAP sessions parked now."),
     ("meshmail_node_vital_task_ended_total", C, "Vital node tasks that ended (the node then reports itself unhealthy), by task."),
     ("meshmail_node_generation", G, "This node's generation (grows at every start)."),
+    ("meshmail_store_format", G, "The store format this node writes now (the store's, as last read)."),
+    ("meshmail_store_format_switches_total", C, "Cluster-wide store format switches this node made (once every node supported the next format)."),
     ("meshmail_allocator_allocated_bytes", G, "Bytes the node's allocator (jemalloc) has handed out."),
     ("meshmail_allocator_active_bytes", G, "Bytes in the allocator's active pages."),
     ("meshmail_allocator_resident_bytes", G, "Bytes of the allocator's pages resident in memory."),

@@ -76,7 +76,9 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("starting the node supervisor: {e}"))?;
     vitals.watch("root supervisor", sup_handle);
-    vitals.watch("store format watch", crate::store::watch_format(db.clone()));
+    let formats = cfg.upgrade.formats()?;
+    let format_watch = crate::store::watch_format(db.clone(), formats, cfg.node_name.clone(), generation);
+    vitals.watch("store format watch", format_watch);
     // Shard leases come from the mesh's control loop (alone, it takes them all).
     let mesh = crate::mesh::start(&cfg, &ctx, &mut vitals)
         .await
@@ -107,6 +109,7 @@ pub async fn run(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         liveness: vitals.liveness(),
         supervisor: supervisor.get_cell(),
         outbound_supervisor: outbound.as_ref().map(|o| o.get_cell()),
+        formats,
     });
     let http = serve_listeners::start_http(&cfg, &services, info.clone(), &mut vitals, &mut endpoints).await?;
     tracing::info!(
@@ -177,7 +180,13 @@ async fn open_node(cfg: &Config) -> anyhow::Result<(Database, Arc<NodeCtx>, u64)
         .map(|a| a.to_string())
         .unwrap_or_default();
     check_shard_count(&db, cfg.shard_count).await?;
-    let generation = nodes::register_start(&db, &cfg.node_name, &mesh_addr).await?;
+    let me = nodes::Registration {
+        name: cfg.node_name.clone(),
+        mesh_addr,
+        build: crate::cli::BUILD.to_string(),
+        formats: cfg.upgrade.formats()?,
+    };
+    let generation = nodes::register(&db, &me).await?;
     metrics::gauge!("meshmail_node_generation").set(generation as f64);
     let identity = NodeIdentity {
         name: cfg.node_name.clone(),

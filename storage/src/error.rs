@@ -41,6 +41,15 @@ pub enum StorageError {
     /// node took the shard over. Never retried: the writer must stop.
     #[error("fenced: shard {shard} is not owned by this writer ({detail})")]
     Fenced { shard: u32, detail: String },
+    /// The store's format is newer than the formats this node writes: a
+    /// node of an older build (or one pinned to an older format) must not
+    /// join, since it would write what the newer format forbids. Never
+    /// retried.
+    #[error(
+        "the store has format {store}, and this node knows formats up to {known}{}: it must not write          this store (run a build that knows format {store})",
+        if *pinned { " (pinned by [upgrade] pin_store_format)" } else { "" }
+    )]
+    FormatTooNew { store: u32, known: u32, pinned: bool },
     /// A stored value could not be decoded: the keyspace holds something this
     /// version does not understand.
     #[error("corrupt or unreadable record at {what}: {detail}")]
@@ -109,6 +118,7 @@ impl StorageError {
             StorageError::ReadOnly => "read_only",
             StorageError::RetriesExhausted { .. } => "retries_exhausted",
             StorageError::Fenced { .. } => "fenced",
+            StorageError::FormatTooNew { .. } => "format_too_new",
             StorageError::Corrupt { .. } => "corrupt",
             StorageError::Model(_) => "model",
             StorageError::NotFound(_) => "not_found",

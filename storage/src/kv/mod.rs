@@ -26,7 +26,7 @@ pub use range::{RangeCursor, RangeOptions, key_after, prefix_range, strinc};
 pub use retry::{Idempotent, RetryPolicy};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -83,6 +83,10 @@ pub struct Database {
     backend: Arc<dyn Backend>,
     limits: Limits,
     retry: RetryPolicy,
+    /// The store format this process writes records in, shared by every
+    /// clone (see `model::format_switch`). 0 until set: the model then
+    /// writes the last format before the cluster-wide switch existed.
+    write_format: Arc<AtomicU32>,
 }
 
 impl std::fmt::Debug for Database {
@@ -100,7 +104,20 @@ impl Database {
             backend,
             limits: Limits::default(),
             retry: RetryPolicy::default(),
+            write_format: Arc::new(AtomicU32::new(0)),
         }
+    }
+
+    /// The store format transactions begun from now on write (0: unset).
+    pub fn write_format(&self) -> u32 {
+        self.write_format.load(Ordering::Relaxed)
+    }
+
+    /// Sets the format this process writes. Only raised: a node sets the
+    /// store's format once it has read it committed (or switched it), and
+    /// a format, once switched on, is never switched off.
+    pub fn raise_write_format(&self, format: u32) {
+        self.write_format.fetch_max(format, Ordering::Relaxed);
     }
 
     /// Replaces the limits. Only tests shrink them; raising them above FDB's
@@ -145,6 +162,7 @@ impl Database {
                 read_only,
                 attempt,
                 maybe_committed,
+                write_format: self.write_format(),
             }),
         })
     }
@@ -158,6 +176,7 @@ struct TxnInner {
     read_only: bool,
     attempt: u32,
     maybe_committed: bool,
+    write_format: u32,
 }
 
 /// One attempt of a transaction. Cheap to clone (all clones are the same
@@ -181,6 +200,13 @@ impl Txn {
 
     pub fn is_read_only(&self) -> bool {
         self.inner.read_only
+    }
+
+    /// The store format this transaction writes records in: the
+    /// database's when the attempt began ([`Database::write_format`]), one
+    /// value for the whole attempt.
+    pub fn write_format(&self) -> u32 {
+        self.inner.write_format
     }
 
     /// Bytes of mutations written so far (keys + values), as FDB counts them

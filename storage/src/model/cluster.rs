@@ -12,6 +12,7 @@ use crate::error::{Result, StorageError};
 use crate::keyspace;
 use crate::kv::{RangeOptions, Txn};
 
+use super::format_switch::{FormatRange, LAST_MARKED_ON_OPEN};
 use super::nodes::Lease;
 
 /// What checking the configured shard count against the cluster found.
@@ -56,39 +57,51 @@ pub async fn check_shard_count(txn: &Txn, configured: u32) -> Result<ShardCountC
 /// | 1 | the first store | (no fact recorded: every store written before the fact) |
 /// | 2 | deferred indexing | a mailbox record's `unindexed_from`: rows above it have no `unsn`/`mdat`/`chg` keys yet (`model::unindexed`). A build that rewrote the record without the field would leave them unindexed for ever |
 /// | 3 | deferred thread membership | rows above `unindexed_from` have no `thrx` key yet either; a format-2 build would list their threads without them and index them without ever writing it |
+/// | 4 | flag tokens | message rows may be version 4 (`message_codec`: known flags as one byte), which format-3 builds cannot decode. Switched on cluster-wide ([`super::format_switch`]), never on open |
 ///
-/// Stores without the fact may hold format 2 already (builds of the day
-/// before the fact); none of those checks, so upgrade every node of a mesh
-/// to a build that does before the next format change.
-pub const STORE_FORMAT: u32 = 3;
+/// Formats up to 3 are marked when a build opens the store; later ones
+/// only by the switch, once every node supports them. Stores without the
+/// fact may hold format 2 already (builds of the day before the fact).
+pub const STORE_FORMAT: u32 = 4;
 
-/// What checking the store's format against [`STORE_FORMAT`] found.
+/// What checking the store's format against a node's formats found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreFormatCheck {
-    /// No format was recorded (a new store, or one from before the fact):
-    /// this build's is now.
-    Recorded,
-    /// The store's format is this build's.
-    Matches,
-    /// The store had an earlier format, which this build reads; it now has
-    /// this build's, so builds of the earlier one refuse it from now on.
-    Upgraded { from: u32 },
-    /// The store has a format newer than this build's: it must not write.
+    /// A new store (no format, no node ever registered): it starts at
+    /// `format`, the node's newest, as no node of an older build uses it.
+    Recorded { format: u32 },
+    /// The store's format, which this node reads and writes.
+    Readable { store: u32 },
+    /// The store had a format before [`LAST_MARKED_ON_OPEN`] (or none, but
+    /// nodes ran on it); it is marked with that one now, which every build
+    /// since the fact reads.
+    Upgraded { from: Option<u32>, to: u32 },
+    /// The store has a format newer than the node's: it must not write.
     TooNew { store: u32 },
 }
 
-/// Compares the store's format with [`STORE_FORMAT`] and records this
-/// build's when it is newer (or none is recorded). A read-then-write, like
-/// [`check_shard_count`]: two nodes of different builds starting at once
-/// conflict, and the retry of the loser sees the winner's format.
-pub async fn check_store_format(txn: &Txn) -> Result<StoreFormatCheck> {
-    let check = match store_format(txn).await? {
-        None => StoreFormatCheck::Recorded,
-        Some(s) if s == STORE_FORMAT => return Ok(StoreFormatCheck::Matches),
-        Some(s) if s > STORE_FORMAT => return Ok(StoreFormatCheck::TooNew { store: s }),
-        Some(s) => StoreFormatCheck::Upgraded { from: s },
+/// Compares the store's format with the formats a node supports (`known`:
+/// this build's, or lower when pinned), marking it where a build opening a
+/// store may ([`StoreFormatCheck`]). Formats past [`LAST_MARKED_ON_OPEN`]
+/// are never marked here: only the cluster-wide switch raises them. A
+/// read-then-write, like [`check_shard_count`]: two first starts conflict,
+/// and the retry of the loser sees the winner's format.
+pub async fn check_store_format(txn: &Txn, known: FormatRange) -> Result<StoreFormatCheck> {
+    let store = store_format(txn).await?;
+    let check = match store {
+        Some(s) if s > known.max => return Ok(StoreFormatCheck::TooNew { store: s }),
+        Some(s) if s >= LAST_MARKED_ON_OPEN => return Ok(StoreFormatCheck::Readable { store: s }),
+        None if super::nodes::list(txn).await?.is_empty() => StoreFormatCheck::Recorded { format: known.max },
+        from => StoreFormatCheck::Upgraded {
+            from,
+            to: LAST_MARKED_ON_OPEN,
+        },
     };
-    mark_store_format(txn, STORE_FORMAT)?;
+    let format = match check {
+        StoreFormatCheck::Recorded { format } => format,
+        _ => LAST_MARKED_ON_OPEN,
+    };
+    mark_store_format(txn, format)?;
     Ok(check)
 }
 
@@ -161,8 +174,8 @@ mod tests {
         assert_eq!(check(&db, 32).await, ShardCountCheck::Mismatch { cluster: 16 });
     }
 
-    async fn check_format(db: &Database) -> StoreFormatCheck {
-        db.run("t", |txn| async move { check_store_format(&txn).await })
+    async fn check_format(db: &Database, known: FormatRange) -> StoreFormatCheck {
+        db.run("t", move |txn| async move { check_store_format(&txn, known).await })
             .await
             .unwrap()
     }
@@ -173,29 +186,65 @@ mod tests {
             .unwrap();
     }
 
+    const PINNED_3: FormatRange = FormatRange { min: 1, max: 3 };
+
     #[tokio::test]
-    async fn a_store_records_the_newest_format_that_opened_it() {
+    async fn a_new_store_starts_at_the_first_node_s_newest_format() {
         let dir = tempfile::tempdir().unwrap();
         let db = crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap();
-        assert_eq!(check_format(&db).await, StoreFormatCheck::Recorded);
-        assert_eq!(check_format(&db).await, StoreFormatCheck::Matches);
-
-        set_format(&db, STORE_FORMAT - 1).await;
+        let build = FormatRange::BUILD;
         assert_eq!(
-            check_format(&db).await,
-            StoreFormatCheck::Upgraded { from: STORE_FORMAT - 1 }
+            check_format(&db, build).await,
+            StoreFormatCheck::Recorded { format: STORE_FORMAT }
         );
-        assert_eq!(check_format(&db).await, StoreFormatCheck::Matches);
-
-        // A store a later build opened: refused, and left as it is.
-        set_format(&db, STORE_FORMAT + 1).await;
+        assert_eq!(
+            check_format(&db, build).await,
+            StoreFormatCheck::Readable { store: STORE_FORMAT }
+        );
+        // A node pinned below it (or an older build) refuses, store unchanged.
         for _ in 0..2 {
             assert_eq!(
-                check_format(&db).await,
-                StoreFormatCheck::TooNew {
-                    store: STORE_FORMAT + 1
-                }
+                check_format(&db, PINNED_3).await,
+                StoreFormatCheck::TooNew { store: STORE_FORMAT }
             );
         }
+    }
+
+    #[tokio::test]
+    async fn opening_never_raises_a_format_past_the_last_marked_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::open::open_kv(&crate::open::KvConfig::for_tests(dir.path())).unwrap();
+        // A store an older build started: format 3, nodes registered.
+        assert_eq!(
+            check_format(&db, PINNED_3).await,
+            StoreFormatCheck::Recorded { format: 3 }
+        );
+        super::super::nodes::register_start(&db, "old", "x").await.unwrap();
+        // A new build reads it and leaves it at 3: only the switch raises it.
+        for _ in 0..2 {
+            assert_eq!(
+                check_format(&db, FormatRange::BUILD).await,
+                StoreFormatCheck::Readable { store: 3 }
+            );
+        }
+        // Formats before 3 are still marked up to 3 (no build that reads
+        // only those checks formats at all).
+        set_format(&db, 2).await;
+        assert_eq!(
+            check_format(&db, FormatRange::BUILD).await,
+            StoreFormatCheck::Upgraded { from: Some(2), to: 3 }
+        );
+        assert_eq!(
+            check_format(&db, FormatRange::BUILD).await,
+            StoreFormatCheck::Readable { store: 3 }
+        );
+        // A store a later build switched: refused, and left as it is.
+        set_format(&db, STORE_FORMAT + 1).await;
+        assert_eq!(
+            check_format(&db, FormatRange::BUILD).await,
+            StoreFormatCheck::TooNew {
+                store: STORE_FORMAT + 1
+            }
+        );
     }
 }

@@ -23,6 +23,13 @@
 //! that predate origins. Such a build refuses a version-3 row as corrupt
 //! rather than rewriting it without its origin.
 //!
+//! Version 4 (first byte `0x04`), written only once the store's format is
+//! 4 (`super::format_switch`): the version-2 fields with each flag as one
+//! token byte, a number for the [`KNOWN_FLAGS`] (`\Seen` is 1 byte
+//! instead of 6) or `0` and its text, then the origin as `0`, or `1` and
+//! two varints. Builds of format 3 refuse such a row as corrupt, which is
+//! why the store switches to format 4 only once every node reads it.
+//!
 //! The write-once summary (the `msum` key) has its own versioned form,
 //! [`super::summary_codec`].
 //!
@@ -51,6 +58,25 @@ pub const VERSION_2: u8 = 2;
 /// The first byte of a version-3 row (hot fields, then the origin of a
 /// moved message).
 pub const VERSION_3: u8 = 3;
+/// The first byte of a version-4 row (flags as tokens, origin optional).
+pub const VERSION_4: u8 = 4;
+
+/// The flags a version-4 row writes as one byte: token `i + 1` is
+/// `KNOWN_FLAGS[i]`, spelled exactly so (another spelling is kept as
+/// text, so a row reads back byte for byte). Only ever appended to: a
+/// token, once written, names its flag for ever.
+pub const KNOWN_FLAGS: [&str; 10] = [
+    "\\Seen",
+    "\\Answered",
+    "\\Flagged",
+    "\\Deleted",
+    "\\Draft",
+    "$Forwarded",
+    "$Junk",
+    "$NotJunk",
+    "$MDNSent",
+    "$Phishing",
+];
 
 /// A row as stored: split (version 2; the summary is under its own key)
 /// or whole (version 1 and JSON rows of earlier builds).
@@ -61,8 +87,41 @@ pub enum StoredRow {
     Whole(Box<Message>),
 }
 
-/// The hot row of the current form: version 2, or version 3 when the
-/// message has an origin (it was moved).
+/// The hot row in the form a store of `format` holds: version 4 from
+/// format 4 on, else [`encode_meta`]'s. `format` is the transaction's
+/// ([`crate::kv::Txn::write_format`]; 0 when the process never read the
+/// store's, which writes the older form every build reads).
+pub fn encode_meta_as(m: &MessageMeta, format: u32) -> Vec<u8> {
+    if format < super::format_switch::TOKEN_FLAGS_FORMAT {
+        return encode_meta(m);
+    }
+    let mut out = Vec::with_capacity(64 + m.flags.iter().map(|f| f.len() + 1).sum::<usize>());
+    out.push(VERSION_4);
+    put_head(&mut out, m);
+    varint(&mut out, m.flags.len() as u64);
+    for f in &m.flags {
+        match KNOWN_FLAGS.iter().position(|k| k == f) {
+            Some(i) => out.push(i as u8 + 1),
+            None => {
+                out.push(0);
+                bytes(&mut out, f.as_bytes());
+            }
+        }
+    }
+    put_tail(&mut out, m);
+    match m.origin {
+        None => out.push(0),
+        Some((mailbox, uid)) => {
+            out.push(1);
+            varint(&mut out, zigzag(mailbox));
+            varint(&mut out, u64::from(uid));
+        }
+    }
+    out
+}
+
+/// The hot row of the form before format 4: version 2, or version 3 when
+/// the message has an origin (it was moved).
 pub fn encode_meta(m: &MessageMeta) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + m.flags.iter().map(|f| f.len() + 1).sum::<usize>());
     match m.origin {
@@ -159,13 +218,23 @@ fn from_json_row(raw: &[u8]) -> Result<Message> {
 }
 
 fn put_meta(out: &mut Vec<u8>, m: &MessageMeta) {
-    varint(out, u64::from(m.uid));
-    varint(out, m.modseq);
-    varint(out, zigzag(m.internal_date_ms));
+    put_head(out, m);
     varint(out, m.flags.len() as u64);
     for f in &m.flags {
         bytes(out, f.as_bytes());
     }
+    put_tail(out, m);
+}
+
+/// The fields before the flags, in every version.
+fn put_head(out: &mut Vec<u8>, m: &MessageMeta) {
+    varint(out, u64::from(m.uid));
+    varint(out, m.modseq);
+    varint(out, zigzag(m.internal_date_ms));
+}
+
+/// The fields after the flags, in every version.
+fn put_tail(out: &mut Vec<u8>, m: &MessageMeta) {
     match hex32(&m.body.hash) {
         Some(raw) => {
             out.push(0);
@@ -203,7 +272,7 @@ fn put_meta(out: &mut Vec<u8>, m: &MessageMeta) {
 /// Reads a row in any form.
 pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
     match raw.first() {
-        Some(&VERSION_2 | &VERSION_3) => Ok(StoredRow::Split(decode_split(raw)?)),
+        Some(&VERSION_2 | &VERSION_3 | &VERSION_4) => Ok(StoredRow::Split(decode_split(raw)?)),
         Some(&VERSION_1) => {
             let (meta, env, body) = Reader::new(raw, 1).v1_parts().map_err(|d| corrupt(&d.to_string()))?;
             let summary = summary_codec::from_json_parts(env, body)?;
@@ -219,7 +288,7 @@ pub fn decode_row(raw: &[u8]) -> Result<StoredRow> {
 /// hold (version 1 stops before it; only JSON rows are parsed whole).
 pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
     match raw.first() {
-        Some(&VERSION_2 | &VERSION_3) => decode_split(raw),
+        Some(&VERSION_2 | &VERSION_3 | &VERSION_4) => decode_split(raw),
         Some(&VERSION_1) => Reader::new(raw, 1).meta().map_err(|d| corrupt(&d.to_string())),
         _ => match decode_row(raw)? {
             StoredRow::Whole(m) => Ok(m.meta()),
@@ -228,12 +297,22 @@ pub fn decode_meta(raw: &[u8]) -> Result<MessageMeta> {
     }
 }
 
-/// A hot row of version 2 or 3 (the origin follows the version-2 fields).
+/// A hot row of version 2, 3 or 4 (the origin follows the other fields).
 fn decode_split(raw: &[u8]) -> Result<MessageMeta> {
     let mut r = Reader::new(raw, 1);
     let read = |r: &mut Reader<'_>| -> Decoded<MessageMeta> {
-        let mut meta = r.meta()?;
-        if raw[0] == VERSION_3 {
+        let tokens = raw[0] == VERSION_4;
+        let mut meta = r.meta_with(tokens)?;
+        let has_origin = match raw[0] {
+            VERSION_3 => true,
+            VERSION_4 => match r.byte()? {
+                0 => false,
+                1 => true,
+                t => return Err(bad(format!("origin tag {t}"))),
+            },
+            _ => false,
+        };
+        if has_origin {
             let mailbox = unzigzag(r.varint()?);
             let uid = u32::try_from(r.varint()?).map_err(|_| bad("origin uid out of range"))?;
             meta.origin = Some((mailbox, uid));
@@ -287,11 +366,16 @@ fn hex16(s: &str) -> Option<[u8; 16]> {
 /// Decoding message rows (after the version byte).
 impl<'a> Reader<'a> {
     fn meta(&mut self) -> Decoded<MessageMeta> {
+        self.meta_with(false)
+    }
+
+    /// The hot fields; `tokens`: flags as version 4 writes them.
+    fn meta_with(&mut self, tokens: bool) -> Decoded<MessageMeta> {
         let uid = u32::try_from(self.varint()?).map_err(|_| bad("uid out of range"))?;
         let modseq = self.varint()?;
         let internal_date_ms = unzigzag(self.varint()?);
         let flags = (0..self.count()?)
-            .map(|_| self.text())
+            .map(|_| if tokens { self.flag_token() } else { self.text() })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let hash = match self.byte()? {
             0 => lower_hex(self.array::<32>()?),
@@ -325,6 +409,17 @@ impl<'a> Reader<'a> {
             thread_id,
             origin: None,
         })
+    }
+
+    /// One flag of a version-4 row: a [`KNOWN_FLAGS`] token or its text.
+    fn flag_token(&mut self) -> Decoded<String> {
+        match self.byte()? {
+            0 => self.text(),
+            t => KNOWN_FLAGS
+                .get(usize::from(t) - 1)
+                .map(|f| f.to_string())
+                .ok_or_else(|| bad(format!("flag token {t}"))),
+        }
     }
 
     /// A version-1 row after its first byte.
@@ -461,6 +556,51 @@ mod tests {
         let mut extra = v3.clone();
         extra.push(0);
         assert!(decode_meta(&extra).is_err());
+    }
+
+    #[test]
+    fn version_4_rows_tokenize_known_flags_and_read_back_exactly() {
+        let mut m = sample().meta();
+        m.flags = vec![
+            "$Label1".into(),
+            "\\Seen".into(),
+            "\\seen".into(),
+            "$Phishing".into(),
+            "\\Flagged".into(),
+        ];
+        let v2 = encode_meta(&m);
+        for origin in [None, Some((-3, 77))] {
+            let m = MessageMeta { origin, ..m.clone() };
+            let v4 = encode_meta_as(&m, 4);
+            assert_eq!(v4[0], VERSION_4);
+            // Order and spelling kept: "\\seen" is not the token's spelling.
+            assert_eq!(decode_meta(&v4).unwrap(), m);
+            assert_eq!(decode_row(&v4).unwrap(), StoredRow::Split(m.clone()));
+            for cut in 0..v4.len() {
+                assert!(decode_meta(&v4[..cut]).is_err(), "cut at {cut}");
+            }
+            let mut extra = v4.clone();
+            extra.push(0);
+            assert!(decode_meta(&extra).is_err());
+        }
+        // Three known flags at 1 byte instead of 1 + 5, 9, 8; two others a
+        // tag byte more each; one origin tag.
+        assert_eq!(v2.len() - encode_meta_as(&m, 4).len(), (5 + 9 + 8) - 2 - 1);
+        // Below format 4 the older forms are written, which format-3 builds read.
+        assert_eq!(encode_meta_as(&m, 3), v2);
+        assert_eq!(encode_meta_as(&m, 0), v2);
+        // A token no build has assigned is damage, not a panic.
+        let plain = MessageMeta {
+            uid: 1,
+            modseq: 1,
+            internal_date_ms: 0,
+            flags: vec!["\\Answered".into()],
+            ..m
+        };
+        let mut unknown = encode_meta_as(&plain, 4);
+        assert_eq!(&unknown[..6], &[VERSION_4, 1, 1, 0, 1, 2]);
+        unknown[5] = 200;
+        assert!(decode_meta(&unknown).is_err());
     }
 
     #[test]

@@ -309,3 +309,22 @@ pub async fn unseen_uids(
     }
     Ok(out)
 }
+
+/// How many hot rows of each version (their first byte, `message_codec`)
+/// a mailbox holds, read in chunks. A store format switch leaves older
+/// rows as they are until they are written again; this shows how many.
+pub async fn row_versions(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+) -> Result<std::collections::BTreeMap<u8, u64>> {
+    let (begin, end) = keyspace::messages(account, mailbox);
+    let mut cursor = txn.range_cursor(&begin, &end, 1000, false);
+    let mut out = std::collections::BTreeMap::new();
+    while let Some(chunk) = cursor.next_chunk().await? {
+        for (_, v) in chunk {
+            *out.entry(v.first().copied().unwrap_or(0)).or_default() += 1;
+        }
+    }
+    Ok(out)
+}

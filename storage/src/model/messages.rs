@@ -301,7 +301,7 @@ pub(super) fn put_split(
 fn put_meta(txn: &Txn, account: AccountId, mailbox: MailboxId, row: &MessageMeta) -> Result<()> {
     txn.set(
         &keyspace::message(account, mailbox, row.uid),
-        &message_codec::encode_meta(row),
+        &message_codec::encode_meta_as(row, txn.write_format()),
     )
 }
 

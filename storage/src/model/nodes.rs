@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cluster;
+use super::format_switch::FormatRange;
 use super::{decode, get_record, now_ms, put_record};
 use crate::error::{Result, StorageError};
 use crate::keyspace;
@@ -19,6 +21,32 @@ pub struct NodeRecord {
     /// start of the name writes a fresh record, which clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forgotten_ms: Option<u64>,
+    /// The build that started this incarnation (`meshmail --version`).
+    /// None in records of builds before the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// The store formats this incarnation reads and may write. None in
+    /// records of builds before the field, which knew formats up to 3
+    /// ([`FormatRange::BEFORE_RECORDS`]): the format switch waits for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formats: Option<FormatRange>,
+}
+
+impl NodeRecord {
+    /// The formats this node said it supports, or what builds that did not
+    /// say supported.
+    pub fn formats(&self) -> FormatRange {
+        self.formats.unwrap_or(FormatRange::BEFORE_RECORDS)
+    }
+}
+
+/// What a starting node says of itself in its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    pub name: String,
+    pub mesh_addr: String,
+    pub build: String,
+    pub formats: FormatRange,
 }
 
 /// The last sign of life of a node name: written by its mesh runtime every
@@ -139,32 +167,54 @@ pub async fn forget(
     .await
 }
 
+/// Registers a starting node of this build, supporting every format it
+/// knows (see [`register`]).
+pub async fn register_start(db: &Database, name: &str, mesh_addr: &str) -> Result<u64> {
+    let me = Registration {
+        name: name.to_string(),
+        mesh_addr: mesh_addr.to_string(),
+        build: env!("CARGO_PKG_VERSION").to_string(),
+        formats: FormatRange::BUILD,
+    };
+    register(db, &me).await
+}
+
 /// Registers a starting node and returns its new generation: one more than
 /// any earlier start of the same name, so every incarnation is distinct and
-/// ordered.
-pub async fn register_start(db: &Database, name: &str, mesh_addr: &str) -> Result<u64> {
-    let (name, mesh_addr) = (name.to_string(), mesh_addr.to_string());
-    db.run("node_register", move |txn| {
-        let (name, mesh_addr) = (name.clone(), mesh_addr.clone());
-        async move {
-            // A read + write (not an atomic add): the new value must be known
-            // and two starts of one name must conflict, never share a value.
-            let key = keyspace::node_generation(&name);
-            let generation = txn.get_i64(&key).await? as u64 + 1;
-            txn.set(&key, &(generation as i64).to_le_bytes())?;
-            put_record(
-                &txn,
-                &keyspace::node(&name),
-                &NodeRecord {
-                    name: name.clone(),
-                    generation,
-                    mesh_addr: mesh_addr.clone(),
-                    started_ms: now_ms(),
-                    forgotten_ms: None,
-                },
-            )?;
-            Ok::<u64, StorageError>(generation)
+/// ordered. Refuses ([`StorageError::FormatTooNew`]) a node whose formats
+/// stop below the store's: the store's format is read in this transaction,
+/// so a concurrent format switch (which reads every node record) and this
+/// registration conflict, and the node never joins a store it cannot read.
+pub async fn register(db: &Database, me: &Registration) -> Result<u64> {
+    db.run("node_register", move |txn| async move {
+        if let Some(store) = cluster::store_format(&txn).await?
+            && store > me.formats.max
+        {
+            return Err(StorageError::FormatTooNew {
+                store,
+                known: me.formats.max,
+                pinned: me.formats.max < FormatRange::BUILD.max,
+            });
         }
+        // A read + write (not an atomic add): the new value must be known
+        // and two starts of one name must conflict, never share a value.
+        let key = keyspace::node_generation(&me.name);
+        let generation = txn.get_i64(&key).await? as u64 + 1;
+        txn.set(&key, &(generation as i64).to_le_bytes())?;
+        put_record(
+            &txn,
+            &keyspace::node(&me.name),
+            &NodeRecord {
+                name: me.name.clone(),
+                generation,
+                mesh_addr: me.mesh_addr.clone(),
+                started_ms: now_ms(),
+                forgotten_ms: None,
+                build: Some(me.build.clone()),
+                formats: Some(me.formats),
+            },
+        )?;
+        Ok::<u64, StorageError>(generation)
     })
     .await
 }
