@@ -10,7 +10,8 @@
 # and the smtp test of SQLite's WAL timings. Node tests: SMTP in, IMAP
 # read-back and IDLE, JMAP, outbound queue, quarantine, crash recovery,
 # the mesh (leases, failover), big mailboxes, ops/status, FDB's limits
-# (fdb_limits), `migrate` from Dovecot (about 20 s), `up --store fdb` (up_fdb) and a cluster killed and
+# (fdb_limits), `migrate` from Dovecot (about 20 s), `up --store fdb` (up_fdb), a rolling upgrade
+# (rolling_upgrade) and a cluster killed and
 # restarted under SMTP (fdb_outage, on a private cluster of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,5 +42,5 @@ cargo test -p meshmail-actors -p meshmail-mesh -p meshmail-node --features meshm
     --test compactor --test leases \
     --test smtp --test imap --test pop3 --test managesieve --test jmap --test jmap_mesh --test jmap_email_ids --test jmap_rfc8621 --test outbound \
     --test quarantine --test crash --test mesh --test big_mailbox \
-    --test imap_state --test ops --test vacation --test sieve --test account_delete --test export_import --test migrate --test backup --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown \
+    --test imap_state --test ops --test vacation --test sieve --test account_delete --test export_import --test migrate --test backup --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown --test rolling_upgrade \
     --no-fail-fast -- --skip a_commit_times_its_wal_write_and_fsync_apart

@@ -40,6 +40,12 @@ impl Run {
                 "no eligible node serving".into()
             };
             let i = p.node.unwrap_or(0);
+            if p.kind == FaultKind::Upgrade {
+                // Every node must be upgraded: try again shortly instead.
+                self.record("upgrade_deferred", i, why);
+                self.deferred.push((now + Duration::from_secs(2), p.clone()));
+                return Ok(());
+            }
             self.record(
                 "skipped",
                 i,
@@ -48,12 +54,21 @@ impl Run {
             return Ok(());
         };
         match p.kind {
-            FaultKind::Kill => {
+            FaultKind::Kill | FaultKind::Upgrade => {
                 let at = Instant::now();
                 self.h.kill(i).await?;
                 self.kill_times.push((at, i, self.h.elapsed_s()));
                 let delay = p.duration_s;
-                self.record("kill", i, format!("SIGKILL, restart in {delay:.1} s"));
+                if p.kind == FaultKind::Upgrade {
+                    crate::upgrade::upgrade_slot(&mut self.h.mesh, i);
+                    self.record(
+                        "upgrade",
+                        i,
+                        format!("SIGKILL, restart in {delay:.1} s on the new build"),
+                    );
+                } else {
+                    self.record("kill", i, format!("SIGKILL, restart in {delay:.1} s"));
+                }
                 self.set_view(i);
                 self.restarts.push((now + Duration::from_secs_f64(delay), i, 0));
                 self.poll_shards("kill", i, now);

@@ -25,4 +25,5 @@ pub mod starve;
 pub mod store_outage;
 pub mod store_rig;
 pub mod summary;
+pub mod upgrade;
 pub mod write_gap;

@@ -108,7 +108,7 @@ pub(crate) async fn prepare(
     } else {
         None
     };
-    let mut env = Vec::new();
+    let mut env: Vec<(String, String)> = scn.upgrade.setup_env().into_iter().collect();
     if scn.needs_fault_hooks() {
         env.push(("MESHMAIL_FAULT_HOOKS".to_string(), "1".to_string()));
     }
@@ -135,6 +135,7 @@ pub(crate) async fn prepare(
     )
     .await?;
     mesh.separate_data_dirs = store.is_some();
+    scn.upgrade.make_nodes_old(&mut mesh);
     if config_path.exists() {
         mesh.extra_args = vec!["--config".into(), config_path.display().to_string()];
     }

@@ -82,6 +82,11 @@ pub(crate) struct Run {
     recoveries: Vec<tokio::task::JoinHandle<Recovery>>,
     pub(crate) isolated_until: Vec<Option<Instant>>,
     pub(crate) restarts: Vec<(Instant, usize, u32)>,
+    /// Upgrades that could not be injected when planned (too many nodes
+    /// down), tried again at these times.
+    pub(crate) deferred: Vec<(Instant, Planned)>,
+    /// `[upgrade]`'s end checks (see `upgrade.rs`).
+    pub(crate) upgrade_checks: Vec<Check>,
     pub(crate) resumes: Vec<(Instant, usize)>,
     /// Network faults to lift: (when, node, what, recover as).
     pub(crate) heals: Vec<(Instant, usize, FaultKind)>,
@@ -369,6 +374,8 @@ impl Run {
             recoveries: Vec::new(),
             isolated_until: vec![None; n],
             restarts: Vec::new(),
+            upgrade_checks: Vec::new(),
+            deferred: Vec::new(),
             resumes: Vec::new(),
             heals: Vec::new(),
             starving: Vec::new(),
@@ -487,6 +494,7 @@ fn end_checks(scn: &Scenario, r: &Run, end: &EndResult, recoveries: &[Recovery])
     if let Some(f) = &r.outbound_findings {
         checks.extend(crate::outbound::checks(&scn.outbound, f));
     }
+    checks.extend(r.upgrade_checks.iter().cloned());
     checks
 }
 
@@ -581,6 +589,7 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
             && r.starving.is_empty()
             && r.store_faults.is_empty()
             && r.clock_jumps.is_empty()
+            && r.deferred.is_empty()
         {
             break;
         }
@@ -623,6 +632,11 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
             next += 1;
             r.inject(&p, now, max_down).await?;
         }
+        let due: Vec<Planned> = r.deferred.iter().filter(|d| d.0 <= now).map(|d| d.1.clone()).collect();
+        r.deferred.retain(|d| d.0 > now);
+        for p in due {
+            r.inject(&p, now, max_down).await?;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     eprintln!(
@@ -655,5 +669,9 @@ async fn drive(scn: &Scenario, r: &mut Run, out: &Path) -> anyhow::Result<EndRes
         r.outbound = Some((rig, None));
     }
     r.gaps = r.write_gaps();
+    if scn.upgrade.enabled {
+        let upgrades = r.actions.iter().filter(|a| a.kind == "upgrade").count() as u64;
+        r.upgrade_checks = crate::upgrade::switched_check(&scn.upgrade, &r.h.mesh, upgrades).await;
+    }
     r.h.finish(Duration::from_secs_f64(scn.settle_s), out).await
 }

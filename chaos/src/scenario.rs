@@ -75,6 +75,9 @@ pub struct Scenario {
     /// Where the nodes keep their data (see `store_rig.rs`).
     #[serde(default)]
     pub store: StoreConfig,
+    /// A rolling upgrade from the previous release (see `upgrade.rs`).
+    #[serde(default)]
+    pub upgrade: crate::upgrade::UpgradeConfig,
 }
 
 /// `[store]`: by default the nodes share one data directory (one SQLite
@@ -380,6 +383,16 @@ impl Scenario {
         }
         if self.load.accounts == 0 {
             return bad("load.accounts must be > 0");
+        }
+        let upgrades = self
+            .schedule
+            .iter()
+            .filter(|e| e.fault == crate::schedule::FaultKind::Upgrade);
+        if upgrades.clone().next().is_some() && !self.upgrade.enabled {
+            return bad("an `upgrade` fault needs [upgrade] enabled = true");
+        }
+        if upgrades.clone().any(|e| e.node.is_none()) {
+            return bad("an `upgrade` fault names its node");
         }
         self.kills.interval.validate("kills.interval")?;
         self.kills.restart_delay.validate("kills.restart_delay")?;

@@ -55,6 +55,8 @@ pub enum FaultKind {
     FdbKill,
     /// Every `fdbserver` process SIGKILLed, all restarted after `duration_s`.
     FdbOutage,
+    /// SIGKILL, restart after `duration_s` on this build (see `upgrade.rs`).
+    Upgrade,
 }
 
 impl FaultKind {
@@ -76,6 +78,7 @@ impl FaultKind {
             FaultKind::BlobReadonly => "blob_readonly",
             FaultKind::FdbKill => "fdb_kill",
             FaultKind::FdbOutage => "fdb_outage",
+            FaultKind::Upgrade => "upgrade",
         }
     }
 

@@ -49,6 +49,11 @@ pub struct NodeSlot {
     pub attached: Option<crate::attached::AttachedNode>,
     /// An attached node answered as its current generation and was not killed since.
     attached_up: bool,
+    /// The binary this node runs when not the mesh's (a rolling upgrade's
+    /// previous build), and environment of its own (a pinned store
+    /// format); both cleared when it is upgraded.
+    pub bin: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
 }
 
 impl NodeSlot {
@@ -241,6 +246,8 @@ impl LocalMesh {
                 launch_prefix: Vec::new(),
                 attached: None,
                 attached_up: false,
+                bin: None,
+                env: Vec::new(),
             })
             .collect();
         Ok(LocalMesh {
@@ -302,6 +309,8 @@ impl LocalMesh {
                 launch_prefix: Vec::new(),
                 attached: Some(n.clone()),
                 attached_up: false,
+                bin: None,
+                env: Vec::new(),
             })
             .collect();
         Ok(LocalMesh {
@@ -363,13 +372,14 @@ impl LocalMesh {
             .append(true)
             .open(self.log_dir.join(format!("{}.log", a.name)))?;
         let prefix = &self.slots[i].launch_prefix;
+        let bin = self.slots[i].bin.as_ref().unwrap_or(&self.bin);
         let mut cmd = match prefix.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
-                c.args(rest).arg(&self.bin);
+                c.args(rest).arg(bin);
                 c
             }
-            None => Command::new(&self.bin),
+            None => Command::new(bin),
         };
         cmd.arg("--data-dir")
             .arg(self.node_data_dir(&a.name)?)
@@ -384,6 +394,7 @@ impl LocalMesh {
         }
         cmd.args(&self.extra_args);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(self.slots[i].env.iter().map(|(k, v)| (k, v)))
             .env(
                 "MESHMAIL_LOG",
                 std::env::var("MESHMAIL_LOG").unwrap_or_else(|_| "warn".into()),
@@ -415,6 +426,12 @@ impl LocalMesh {
 
     pub fn addrs(&self) -> Vec<NodeAddrs> {
         self.slots.iter().map(|s| s.addrs.clone()).collect()
+    }
+
+    /// Drops `key` from the environment of every command from now on (the
+    /// admin commands and every node's `serve`).
+    pub fn remove_env(&mut self, key: &str) {
+        self.env.retain(|(k, _)| k != key);
     }
 
     /// Starts node `i` and waits for its ready line; returns its generation.
