@@ -13,12 +13,12 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::methods::{
-    blob, email_get, email_import, email_query, email_query_index, email_set, identity, mailbox, mailbox_set,
-    submission, thread, vacation,
+    blob, email_get, email_import, email_query, email_query_index, email_set, identity, mailbox, mailbox_set, sieve,
+    sieve_set, submission, thread, vacation,
 };
 use super::wire::ids;
 use super::wire::{
-    CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAPABILITIES, Invocation, MethodError,
+    CAP_CORE, CAP_MAIL, CAP_SIEVE, CAP_SUBMISSION, CAP_VACATION, CAPABILITIES, Invocation, MethodError,
     REGISTERED_NOT_IMPLEMENTED, Request, RequestError, Response, ResultReference,
 };
 use super::{Caller, JmapShared};
@@ -167,6 +167,11 @@ const METHODS: &[(&str, &str)] = &[
     ("EmailSubmission/set", CAP_SUBMISSION),
     ("VacationResponse/get", CAP_VACATION),
     ("VacationResponse/set", CAP_VACATION),
+    ("SieveScript/get", CAP_SIEVE),
+    ("SieveScript/changes", CAP_SIEVE),
+    ("SieveScript/query", CAP_SIEVE),
+    ("SieveScript/set", CAP_SIEVE),
+    ("SieveScript/validate", CAP_SIEVE),
 ];
 
 async fn run_method(
@@ -220,6 +225,11 @@ async fn run_method(
         "EmailSubmission/set" => submission::set(call, args).await,
         "VacationResponse/get" => vacation::get(call, args).await,
         "VacationResponse/set" => vacation::set(call, args).await,
+        "SieveScript/get" => sieve::get(call, args).await,
+        "SieveScript/changes" => sieve::changes(call, args).await,
+        "SieveScript/query" => sieve::query(call, args).await,
+        "SieveScript/set" => sieve_set::set(call, args).await,
+        "SieveScript/validate" => sieve::validate(call, args).await,
         _ => Err(MethodError::UnknownMethod),
     }
 }

@@ -6,8 +6,9 @@ use serde::Serialize;
 
 use super::dispatch::SESSION_STATE;
 use super::wire::ids;
-use super::wire::{CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAP_WEBSOCKET};
+use super::wire::{CAP_CORE, CAP_MAIL, CAP_SIEVE, CAP_SUBMISSION, CAP_VACATION, CAP_WEBSOCKET};
 use super::{Caller, Limits};
+use crate::sieve;
 
 /// Paths on the node's HTTP listener.
 pub const API_PATH: &str = "/jmap/api";
@@ -36,11 +37,20 @@ pub struct WebSocketCapability {
     pub supports_push: bool,
 }
 
+/// RFC 9661 §1.2.1: the session-level Sieve capability names the
+/// implementation; the limits are per account ([`SieveAccountCapability`]).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SieveCapability {
+    pub implementation: &'static str,
+}
+
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum Capability {
     Core(CoreCapability),
     WebSocket(WebSocketCapability),
+    Sieve(SieveCapability),
     Empty {},
 }
 
@@ -62,11 +72,51 @@ pub struct SubmissionAccountCapability {
     pub submission_extensions: BTreeMap<String, Vec<String>>,
 }
 
+/// RFC 9661 §1.2.1, with the limits ManageSieve and delivery enforce
+/// (one constant each, never a copy): the store's name and script
+/// count limits, the compiler's size limit and extensions, the
+/// interpreter's redirect limit.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SieveAccountCapability {
+    pub max_size_script_name: usize,
+    pub max_size_script: usize,
+    pub max_number_scripts: usize,
+    pub max_number_redirects: usize,
+    pub sieve_extensions: Vec<&'static str>,
+    /// `enotify` is not supported: null.
+    pub notification_methods: Option<Vec<String>>,
+    /// `extlists` is not supported: null.
+    pub external_lists: Option<Vec<String>>,
+}
+
+impl SieveAccountCapability {
+    pub fn new() -> Self {
+        use meshmail_storage::model::sieve::{NAME_BYTES_MAX, SCRIPTS_MAX};
+        SieveAccountCapability {
+            max_size_script_name: NAME_BYTES_MAX,
+            max_size_script: sieve::SCRIPT_BYTES_MAX,
+            max_number_scripts: SCRIPTS_MAX,
+            max_number_redirects: sieve::interp::REDIRECTS_MAX,
+            sieve_extensions: sieve::compile::EXTENSIONS.to_vec(),
+            notification_methods: None,
+            external_lists: None,
+        }
+    }
+}
+
+impl Default for SieveAccountCapability {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum AccountCapability {
     Mail(MailAccountCapability),
     Submission(SubmissionAccountCapability),
+    Sieve(SieveAccountCapability),
     Empty {},
 }
 
@@ -115,6 +165,12 @@ pub fn session(caller: &Caller, limits: &Limits, base: &str, ws_base: &str) -> S
         (CAP_SUBMISSION, Capability::Empty {}),
         (CAP_VACATION, Capability::Empty {}),
         (
+            CAP_SIEVE,
+            Capability::Sieve(SieveCapability {
+                implementation: "meshmail",
+            }),
+        ),
+        (
             CAP_WEBSOCKET,
             Capability::WebSocket(WebSocketCapability {
                 url: format!("{ws_base}{WEBSOCKET_PATH}"),
@@ -146,6 +202,7 @@ pub fn session(caller: &Caller, limits: &Limits, base: &str, ws_base: &str) -> S
                 }),
             ),
             (CAP_VACATION, AccountCapability::Empty {}),
+            (CAP_SIEVE, AccountCapability::Sieve(SieveAccountCapability::new())),
         ]),
     };
     Session {
@@ -154,7 +211,8 @@ pub fn session(caller: &Caller, limits: &Limits, base: &str, ws_base: &str) -> S
         primary_accounts: BTreeMap::from([
             (CAP_MAIL, account_id.clone()),
             (CAP_SUBMISSION, account_id.clone()),
-            (CAP_VACATION, account_id),
+            (CAP_VACATION, account_id.clone()),
+            (CAP_SIEVE, account_id),
         ]),
         username: caller.email.clone(),
         api_url: format!("{base}{API_PATH}"),

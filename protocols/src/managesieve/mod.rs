@@ -9,6 +9,11 @@
 //!   the script commands on the store, compiling with [`crate::sieve`]
 //!   before anything is stored: the same records `meshmail sieve put`
 //!   writes and delivery runs.
+//! - [`scripts`]: the script operations themselves (compile, then one
+//!   store transaction), protocol-neutral: the session above and JMAP's
+//!   SieveScript methods (RFC 9661) both call them, so a script stored by
+//!   either is checked the same way and seen by the other.
 
+pub mod scripts;
 pub mod session;
 pub mod wire;

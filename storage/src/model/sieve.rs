@@ -18,8 +18,11 @@ use crate::kv::{RangeOptions, Txn};
 pub const SCRIPTS_MAX: usize = 32;
 /// Script source bytes (the compiler refuses larger ones first).
 pub const SCRIPT_BYTES_MAX: usize = 64 * 1024;
-/// Script names, in bytes.
-pub const NAME_BYTES_MAX: usize = 128;
+/// Script names, in bytes: RFC 5804 §1.6 asks for 128 characters,
+/// which UTF-8 may spell in 512 bytes, and RFC 9661 §1.2.1 for at least
+/// 512 octets (`maxSizeScriptName`). A key of ~530 bytes is far under
+/// FDB's 10 KB key limit.
+pub const NAME_BYTES_MAX: usize = 512;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct StoredScript {
@@ -27,6 +30,26 @@ pub struct StoredScript {
     pub source: String,
     /// Unique per stored text (ms at the write): the compile cache's key.
     pub version: u64,
+    /// The script's id (JMAP's SieveScript id): set when the name is
+    /// first stored, kept when the text is replaced or the script renamed,
+    /// unique in the account. 0 in records written before the field
+    /// existed: [`StoredScript::id`] is then the version, which a later
+    /// [`put`] keeps as the id, so it never changes either.
+    #[serde(default)]
+    pub id: u64,
+}
+
+impl StoredScript {
+    /// The script's stable id (see the field).
+    pub fn id(&self) -> u64 {
+        if self.id != 0 { self.id } else { self.version }
+    }
+}
+
+/// An id for a new script of the account: above every id it holds, so
+/// two scripts never share one.
+fn next_id(scripts: &[StoredScript], now: u64) -> u64 {
+    scripts.iter().map(|s| s.id() + 1).fold(now.max(1), u64::max)
 }
 
 /// The active script's name and the version of its text, kept in step by
@@ -57,16 +80,25 @@ pub async fn put(txn: &Txn, account: AccountId, name: &str, source: &str) -> Res
     check(name, source)?;
     let key = keyspace::sieve_script(account, name);
     let existing: Option<StoredScript> = get_record(txn, &key, "sieve script").await?;
-    if existing.is_none() && list(txn, account).await?.len() >= SCRIPTS_MAX {
-        return Err(StorageError::Model(format!(
-            "an account keeps at most {SCRIPTS_MAX} scripts"
-        )));
-    }
-    let version = now_ms().max(existing.map_or(0, |e| e.version + 1));
+    let now = now_ms();
+    let id = match &existing {
+        Some(e) => e.id(),
+        None => {
+            let scripts = list(txn, account).await?;
+            if scripts.len() >= SCRIPTS_MAX {
+                return Err(StorageError::Model(format!(
+                    "an account keeps at most {SCRIPTS_MAX} scripts"
+                )));
+            }
+            next_id(&scripts, now)
+        }
+    };
+    let version = now.max(existing.map_or(0, |e| e.version + 1));
     let script = StoredScript {
         name: name.to_string(),
         source: source.to_string(),
         version,
+        id,
     };
     put_record(txn, &key, &script)?;
     let active_key = keyspace::sieve_active(account);
@@ -229,7 +261,8 @@ mod tests {
         let db = Database::new(Arc::new(backend));
         db.run("t", |txn| async move {
             let a = put(&txn, 7, "main", "keep;").await?;
-            put(&txn, 7, "other", "discard;").await?;
+            let other = put(&txn, 7, "other", "discard;").await?;
+            assert!(a.id() > 0 && other.id() > a.id(), "each script has its own id");
             assert_eq!(active(&txn, 7).await?, None);
             activate(&txn, 7, Some("main")).await?;
             assert_eq!(active(&txn, 7).await?.map(|s| s.version), Some(a.version));
@@ -241,6 +274,7 @@ mod tests {
             assert_eq!(names, vec!["main"]);
             let b = put(&txn, 7, "main", "discard;").await?;
             assert!(b.version > a.version, "a new text is a new cache key");
+            assert_eq!(b.id(), a.id(), "a new text keeps the script's id");
             assert_eq!(
                 active_ref(&txn, 7).await?.map(|r| r.version),
                 Some(b.version),
@@ -259,6 +293,7 @@ mod tests {
             rename(&txn, 7, "main", "renamed").await?;
             assert_eq!(get(&txn, 7, "main").await?, None);
             assert_eq!(get(&txn, 7, "renamed").await?.map(|s| s.version), Some(b.version));
+            assert_eq!(get(&txn, 7, "renamed").await?.map(|s| s.id()), Some(a.id()), "a rename keeps the id");
             assert_eq!(
                 active_ref(&txn, 7).await?,
                 Some(Active {
@@ -267,6 +302,12 @@ mod tests {
                 }),
                 "the active script stays active under its new name"
             );
+            // A record written before ids existed: its id is its version,
+            // and a new text keeps it.
+            let legacy = serde_json::json!({"name": "old", "source": "keep;", "version": 5});
+            txn.set(&keyspace::sieve_script(7, "old"), &serde_json::to_vec(&legacy).unwrap())?;
+            assert_eq!(get(&txn, 7, "old").await?.map(|s| s.id()), Some(5));
+            assert_eq!(put(&txn, 7, "old", "discard;").await?.id(), 5);
             assert!(!duplicate_seen(&txn, 7, "id", 1000).await?);
             mark_duplicate(&txn, 7, "id", 2000)?;
             assert!(duplicate_seen(&txn, 7, "id", 1000).await?);

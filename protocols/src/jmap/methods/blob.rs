@@ -1,6 +1,7 @@
 //! Blobs (RFC 8620 §6): upload, download and Blob/copy. A blob id names
-//! a message of the account, one part of it, or an upload of the account
-//! (see [`crate::jmap::wire::ids`]); nothing outside the caller's account is readable.
+//! a message of the account, one part of it, an upload of the account, or
+//! one version of the text of one of its Sieve scripts (RFC 9661 §2.2;
+//! see [`crate::jmap::wire::ids`]); nothing outside the caller's account is readable.
 //! Uploads are written to the blob store as objects and recorded under
 //! the account; unreferenced, they last the orphan sweep's grace (1 h).
 
@@ -80,6 +81,20 @@ pub async fn read(shared: &JmapShared, account: AccountId, blob_id: &str) -> Res
                 bytes,
                 media_type,
                 name: None,
+            })
+        }
+        BlobRef::Script(id, version) => {
+            let (scripts, _) = crate::managesieve::scripts::list(&ctx.db, account)
+                .await
+                .map_err(|e| BlobError::Unavailable(e.to_string()))?;
+            let script = scripts
+                .into_iter()
+                .find(|s| s.id() == id && s.version == version)
+                .ok_or(BlobError::NotFound)?;
+            Ok(BlobData {
+                bytes: Bytes::from(script.source.into_bytes()),
+                media_type: "application/sieve".into(),
+                name: Some(format!("{}.sieve", script.name)),
             })
         }
         BlobRef::UploadPart(hash, part) => {

@@ -2,7 +2,8 @@
 //! parses its arguments with [`crate::jmap::wire`], reads from the store
 //! through `jmap::store`, and writes through the account's shard actor
 //! (`mailbox_ops::request`, `delivery::deliver`) or, for
-//! EmailSubmission, through [`crate::accept`]. Never through `smtp`'s
+//! EmailSubmission, through [`crate::accept`]; Sieve scripts through
+//! [`crate::managesieve::scripts`], the operations ManageSieve uses. Never through `smtp`'s
 //! session; only the reply text of `deliveryStatus.smtpReply` comes from
 //! `smtp::session::replies`.
 
@@ -17,6 +18,8 @@ pub mod email_set;
 pub mod identity;
 pub mod mailbox;
 pub mod mailbox_set;
+pub mod sieve;
+pub mod sieve_set;
 pub mod submission;
 pub mod thread;
 pub mod vacation;

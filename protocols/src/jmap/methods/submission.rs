@@ -572,6 +572,7 @@ async fn resolve_recipients(call: &Call<'_>, rcpts: &[String]) -> Result<Vec<Rec
             description: Some(format!("not deliverable: {}", invalid.join(", "))),
             properties: None,
             not_found: None,
+            existing_id: None,
         });
     }
     Ok(recipients)

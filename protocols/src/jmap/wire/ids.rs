@@ -13,7 +13,11 @@
 //!   place) for a message stored before threads existed (a thread of its own);
 //! - blob `b<mailbox>_<uid>` (a message's raw bytes, by its first place),
 //!   `b<mailbox>_<uid>_<part>` (one decoded body part, part ids with `-` for
-//!   `.`), `U<sha256>` (an upload of this account).
+//!   `.`), `U<sha256>` (an upload of this account), `S<id>_<version>` (the
+//!   text of one version of a Sieve script: a new text is a new blob id,
+//!   so a blob id always names the same bytes);
+//! - Sieve script `S<id>` (`storage::model::sieve::StoredScript::id`,
+//!   kept across new texts and renames).
 //!
 //! State strings come from the change log: every mailbox carries its
 //! HIGHESTMODSEQ, raised in the same transaction as every change to it and
@@ -92,6 +96,20 @@ pub enum BlobRef {
     Upload(String),
     /// A part of an uploaded message (its Email/parse blob ids).
     UploadPart(String, String),
+    /// The text of a Sieve script (its id) at one version.
+    Script(u64, u64),
+}
+
+pub fn script_id(id: u64) -> String {
+    format!("S{id}")
+}
+
+pub fn parse_script(s: &str) -> Option<u64> {
+    digits(s.strip_prefix('S')?)
+}
+
+pub fn script_blob_id(id: u64, version: u64) -> String {
+    format!("S{id}_{version}")
 }
 
 pub fn message_blob_id(first: FirstPlace) -> String {
@@ -116,6 +134,10 @@ fn part_path(p: &str) -> Option<String> {
 }
 
 pub fn parse_blob(s: &str) -> Option<BlobRef> {
+    if let Some(rest) = s.strip_prefix('S') {
+        let (id, version) = rest.split_once('_')?;
+        return Some(BlobRef::Script(digits(id)?, digits(version)?));
+    }
     if let Some(rest) = s.strip_prefix('U') {
         let (h, part) = match rest.split_once('_') {
             Some((h, p)) => (h, Some(part_path(p)?)),
@@ -277,6 +299,11 @@ mod tests {
         assert_eq!(parse_blob(&format!("U{h}_2x")), None);
         assert_eq!(parse_blob("b1_2_"), None);
         assert_eq!(parse_blob("U00"), None);
+        assert_eq!(parse_blob(&script_blob_id(7, 1234)), Some(BlobRef::Script(7, 1234)));
+        assert_eq!(parse_blob("S7"), None, "a script id is not its blob id");
+        assert_eq!(parse_blob("S7_x"), None);
+        assert_eq!(parse_script(&script_id(42)), Some(42));
+        assert_eq!(parse_script("S"), None);
         assert_eq!(parse_thread("tabc"), Some(ThreadRef::Stored("abc".into())));
         assert_eq!(parse_thread("u1_2"), Some(ThreadRef::Single(1, 2)));
     }

@@ -11,7 +11,8 @@
 //! reference paths), [`ids`] (ids and state strings, shared with IMAP's
 //! OBJECTID), [`object`] (one object parsed on its own), [`filter`]
 //! (FilterOperator), [`email_parts`] and [`email_body_lists`] (an Email's
-//! header forms and body parts as JMAP writes them).
+//! header forms and body parts as JMAP writes them), [`sieve`] (RFC
+//! 9661's SieveScript, its filter and state string).
 //!
 //! What it may touch: serde, `mail-parser`, [`crate::summary`] and the
 //! store's plain types (ids, records). Never `jmap::methods`, the request
@@ -25,6 +26,7 @@ pub mod filter;
 pub mod ids;
 pub mod object;
 pub mod pointer;
+pub mod sieve;
 
 use std::collections::BTreeMap;
 
@@ -36,9 +38,10 @@ pub const CAP_MAIL: &str = "urn:ietf:params:jmap:mail";
 pub const CAP_SUBMISSION: &str = "urn:ietf:params:jmap:submission";
 pub const CAP_VACATION: &str = "urn:ietf:params:jmap:vacationresponse";
 pub const CAP_WEBSOCKET: &str = "urn:ietf:params:jmap:websocket";
+pub const CAP_SIEVE: &str = "urn:ietf:params:jmap:sieve";
 
 /// Capabilities this server implements.
-pub const CAPABILITIES: &[&str] = &[CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAP_WEBSOCKET];
+pub const CAPABILITIES: &[&str] = &[CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAP_WEBSOCKET, CAP_SIEVE];
 
 /// Capabilities of the IANA JMAP registry this server does not implement.
 /// A request may name them (some clients, jmap-client among them, always
@@ -52,7 +55,6 @@ pub const REGISTERED_NOT_IMPLEMENTED: &[&str] = &[
     "urn:ietf:params:jmap:principals",
     "urn:ietf:params:jmap:principals:owner",
     "urn:ietf:params:jmap:quota",
-    "urn:ietf:params:jmap:sieve",
     "urn:ietf:params:jmap:smimeverify",
     "urn:ietf:params:jmap:tasks",
 ];
@@ -263,6 +265,10 @@ pub struct SetError {
     /// `blobNotFound`: the blob ids that do not exist (RFC 8621 §4.6).
     #[serde(rename = "notFound", skip_serializing_if = "Option::is_none")]
     pub not_found: Option<Vec<String>>,
+    /// `alreadyExists`: the id of the object that holds the name (RFC
+    /// 9661 §2.4 for SieveScript).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existing_id: Option<String>,
 }
 
 impl SetError {
@@ -272,6 +278,7 @@ impl SetError {
             description: Some(description.into()),
             properties: None,
             not_found: None,
+            existing_id: None,
         }
     }
     pub fn not_found() -> SetError {
@@ -280,6 +287,7 @@ impl SetError {
             description: None,
             properties: None,
             not_found: None,
+            existing_id: None,
         }
     }
     /// `blobNotFound` naming the missing blobs.
@@ -289,6 +297,7 @@ impl SetError {
             description: Some(format!("no such blob: {}", blob_ids.join(", "))),
             properties: None,
             not_found: Some(blob_ids),
+            existing_id: None,
         }
     }
     pub fn invalid_properties(props: &[&str], description: impl Into<String>) -> SetError {
@@ -297,6 +306,7 @@ impl SetError {
             description: Some(description.into()),
             properties: Some(props.iter().map(|p| p.to_string()).collect()),
             not_found: None,
+            existing_id: None,
         }
     }
 }

@@ -56,6 +56,7 @@ impl From<PropertyError> for SetError {
             description: Some(e.to_string()),
             properties: Some(e.properties()),
             not_found: None,
+            existing_id: None,
         }
     }
 }

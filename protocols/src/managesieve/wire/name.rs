@@ -1,9 +1,10 @@
 //! Script names (RFC 5804 §1.6): UTF-8 (Net-Unicode), without control
 //! characters or the line and paragraph separators, and within what the
-//! store keeps (no `/`, at most 128 bytes: `storage::model::sieve`).
+//! store keeps (no `/`, at most 512 bytes: `storage::model::sieve`).
+//! JMAP's SieveScript names (RFC 9661) are checked here too.
 
 /// The store's limit on a name, in bytes.
-pub const NAME_BYTES_MAX: usize = 128;
+pub use meshmail_storage::model::sieve::NAME_BYTES_MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
@@ -48,6 +49,7 @@ mod tests {
         assert_eq!(script_name("a\u{2028}".as_bytes()), Err(NameError::Forbidden));
         assert_eq!(script_name("a\u{85}".as_bytes()), Err(NameError::Forbidden));
         assert_eq!(script_name(b"a/b"), Err(NameError::Forbidden));
-        assert_eq!(script_name(&[b'x'; 129]), Err(NameError::TooLong));
+        assert_eq!(script_name(&[b'x'; NAME_BYTES_MAX + 1]), Err(NameError::TooLong));
+        assert!(script_name("é".repeat(128).as_bytes()).is_ok(), "128 characters fit");
     }
 }
