@@ -330,7 +330,10 @@ pub async fn parse_blobs(call: &mut Call<'_>, args: Map<String, Value>) -> Resul
             resp.not_found.push(blob_id);
             continue;
         };
-        let origin = crate::jmap::wire::email_parts::Origin::of_blob(&blob_ref);
+        let Some(origin) = crate::jmap::wire::email_parts::Origin::of_blob(&blob_ref) else {
+            resp.not_parsable.push(blob_id);
+            continue;
+        };
         let limit = if args.max_body_value_bytes > 0 {
             args.max_body_value_bytes
         } else {

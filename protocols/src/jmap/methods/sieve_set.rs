@@ -152,8 +152,8 @@ async fn create(call: &Call<'_>, value: Value) -> Result<SieveScriptObject, SetE
     match scripts::put(db, call.caller.account, &call.caller.email, &name, &source, true).await {
         Ok(stored) => Ok(SieveScriptObject {
             id: ids::script_id(stored.id()),
-            name: stored.name,
             blob_id: ids::script_blob_id(stored.id(), stored.version),
+            name: stored.name,
             is_active: false,
         }),
         Err(ScriptError::AlreadyExists) => Err(already_exists(&all, &name)),

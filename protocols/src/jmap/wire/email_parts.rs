@@ -358,15 +358,17 @@ impl Origin {
         }
     }
 
-    /// The origin of the message a blob holds (Email/parse).
-    pub fn of_blob(blob: &ids::BlobRef) -> Origin {
+    /// The origin of the message a blob holds (Email/parse); `None` for
+    /// a Sieve script's text, which is no message and has no parts.
+    pub fn of_blob(blob: &ids::BlobRef) -> Option<Origin> {
         let (source, path) = match blob {
             ids::BlobRef::Message(m, u) => (BlobSource::Message(*m, *u), None),
             ids::BlobRef::Part(m, u, p) => (BlobSource::Message(*m, *u), Some(p.clone())),
             ids::BlobRef::Upload(h) => (BlobSource::Upload(h.clone()), None),
             ids::BlobRef::UploadPart(h, p) => (BlobSource::Upload(h.clone()), Some(p.clone())),
+            ids::BlobRef::Script(..) => return None,
         };
-        Origin { source, path }
+        Some(Origin { source, path })
     }
 
     pub fn part_blob_id(&self, part: &str) -> String {
@@ -613,7 +615,7 @@ mod tests {
         let (inner_raw, media_type, _) = part_contents(raw, &attached.to_string()).unwrap();
         assert_eq!(media_type, "message/rfc822");
         let inner = MessageParser::default().parse(&inner_raw[..]).unwrap();
-        let tree = body_part(&inner_raw, &inner, 0, Some(&Origin::of_blob(&blob)), 0);
+        let tree = body_part(&inner_raw, &inner, 0, Origin::of_blob(&blob).as_ref(), 0);
         let subs = tree.sub_parts.unwrap();
         let bin = subs.iter().find(|p| p.name.as_deref() == Some("n.bin")).unwrap();
         let id = bin.blob_id.clone().unwrap();
@@ -624,7 +626,7 @@ mod tests {
         let (bytes, _, name) = part_contents(raw, &path).unwrap();
         assert_eq!((bytes, name.as_deref()), (vec![0u8, 1, 2], Some("n.bin")));
         // An upload's parts the same way.
-        let up = Origin::of_blob(&ids::BlobRef::Upload("ab".repeat(32)));
+        let up = Origin::of_blob(&ids::BlobRef::Upload("ab".repeat(32))).unwrap();
         assert_eq!(up.part_blob_id("3"), format!("U{}_3", "ab".repeat(32)));
         assert!(part_contents(raw, "1.1").is_none(), "part 1 is text, not a message");
     }
