@@ -1,4 +1,5 @@
-//! JMAP (RFC 8620 Core, RFC 8621 Mail, RFC 8887 WebSocket) over meshmail's
+//! JMAP (RFC 8620 Core, RFC 8621 Mail, RFC 8887 WebSocket, RFC 9661
+//! Sieve) over meshmail's
 //! store and shard actors, in three parts:
 //!
 //! - [`wire`]: what the JSON means — request/response and error types,
@@ -16,7 +17,9 @@
 //!   [`methods::email_set`] (+ `email_build`, the message a create
 //!   describes), [`methods::email_import`] (copy, import, parse),
 //!   [`methods::thread`], [`methods::identity`], [`methods::submission`],
-//!   [`methods::vacation`], [`methods::blob`] (upload, download, copy).
+//!   [`methods::vacation`], [`methods::sieve`] (+ `sieve_set`: RFC 9661
+//!   SieveScript, through the operations ManageSieve uses),
+//!   [`methods::blob`] (upload, download, copy).
 //!   Reads come from the store (snapshot reads); every mailbox write goes
 //!   to the account's shard actor (`mailbox_ops::request`,
 //!   `delivery::deliver`), wherever it lives in the mesh; EmailSubmission
