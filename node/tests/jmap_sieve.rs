@@ -65,7 +65,13 @@ async fn connect(addr: &str) -> Client {
 
 /// Uploads `bytes` over raw HTTP; returns the blob id.
 fn upload(addr: &str, bytes: &str) -> String {
-    let (status, text) = http(addr, "POST", "/jmap/upload/a1/", Some(&basic(ALICE, PW)), bytes.as_bytes());
+    let (status, text) = http(
+        addr,
+        "POST",
+        "/jmap/upload/a1/",
+        Some(&basic(ALICE, PW)),
+        bytes.as_bytes(),
+    );
     assert_eq!(status, 201, "{text}");
     let v: Value = serde_json::from_str(&text).unwrap();
     v["blobId"].as_str().unwrap().to_string()
@@ -82,7 +88,10 @@ fn check_session(addr: &str) {
     assert_eq!(acc["maxNumberScripts"], 32, "{acc}");
     assert_eq!(acc["maxNumberRedirects"], 4, "{acc}");
     assert_eq!(acc["maxSizeScriptName"], 512, "{acc}");
-    assert!(acc["notificationMethods"].is_null() && acc["externalLists"].is_null(), "{acc}");
+    assert!(
+        acc["notificationMethods"].is_null() && acc["externalLists"].is_null(),
+        "{acc}"
+    );
     let exts = acc["sieveExtensions"].as_array().unwrap();
     for e in ["fileinto", "mailbox", "vacation", "imap4flags"] {
         assert!(exts.iter().any(|x| x == e), "{e} in {acc}");
@@ -105,10 +114,6 @@ impl Sieve {
             w: s,
         };
         m.until_status();
-        let auth = basic(&format!("\0{ALICE}\0{PW}"), "");
-        // `basic` encodes "user:password": with an empty password the
-        // colon is the last byte, so encode the PLAIN string ourselves.
-        let _ = auth;
         let plain = b64(format!("\0{ALICE}\0{PW}").as_bytes());
         let out = m.cmd(&format!("AUTHENTICATE \"PLAIN\" \"{plain}\""));
         assert!(out.last().unwrap().starts_with("OK"), "{out:?}");
@@ -204,28 +209,58 @@ async fn scripts_over_jmap_are_managesieves_and_run_at_delivery() {
     let got = client.sieve_script_get(&id, None::<Vec<_>>).await.unwrap().unwrap();
     assert_eq!((got.name(), got.is_active()), (Some("filing"), true));
     let blob = got.blob_id().unwrap().to_string();
-    assert_eq!(client.download(&blob).await.unwrap(), FILING.as_bytes(), "byte-identical");
+    assert_eq!(
+        client.download(&blob).await.unwrap(),
+        FILING.as_bytes(),
+        "byte-identical"
+    );
     let other = client.sieve_script_create("other", "keep;\n", false).await.unwrap();
     let other_id = other.id().unwrap().to_string();
 
     // Query: filter and sort.
-    let q = client.sieve_script_query(Some(Filter::is_active(true)), None::<Vec<_>>).await.unwrap();
+    let q = client
+        .sieve_script_query(Some(Filter::is_active(true)), None::<Vec<_>>)
+        .await
+        .unwrap();
     assert_eq!(q.ids(), [id.as_str()]);
-    let q = client.sieve_script_query(Some(Filter::name("OTH")), None::<Vec<_>>).await.unwrap();
+    let q = client
+        .sieve_script_query(Some(Filter::name("OTH")), None::<Vec<_>>)
+        .await
+        .unwrap();
     assert_eq!(q.ids(), [other_id.as_str()]);
-    let q = client.sieve_script_query(None::<Filter>, Some([Comparator::name()])).await.unwrap();
+    let q = client
+        .sieve_script_query(None::<Filter>, Some([Comparator::name()]))
+        .await
+        .unwrap();
     assert_eq!(q.ids(), [id.as_str(), other_id.as_str()]);
-    let q = client.sieve_script_query(None::<Filter>, Some([Comparator::is_active().descending()])).await.unwrap();
+    let q = client
+        .sieve_script_query(None::<Filter>, Some([Comparator::is_active().descending()]))
+        .await
+        .unwrap();
     assert_eq!(q.ids()[0], id, "the active script first");
 
     // Validate: a good script is fine through jmap-client; a bad one is
     // invalidSieve with its line and column (raw JSON: see the top).
     client.sieve_script_validate(FILING_V2).await.unwrap();
     let bad_blob = upload(&addr, BAD);
-    let v = call(&addr, "SieveScript/validate", json!({"accountId": "a1", "blobId": bad_blob}));
+    let v = call(
+        &addr,
+        "SieveScript/validate",
+        json!({"accountId": "a1", "blobId": bad_blob}),
+    );
     assert_eq!(v["error"]["type"], "invalidSieve", "{v}");
-    assert!(v["error"]["description"].as_str().unwrap().starts_with("line 2, column 1:"), "{v}");
-    let v = call(&addr, "SieveScript/validate", json!({"accountId": "a1", "blobId": upload(&addr, "keep;")}));
+    assert!(
+        v["error"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 2, column 1:"),
+        "{v}"
+    );
+    let v = call(
+        &addr,
+        "SieveScript/validate",
+        json!({"accountId": "a1", "blobId": upload(&addr, "keep;")}),
+    );
     assert!(v["error"].is_null(), "{v}");
     let state = call(&addr, "SieveScript/get", json!({"accountId": "a1", "ids": []}))["state"].clone();
 
@@ -247,7 +282,13 @@ async fn scripts_over_jmap_are_managesieves_and_run_at_delivery() {
     assert_eq!(r["notCreated"]["dup"]["type"], "alreadyExists", "{r}");
     assert_eq!(r["notCreated"]["dup"]["existingId"], other_id.as_str(), "{r}");
     assert_eq!(r["notCreated"]["bad"]["type"], "invalidSieve", "{r}");
-    assert!(r["notCreated"]["bad"]["description"].as_str().unwrap().contains("line 2, column 1"), "{r}");
+    assert!(
+        r["notCreated"]["bad"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("line 2, column 1"),
+        "{r}"
+    );
     assert_eq!(r["notCreated"]["act"]["type"], "invalidProperties", "{r}");
     assert_eq!(r["notCreated"]["nob"]["type"], "blobNotFound", "{r}");
     assert_eq!(r["notDestroyed"][id.as_str()]["type"], "sieveIsActive", "{r}");
@@ -258,7 +299,10 @@ async fn scripts_over_jmap_are_managesieves_and_run_at_delivery() {
     let got = client.sieve_script_get(&id, None::<Vec<_>>).await.unwrap().unwrap();
     assert_eq!((got.name(), got.is_active()), (Some("renamed"), true));
     assert_ne!(got.blob_id().unwrap(), blob);
-    assert_eq!(client.download(got.blob_id().unwrap()).await.unwrap(), FILING_V2.as_bytes());
+    assert_eq!(
+        client.download(got.blob_id().unwrap()).await.unwrap(),
+        FILING_V2.as_bytes()
+    );
     deliver(node.addr("smtp"), "a receipt");
     assert_eq!(count_in(&addr, "Receipts"), 1, "the new text runs");
 
@@ -272,18 +316,39 @@ async fn scripts_over_jmap_are_managesieves_and_run_at_delivery() {
     let from_ms = "discard;\r\n";
     let put = ms.cmd(&format!("PUTSCRIPT \"from-ms\" {{{}+}}\r\n{from_ms}", from_ms.len()));
     assert!(put.last().unwrap().starts_with("OK"), "{put:?}");
-    let q = client.sieve_script_query(Some(Filter::name("from-ms")), None::<Vec<_>>).await.unwrap();
-    let ms_script = client.sieve_script_get(q.ids()[0].as_ref(), None::<Vec<_>>).await.unwrap().unwrap();
-    assert_eq!(client.download(ms_script.blob_id().unwrap()).await.unwrap(), from_ms.as_bytes());
+    let q = client
+        .sieve_script_query(Some(Filter::name("from-ms")), None::<Vec<_>>)
+        .await
+        .unwrap();
+    let ms_script = client
+        .sieve_script_get(q.ids()[0].as_ref(), None::<Vec<_>>)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        client.download(ms_script.blob_id().unwrap()).await.unwrap(),
+        from_ms.as_bytes()
+    );
 
     // /changes since the state read before the edits.
-    let ch = call(&addr, "SieveScript/changes", json!({"accountId": "a1", "sinceState": state}));
+    let ch = call(
+        &addr,
+        "SieveScript/changes",
+        json!({"accountId": "a1", "sinceState": state}),
+    );
     assert_eq!(ch["created"], json!([ms_script.id().unwrap()]), "{ch}");
     assert_eq!(ch["updated"], json!([id.clone()]), "{ch}");
 
     // Deactivate, then the script may go.
     client.sieve_script_deactivate().await.unwrap();
-    assert!(!client.sieve_script_get(&id, None::<Vec<_>>).await.unwrap().unwrap().is_active());
+    assert!(
+        !client
+            .sieve_script_get(&id, None::<Vec<_>>)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_active()
+    );
     client.sieve_script_destroy(&id).await.unwrap();
     assert!(client.sieve_script_get(&id, None::<Vec<_>>).await.unwrap().is_none());
     let list = ms.cmd("LISTSCRIPTS");
@@ -291,7 +356,10 @@ async fn scripts_over_jmap_are_managesieves_and_run_at_delivery() {
 
     let metrics = common::http_get(&addr, "/metrics");
     assert!(
-        common::metric_in(&metrics, "meshmail_jmap_calls_total{method=\"SieveScript/set\",result=\"ok\"}") >= 5.0,
+        common::metric_in(
+            &metrics,
+            "meshmail_jmap_calls_total{method=\"SieveScript/set\",result=\"ok\"}"
+        ) >= 5.0,
         "per-method counts"
     );
 }
@@ -306,7 +374,13 @@ async fn a_script_set_on_one_node_runs_on_another() {
         run_ok(meshmail(dir).args(["cluster", "cert", n]), None);
     }
     let start = |name: &str, seeds: Option<&str>| {
-        let mut args = vec!["--node-name", name, "--mesh", "127.0.0.1:0", "--allow-plaintext-auth-on-loopback"];
+        let mut args = vec![
+            "--node-name",
+            name,
+            "--mesh",
+            "127.0.0.1:0",
+            "--allow-plaintext-auth-on-loopback",
+        ];
         if let Some(s) = seeds {
             args.extend(["--seeds", s]);
         }
@@ -315,7 +389,9 @@ async fn a_script_set_on_one_node_runs_on_another() {
     let a = start("node-a", None);
     let seed = format!("node-a@{}", a.addr("mesh"));
     let b = start("node-b", Some(&seed));
-    common::wait_for("the mesh", Duration::from_secs(60), || common::converged(1024, &[&a, &b]));
+    common::wait_for("the mesh", Duration::from_secs(60), || {
+        common::converged(1024, &[&a, &b])
+    });
 
     let (a_http, b_http) = (a.addr("http").to_string(), b.addr("http").to_string());
     let r = call(
@@ -330,8 +406,18 @@ async fn a_script_set_on_one_node_runs_on_another() {
     let got = call(&b_http, "SieveScript/get", json!({"accountId": "a1", "ids": [id]}));
     assert_eq!(got["list"][0]["isActive"], true, "node B sees node A's script: {got}");
     let blob = got["list"][0]["blobId"].as_str().unwrap();
-    let (status, text) = http(&b_http, "GET", &format!("/jmap/download/a1/{blob}/s"), Some(&basic(ALICE, PW)), b"");
+    let (status, text) = http(
+        &b_http,
+        "GET",
+        &format!("/jmap/download/a1/{blob}/s"),
+        Some(&basic(ALICE, PW)),
+        b"",
+    );
     assert_eq!((status, text.as_str()), (200, FILING));
     deliver(b.addr("smtp"), "invoice via b");
-    assert_eq!(count_in(&a_http, "Invoices"), 1, "filed by a script set through another node");
+    assert_eq!(
+        count_in(&a_http, "Invoices"),
+        1,
+        "filed by a script set through another node"
+    );
 }

@@ -293,7 +293,11 @@ mod tests {
             rename(&txn, 7, "main", "renamed").await?;
             assert_eq!(get(&txn, 7, "main").await?, None);
             assert_eq!(get(&txn, 7, "renamed").await?.map(|s| s.version), Some(b.version));
-            assert_eq!(get(&txn, 7, "renamed").await?.map(|s| s.id()), Some(a.id()), "a rename keeps the id");
+            assert_eq!(
+                get(&txn, 7, "renamed").await?.map(|s| s.id()),
+                Some(a.id()),
+                "a rename keeps the id"
+            );
             assert_eq!(
                 active_ref(&txn, 7).await?,
                 Some(Active {

@@ -15,8 +15,7 @@ use serde_json::{Map, Value};
 use super::blob::{self, BlobError};
 use super::mailbox::{Comparator, QueryResponse, clamp_position};
 use crate::jmap::dispatch::{
-    Call, ChangesArgs, ChangesResponse, GetArgs, GetResponse, Output, check_get_size, parse, reply,
-    select_properties,
+    Call, ChangesArgs, ChangesResponse, GetArgs, GetResponse, Output, check_get_size, parse, reply, select_properties,
 };
 use crate::jmap::wire::filter::Filter;
 use crate::jmap::wire::ids;

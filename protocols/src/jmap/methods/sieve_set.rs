@@ -98,7 +98,13 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
     }
     let all_done = resp.not_created.is_empty() && resp.not_updated.is_empty() && resp.not_destroyed.is_empty();
     if all_done {
-        on_success(call, &mut resp, args.on_success_deactivate_script, args.on_success_activate_script).await?;
+        on_success(
+            call,
+            &mut resp,
+            args.on_success_deactivate_script,
+            args.on_success_activate_script,
+        )
+        .await?;
     }
     resp.new_state = Scripts::read(call).await?.state().encode();
     reply("SieveScript/set", &resp)
@@ -139,7 +145,9 @@ async fn create(call: &Call<'_>, value: Value) -> Result<SieveScriptObject, SetE
             "isActive is server-set: use onSuccessActivateScript",
         ));
     }
-    let all = Scripts::read(call).await.map_err(|e| SetError::new("serverUnavailable", e.to_string()))?;
+    let all = Scripts::read(call)
+        .await
+        .map_err(|e| SetError::new("serverUnavailable", e.to_string()))?;
     let name = match &c.name {
         Some(n) => valid_name(n)?,
         None => free_name(&all),
@@ -163,7 +171,9 @@ async fn create(call: &Call<'_>, value: Value) -> Result<SieveScriptObject, SetE
 
 async fn update(call: &Call<'_>, id: &str, value: Value) -> Result<Changed, SetError> {
     let u: ScriptUpdate = parse_object(value)?;
-    let all = Scripts::read(call).await.map_err(|e| SetError::new("serverUnavailable", e.to_string()))?;
+    let all = Scripts::read(call)
+        .await
+        .map_err(|e| SetError::new("serverUnavailable", e.to_string()))?;
     let script = call
         .resolve_id(id)
         .and_then(|i| all.by_id(&i).cloned())
@@ -205,7 +215,9 @@ async fn update(call: &Call<'_>, id: &str, value: Value) -> Result<Changed, SetE
 }
 
 async fn destroy(call: &Call<'_>, id: &str) -> Result<(), SetError> {
-    let all = Scripts::read(call).await.map_err(|e| SetError::new("serverUnavailable", e.to_string()))?;
+    let all = Scripts::read(call)
+        .await
+        .map_err(|e| SetError::new("serverUnavailable", e.to_string()))?;
     let script = call
         .resolve_id(id)
         .and_then(|i| all.by_id(&i).cloned())

@@ -41,7 +41,14 @@ pub const CAP_WEBSOCKET: &str = "urn:ietf:params:jmap:websocket";
 pub const CAP_SIEVE: &str = "urn:ietf:params:jmap:sieve";
 
 /// Capabilities this server implements.
-pub const CAPABILITIES: &[&str] = &[CAP_CORE, CAP_MAIL, CAP_SUBMISSION, CAP_VACATION, CAP_WEBSOCKET, CAP_SIEVE];
+pub const CAPABILITIES: &[&str] = &[
+    CAP_CORE,
+    CAP_MAIL,
+    CAP_SUBMISSION,
+    CAP_VACATION,
+    CAP_WEBSOCKET,
+    CAP_SIEVE,
+];
 
 /// Capabilities of the IANA JMAP registry this server does not implement.
 /// A request may name them (some clients, jmap-client among them, always

@@ -58,9 +58,9 @@ impl ManageSieve {
                     .and_then(|room| if room { Ok(()) } else { Err(ScriptError::TooMany) })
                 }
             }
-            Command::PutScript { name, script } => {
-                scripts::put(&db, account, email, &name, &script, false).await.map(|_| ())
-            }
+            Command::PutScript { name, script } => scripts::put(&db, account, email, &name, &script, false)
+                .await
+                .map(|_| ()),
             Command::CheckScript { script } => match scripts::check(&script, email) {
                 Ok(_) => return self.reply(conn, Status::Ok, None, "Script is valid."),
                 Err(e) => Err(e),
