@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use meshmail_storage::ids::{AccountId, MailboxId};
+use meshmail_storage::model::fenced::FencedTxn;
 use meshmail_storage::model::ledger::{self, LedgerState};
 use meshmail_storage::model::messages::{self, NewMessage};
 use meshmail_storage::model::{mailboxes, nodes, quarantine as qmodel, quota};
@@ -231,7 +232,8 @@ async fn run_batch(ctx: &Arc<NodeCtx>, reqs: Arc<Vec<(DeliveryRequest, u32)>>) -
         .run("deliver_batch", move |txn| {
             let (ctx, reqs) = (ctx2.clone(), reqs.clone());
             async move {
-                let mut fenced = HashMap::new();
+                // One fence per shard of the batch, each read once.
+                let mut fenced: HashMap<u32, FencedTxn<'_>> = HashMap::new();
                 let mut inbox_cache: HashMap<(AccountId, String), Option<MailboxId>> = HashMap::new();
                 let mut out = Vec::with_capacity(reqs.len());
                 let now = Instant::now();
@@ -246,18 +248,15 @@ async fn run_batch(ctx: &Arc<NodeCtx>, reqs: Arc<Vec<(DeliveryRequest, u32)>>) -
                         continue;
                     }
                     if !fenced.contains_key(shard) {
-                        let epoch = ctx.lease_epoch(*shard).ok_or_else(|| StorageError::Fenced {
-                            shard: *shard,
-                            detail: "this node holds no lease for it".into(),
-                        })?;
-                        nodes::check_lease(&txn, *shard, &ctx.identity.name, ctx.identity.generation, epoch).await?;
-                        fenced.insert(*shard, ());
+                        let f = fence(&ctx, &txn, *shard).await?;
+                        fenced.insert(*shard, f);
                     }
                     let _in_flight = InFlight::new(&ctx.poison, req.acceptance_id);
                     if req.fault == Some(Fault::PanicInBatcher) {
                         panic!("fault hook: poison message in the commit batcher");
                     }
-                    out.push(deliver_one(&txn, req, &mut inbox_cache).await?);
+                    let txn = &fenced[shard];
+                    out.push(deliver_one(txn, req, &mut inbox_cache).await?);
                 }
                 Ok::<Outcomes, StorageError>(out)
             }
@@ -265,8 +264,18 @@ async fn run_batch(ctx: &Arc<NodeCtx>, reqs: Arc<Vec<(DeliveryRequest, u32)>>) -
         .await
 }
 
+/// The lease check of `shard` in `txn`: refused unless this incarnation
+/// holds the shard's lease at the epoch it was granted.
+async fn fence<'t>(ctx: &NodeCtx, txn: &'t Txn, shard: u32) -> Result<FencedTxn<'t>, StorageError> {
+    let epoch = ctx.lease_epoch(shard).ok_or_else(|| StorageError::Fenced {
+        shard,
+        detail: "this node holds no lease for it".into(),
+    })?;
+    nodes::check_lease(txn, shard, &ctx.identity.name, ctx.identity.generation, epoch).await
+}
+
 async fn deliver_one(
-    txn: &Txn,
+    txn: &FencedTxn<'_>,
     req: &DeliveryRequest,
     mailbox_cache: &mut HashMap<(AccountId, String), Option<MailboxId>>,
 ) -> Result<Result<Outcome, DeliveryError>, StorageError> {

@@ -181,9 +181,10 @@ async fn trim_one(
         .run("compact_trim", move |txn: Txn| {
             let ctx = ctx2.clone();
             async move {
-                nodes::check_lease(&txn, shard, &ctx.identity.name, ctx.identity.generation, epoch).await?;
+                let fenced =
+                    nodes::check_lease(&txn, shard, &ctx.identity.name, ctx.identity.generation, epoch).await?;
                 // Keep the modseqs above the cutoff: the newest `window` changes.
-                compaction::trim_change_log(&txn, account, mailbox, cutoff).await
+                compaction::trim_change_log(&fenced, account, mailbox, cutoff).await
             }
         })
         .await

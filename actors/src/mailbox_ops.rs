@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
+use meshmail_storage::model::fenced::FencedTxn;
 use meshmail_storage::model::messages::{self, FlagOp};
 use meshmail_storage::model::{mailboxes, nodes, quota};
 use meshmail_storage::{StorageError, Txn, blob};
@@ -142,7 +143,8 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
                 .run("imap_subscribe", move |txn| {
                     let (name, f) = (name.clone(), fence.clone());
                     async move {
-                        f.check(&txn).await?;
+                        // Past this line only the fenced transaction is in reach.
+                        let txn = f.check(&txn).await?;
                         mailboxes::set_subscribed(&txn, account, &name, subscribed).await
                     }
                 })
@@ -154,7 +156,8 @@ pub async fn run(ctx: &Arc<NodeCtx>, shard: u32, account: AccountId, op: Mailbox
                 .run("jmap_mailbox_attributes", move |txn| {
                     let (attributes, f) = (attributes.clone(), fence.clone());
                     async move {
-                        f.check(&txn).await?;
+                        // Past this line only the fenced transaction is in reach.
+                        let txn = f.check(&txn).await?;
                         mailboxes::set_attributes(&txn, account, mailbox, &attributes).await
                     }
                 })
@@ -198,7 +201,8 @@ async fn store(
             .run("imap_store", move |txn| {
                 let (chunk, flags, f) = (chunk.clone(), flags.clone(), f.clone());
                 async move {
-                    f.check(&txn).await?;
+                    // Past this line only the fenced transaction is in reach.
+                    let txn = f.check(&txn).await?;
                     let (mut stored, mut modified) = (Vec::new(), Vec::new());
                     // One read of the chunk's rows and of the mailbox
                     // record, not one per message.
@@ -241,7 +245,8 @@ async fn expunge(
             .run("imap_expunge", move |txn| {
                 let (chunk, f) = (chunk.clone(), f.clone());
                 async move {
-                    f.check(&txn).await?;
+                    // Past this line only the fenced transaction is in reach.
+                    let txn = f.check(&txn).await?;
                     let mut gone = Vec::new();
                     for uid in chunk {
                         if let Some(body) = messages::expunge(&txn, account, mailbox, uid).await? {
@@ -288,7 +293,8 @@ async fn copy(
             .run("imap_copy", move |txn| {
                 let (chunk, f) = (chunk.clone(), f.clone());
                 async move {
-                    f.check(&txn).await?;
+                    // Past this line only the fenced transaction is in reach.
+                    let txn = f.check(&txn).await?;
                     let target = mailboxes::get(&txn, account, to)
                         .await?
                         .ok_or_else(|| StorageError::NotFound("target mailbox".into()))?;
@@ -328,7 +334,8 @@ async fn claim_recent(
         .run("imap_claim_recent", move |txn| {
             let f = fence.clone();
             async move {
-                f.check(&txn).await?;
+                // Past this line only the fenced transaction is in reach.
+                let txn = f.check(&txn).await?;
                 let before = mailboxes::get(&txn, account, mailbox)
                     .await?
                     .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox}")))?;
@@ -365,7 +372,8 @@ async fn create(
         .run("imap_create", move |txn| {
             let (name, special_use, f) = (name.clone(), special_use.clone(), fence.clone());
             async move {
-                f.check(&txn).await?;
+                // Past this line only the fenced transaction is in reach.
+                let txn = f.check(&txn).await?;
                 let mut superior = String::new();
                 let pieces: Vec<&str> = name.split(mailboxes::DELIMITER).collect();
                 for piece in &pieces[..pieces.len().saturating_sub(1)] {
@@ -387,7 +395,7 @@ async fn create(
 /// One new mailbox, `subscribed` or not (unless a subscription of a
 /// deleted mailbox of that name is still there).
 async fn create_one(
-    txn: &Txn,
+    txn: &FencedTxn<'_>,
     account: AccountId,
     name: &str,
     special_use: Option<String>,
@@ -401,7 +409,8 @@ async fn create_one(
     Ok(())
 }
 
-/// The lease check every write transaction of a shard starts with.
+/// The lease check every write transaction of a shard starts with: the
+/// shard's writes take the [`FencedTxn`] it returns.
 #[derive(Clone)]
 struct Fence {
     ctx: Arc<NodeCtx>,
@@ -410,7 +419,7 @@ struct Fence {
 }
 
 impl Fence {
-    async fn check(&self, txn: &Txn) -> Result<(), StorageError> {
+    async fn check<'t>(&self, txn: &'t Txn) -> Result<FencedTxn<'t>, StorageError> {
         let id = &self.ctx.identity;
         nodes::check_lease(txn, self.shard, &id.name, id.generation, self.epoch).await
     }
@@ -457,7 +466,8 @@ async fn rename(
             .run("imap_rename", move |txn| {
                 let (from, to, f) = (from.clone(), to.clone(), f.clone());
                 async move {
-                    f.check(&txn).await?;
+                    // Past this line only the fenced transaction is in reach.
+                    let txn = f.check(&txn).await?;
                     mailboxes::rename(&txn, account, &from, &to).await
                 }
             })
@@ -472,7 +482,8 @@ async fn rename(
         .run("imap_rename_inbox", move |txn| {
             let (t, f) = (t.clone(), f.clone());
             async move {
-                f.check(&txn).await?;
+                // Past this line only the fenced transaction is in reach.
+                let txn = f.check(&txn).await?;
                 mailboxes::create(&txn, account, &t, None).await
             }
         })
@@ -507,7 +518,8 @@ async fn delete(ctx: &Arc<NodeCtx>, fence: &Fence, account: AccountId, name: &st
         .run("imap_delete", move |txn| {
             let (mb, f) = (mb.clone(), f.clone());
             async move {
-                f.check(&txn).await?;
+                // Past this line only the fenced transaction is in reach.
+                let txn = f.check(&txn).await?;
                 mailboxes::remove_empty(&txn, account, &mb).await
             }
         })

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use meshmail_actors::compactor::{CompactorConfig, step};
 use meshmail_actors::node::{NodeCtx, NodeIdentity};
 use meshmail_storage::blob::{BlobConfig, BlobStore};
+use meshmail_storage::model::fenced::{AdminWrite, FencedTxn};
 use meshmail_storage::model::messages::{BodyRef, NewMessage};
 use meshmail_storage::model::{accounts, domains, mailboxes, messages, new_id};
 use meshmail_storage::open::{KvConfig, open_kv};
@@ -34,7 +35,7 @@ async fn setup(dir: &std::path::Path) -> (Database, BlobStore, i64, i64) {
                     summary: Default::default(),
                     acceptance_id: new_id(),
                 };
-                messages::append(&txn, a.id, inbox.id, &msg).await?;
+                messages::append(&fixture(&txn), a.id, inbox.id, &msg).await?;
             }
             Ok::<_, StorageError>((a.id, inbox.id))
         })
@@ -115,4 +116,11 @@ async fn trims_owned_change_logs_and_sweeps_orphans() {
     assert_eq!(floor, 41);
     assert_eq!(deleted, 1, "the orphan body was swept");
     assert!(blobs.get(&db, &orphan.body).await.is_err());
+}
+
+/// A transaction allowed to write mailboxes, for a store no node serves:
+/// the mailbox writes of these tests are admin writes
+/// (`AdminWrite::Fixture`), outside any shard's lease.
+fn fixture(txn: &meshmail_storage::Txn) -> FencedTxn<'_> {
+    FencedTxn::admin(txn, AdminWrite::Fixture)
 }

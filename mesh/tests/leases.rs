@@ -235,7 +235,7 @@ async fn a_restarted_node_gets_its_shards_back_by_hand_off() {
         assert!(l.epoch > old, "shard {shard}: epoch {} after {old}", l.epoch);
         let stale = db
             .read("test_fence", |txn| async move {
-                nodes::check_lease(&txn, shard, "b", 1, old).await
+                nodes::check_lease(&txn, shard, "b", 1, old).await.map(drop)
             })
             .await;
         assert!(stale.is_err(), "b must be fenced off shard {shard}");

@@ -11,6 +11,7 @@
 mod common;
 
 use common::{Node, setup_account};
+use meshmail_storage::model::fenced::{AdminWrite, FencedTxn};
 use meshmail_storage::model::messages::{self, EarlierForm, Message};
 use meshmail_storage::model::{accounts, mailboxes, message_codec};
 use meshmail_storage::{Database, StorageError};
@@ -82,7 +83,8 @@ fn downgrade_old(data_dir: &std::path::Path) -> usize {
                 unseen_index: false,
                 ..before.clone()
             };
-            mailboxes::put(&txn, account, &before, &after)
+            // A store no node serves: set up outside any shard's lease.
+            mailboxes::put(&FencedTxn::admin(&txn, AdminWrite::Fixture), account, &before, &after)
         })
         .await
         .unwrap();

@@ -6,6 +6,7 @@
 //! match its rows, so the next delivery takes a fresh UID.
 
 mod common;
+use common::fixture;
 
 use std::sync::{Arc, Mutex};
 
@@ -29,14 +30,14 @@ async fn a_move_during_the_backup_restores_at_its_new_place_with_a_clean_ledger(
     let (account, inbox) = common::account_with_inbox(&db, "carol@example.org").await;
     let work = db
         .run("mkdir", move |txn| async move {
-            mailboxes::create(&txn, account, "Work", None).await
+            mailboxes::create(&fixture(&txn), account, "Work", None).await
         })
         .await
         .unwrap()
         .id;
     db.run("deliver", move |txn| async move {
         for _ in 0..MESSAGES {
-            messages::append(&txn, account, inbox, &common::placeholder_message()).await?;
+            messages::append(&fixture(&txn), account, inbox, &common::placeholder_message()).await?;
         }
         Ok::<(), StorageError>(())
     })
@@ -64,7 +65,7 @@ async fn a_move_during_the_backup_restores_at_its_new_place_with_a_clean_ledger(
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(async move {
                 db.run("move", move |txn| async move {
-                    messages::copy_to(&txn, account, inbox, MESSAGES, work, true).await
+                    messages::copy_to(&fixture(&txn), account, inbox, MESSAGES, work, true).await
                 })
                 .await
                 .unwrap()
@@ -117,7 +118,7 @@ async fn a_move_during_the_backup_restores_at_its_new_place_with_a_clean_ledger(
             let msg = NewMessage {
                 ..common::placeholder_message()
             };
-            messages::append(&txn, account, work, &msg).await
+            messages::append(&fixture(&txn), account, work, &msg).await
         })
         .await
         .unwrap();

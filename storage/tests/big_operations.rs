@@ -10,6 +10,7 @@
 //! to take many chunks.
 
 mod common;
+use common::fixture;
 
 use meshmail_storage::StorageError;
 use meshmail_storage::ids::{AccountId, MailboxId};
@@ -40,7 +41,7 @@ async fn the_ledger_verifier_walks_200000_acceptances_in_bounded_transactions() 
         db.run("deliver", move |txn| async move {
             for _ in 0..FILL_BATCH {
                 let msg = common::placeholder_message();
-                messages::append(&txn, account, inbox, &msg).await?;
+                messages::append(&fixture(&txn), account, inbox, &msg).await?;
             }
             Ok::<(), StorageError>(())
         })
@@ -78,7 +79,7 @@ async fn fill(db: &meshmail_storage::Database, account: AccountId, mailbox: Mail
     for _ in 0..count.div_ceil(FILL_BATCH) {
         db.run("deliver", move |txn| async move {
             for _ in 0..FILL_BATCH.min(count) {
-                messages::append(&txn, account, mailbox, &common::placeholder_message()).await?;
+                messages::append(&fixture(&txn), account, mailbox, &common::placeholder_message()).await?;
             }
             Ok::<(), StorageError>(())
         })
@@ -189,7 +190,7 @@ async fn a_compaction_pass_over_a_big_mailbox_stays_bounded() {
                 let mut n = 0;
                 for (a, mb) in &page.mailboxes {
                     let cutoff = mb.highest_modseq.saturating_sub(100);
-                    if compaction::trim_change_log(&txn, *a, mb.id, cutoff).await? {
+                    if compaction::trim_change_log(&fixture(&txn), *a, mb.id, cutoff).await? {
                         n += 1;
                     }
                 }

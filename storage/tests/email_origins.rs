@@ -5,6 +5,9 @@
 //! wrote them. Opened through `open_kv(&KvConfig::for_tests(..))`, so the
 //! same test runs on FoundationDB (`MESHMAIL_TEST_STORE=fdb`).
 
+mod common;
+use common::fixture;
+
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::messages::{self, BodyRef, Change, ChangeKind, NewMessage};
 use meshmail_storage::model::summary::Summary;
@@ -33,7 +36,7 @@ async fn store() -> Store {
             domains::add(&txn, "example.org").await?;
             let a = accounts::add(&txn, "u@example.org", "$argon2id$x").await?;
             let inbox = mailboxes::find(&txn, a.id, "INBOX").await?.unwrap();
-            let kept = mailboxes::create(&txn, a.id, "Kept", None).await?;
+            let kept = mailboxes::create(&fixture(&txn), a.id, "Kept", None).await?;
             Ok::<_, StorageError>((a.id, inbox.id, kept.id))
         })
         .await
@@ -63,7 +66,7 @@ impl Store {
                     summary: Summary::default(),
                     acceptance_id: new_id(),
                 };
-                Ok::<_, StorageError>(messages::append(&txn, account, inbox, &msg).await?.0)
+                Ok::<_, StorageError>(messages::append(&fixture(&txn), account, inbox, &msg).await?.0)
             })
             .await
             .unwrap()
@@ -73,7 +76,9 @@ impl Store {
         let account = self.account;
         self.db
             .run("copy", move |txn| async move {
-                let (new_uid, _) = messages::copy_to(&txn, account, from, uid, to, moving).await?.unwrap();
+                let (new_uid, _) = messages::copy_to(&fixture(&txn), account, from, uid, to, moving)
+                    .await?
+                    .unwrap();
                 Ok::<_, StorageError>(new_uid)
             })
             .await
@@ -84,7 +89,9 @@ impl Store {
         let account = self.account;
         self.db
             .run("expunge", move |txn| async move {
-                messages::expunge(&txn, account, mailbox, uid).await.map(|_| ())
+                messages::expunge(&fixture(&txn), account, mailbox, uid)
+                    .await
+                    .map(|_| ())
             })
             .await
             .unwrap();

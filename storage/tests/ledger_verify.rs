@@ -2,6 +2,7 @@
 //! reports exactly the ones that are not backed by the store.
 
 mod common;
+use common::fixture;
 
 use meshmail_storage::StorageError;
 use meshmail_storage::model::messages::{self, NewMessage};
@@ -28,7 +29,7 @@ async fn verifier_reports_exactly_the_message_deleted_behind_its_back() {
                         acceptance_id: id,
                         ..common::placeholder_message()
                     };
-                    messages::append(&txn, account, inbox, &msg).await?;
+                    messages::append(&fixture(&txn), account, inbox, &msg).await?;
                 }
                 Ok::<(), StorageError>(())
             }

@@ -5,6 +5,7 @@
 //! a role (special use) held by one mailbox only.
 
 mod common;
+use common::fixture;
 
 use meshmail_storage::StorageError;
 use meshmail_storage::model::mailboxes::{self, Attributes};
@@ -18,7 +19,7 @@ async fn sort_order_and_special_use_are_stored_and_old_records_read_as_zero() {
     let (account, _) = common::account_with_inbox(&db, "s@example.org").await;
     let (sorted, drafts_taken) = db
         .run("attributes", move |txn| async move {
-            let mb = mailboxes::create(&txn, account, "Sorted", None).await?;
+            let mb = mailboxes::create(&fixture(&txn), account, "Sorted", None).await?;
             // At the default the record has no sort_order: what builds
             // before it wrote, byte for byte.
             let raw = txn.get(&test_keys::mailbox(account, mb.id)).await?.unwrap();
@@ -27,14 +28,14 @@ async fn sort_order_and_special_use_are_stored_and_old_records_read_as_zero() {
                 sort_order: Some(9),
                 special_use: Some(Some("\\Flagged".into())),
             };
-            mailboxes::set_attributes(&txn, account, mb.id, &attrs).await?;
+            mailboxes::set_attributes(&fixture(&txn), account, mb.id, &attrs).await?;
             // Drafts is one of the account's first mailboxes: its special
             // use cannot go to a second one.
             let again = Attributes {
                 special_use: Some(Some("\\Drafts".into())),
                 ..Attributes::default()
             };
-            let taken = mailboxes::set_attributes(&txn, account, mb.id, &again).await;
+            let taken = mailboxes::set_attributes(&fixture(&txn), account, mb.id, &again).await;
             Ok::<_, StorageError>((mb.id, matches!(taken, Err(StorageError::AlreadyExists(_)))))
         })
         .await

@@ -3,6 +3,9 @@
 //! and are summed, never moved. The walks over `("mbox", ...)` must skip
 //! the counters.
 
+mod common;
+use common::fixture;
+
 use meshmail_storage::StorageError;
 use meshmail_storage::model::mailboxes::{self, Counts};
 use meshmail_storage::model::messages::{self, BodyRef, NewMessage};
@@ -43,11 +46,11 @@ async fn counts_of_an_older_store_and_new_deliveries_add_up() {
                 summary: Summary::default(),
                 acceptance_id: new_id(),
             };
-            messages::append(&txn, account, inbox, &msg).await?;
+            messages::append(&fixture(&txn), account, inbox, &msg).await?;
         }
         // Three of the old messages expunged: negative adds on the new key.
         mailboxes::add_counts(
-            &txn,
+            &fixture(&txn),
             account,
             inbox,
             Counts {

@@ -5,6 +5,9 @@
 //! get_many, the envelope-only and hot-only readers), and whole rows are
 //! split when they change.
 
+mod common;
+use common::fixture;
+
 use meshmail_storage::model::messages::{self, BodyRef, FlagOp, Message, NewMessage};
 use meshmail_storage::model::summary::{BodyPart, Envelope, HeaderText, Summary};
 use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
@@ -60,7 +63,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
                     summary: sum.clone(),
                     acceptance_id: new_id(),
                 };
-                messages::append(&txn, account, inbox, &msg).await?;
+                messages::append(&fixture(&txn), account, inbox, &msg).await?;
             }
             Ok::<(), StorageError>(())
         }
@@ -161,7 +164,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
     let stored = db
         .run("flag", move |txn| async move {
             messages::store_flags_many(
-                &txn,
+                &fixture(&txn),
                 account,
                 inbox,
                 &[1, 2],
@@ -201,7 +204,7 @@ async fn an_old_json_store_still_reads_and_rows_move_to_the_binary_form() {
 
     // EXPUNGE takes the summary with the hot row.
     db.run("expunge", move |txn| async move {
-        messages::expunge(&txn, account, inbox, 2).await?;
+        messages::expunge(&fixture(&txn), account, inbox, 2).await?;
         Ok::<_, StorageError>(())
     })
     .await

@@ -6,6 +6,9 @@
 //! after indexing, on a mailbox whose indexed part already holds flag
 //! changes and expunges, with receivedAt dates out of order and tied.
 
+mod common;
+use common::fixture;
+
 use meshmail_storage::ids::{AccountId, MailboxId, Uid};
 use meshmail_storage::model::messages::{self, BodyRef, ChangeKind, FlagOp, NewMessage};
 use meshmail_storage::model::summary::{Envelope, HeaderText, Summary};
@@ -74,7 +77,7 @@ async fn deliver(db: &Database, account: AccountId, mailbox: MailboxId, range: s
             let chunk = chunk.clone();
             async move {
                 for i in chunk {
-                    messages::append(&txn, account, mailbox, &message(i)).await?;
+                    messages::append(&fixture(&txn), account, mailbox, &message(i)).await?;
                 }
                 Ok::<_, StorageError>(())
             }
@@ -148,8 +151,10 @@ async fn unindexed_deliveries_read_as_they_do_once_indexed() {
     // (each indexes the mailbox first).
     deliver(&db, account, inbox, 0..30).await;
     db.run("changes", move |txn| async move {
-        messages::store_flags_many(&txn, account, inbox, &[2, 4, 7], FlagOp::Add, &["\\Seen".into()], None).await?;
-        messages::store_flags_many(&txn, account, inbox, &[1], FlagOp::Remove, &["\\Seen".into()], None).await?;
+        let txn = fixture(&txn);
+        let seen = ["\\Seen".to_string()];
+        messages::store_flags_many(&txn, account, inbox, &[2, 4, 7], FlagOp::Add, &seen, None).await?;
+        messages::store_flags_many(&txn, account, inbox, &[1], FlagOp::Remove, &seen, None).await?;
         messages::expunge(&txn, account, inbox, 5).await?;
         messages::expunge(&txn, account, inbox, 30).await?;
         Ok::<_, StorageError>(())
@@ -206,7 +211,7 @@ async fn unindexed_deliveries_read_as_they_do_once_indexed() {
     assert_eq!((unseen, by_date), (None, None), "index keys come later");
     let unindexed = reads(&db, account, inbox).await;
     db.run("index", move |txn| async move {
-        unindexed::index_first(&txn, account, inbox).await
+        unindexed::index_first(&fixture(&txn), account, inbox).await
     })
     .await
     .unwrap();
@@ -225,7 +230,16 @@ async fn a_flag_change_comes_after_the_added_change_it_follows() {
     deliver(&db, account, inbox, 1..4).await;
     let changed = db
         .run("store", move |txn| async move {
-            messages::store_flags(&txn, account, inbox, 2, FlagOp::Add, &["$Label1".into()], None).await
+            messages::store_flags(
+                &fixture(&txn),
+                account,
+                inbox,
+                2,
+                FlagOp::Add,
+                &["$Label1".into()],
+                None,
+            )
+            .await
         })
         .await
         .unwrap()
@@ -280,7 +294,9 @@ async fn a_thread_lists_its_unindexed_members_in_every_mailbox() {
     let (account, inbox) = setup(&db).await;
     let archive = db
         .run("archive", move |txn| async move {
-            mailboxes::create(&txn, account, "Threads", None).await.map(|m| m.id)
+            mailboxes::create(&fixture(&txn), account, "Threads", None)
+                .await
+                .map(|m| m.id)
         })
         .await
         .unwrap();
@@ -288,7 +304,7 @@ async fn a_thread_lists_its_unindexed_members_in_every_mailbox() {
     // archive, indexed by an expunge there; two in the inbox, not indexed.
     deliver(&db, account, archive, 0..3).await;
     db.run("expunge", move |txn| async move {
-        messages::expunge(&txn, account, archive, 2).await.map(drop)
+        messages::expunge(&fixture(&txn), account, archive, 2).await.map(drop)
     })
     .await
     .unwrap();
@@ -312,7 +328,7 @@ async fn a_thread_lists_its_unindexed_members_in_every_mailbox() {
     sorted.sort();
     assert_eq!(members(db.clone()).await, sorted, "before the inbox is indexed");
     db.run("index", move |txn| async move {
-        unindexed::index_first(&txn, account, inbox).await
+        unindexed::index_first(&fixture(&txn), account, inbox).await
     })
     .await
     .unwrap();

@@ -25,6 +25,7 @@ use super::{BackupError, Phase, Progress};
 use crate::ids::{AccountId, MailboxId, Uid};
 use crate::keyspace;
 use crate::kv::{Database, RangeOptions, key_after};
+use crate::model::fenced::{AdminWrite, FencedTxn};
 use crate::model::mailboxes::{self, Counts};
 use crate::model::{message_reads, unindexed};
 
@@ -141,6 +142,8 @@ async fn fix_mailbox(
     let (counts, uid_max, modseq_max) = (t.counts, t.uid_max, t.modseq_max);
     let (counted_wrong, raised) = db
         .run("restore_fix_mailbox", move |txn| async move {
+            // A store being restored: no node serves it (see `AdminWrite`).
+            let admin = FencedTxn::admin(&txn, AdminWrite::Restore);
             let Some(before) = mailboxes::get(&txn, account, mailbox).await? else {
                 return Ok::<_, crate::StorageError>((false, false));
             };
@@ -153,7 +156,7 @@ async fn fix_mailbox(
             mb.highest_modseq = mb.highest_modseq.max(modseq_max);
             mb.unseen_index = false;
             mb.date_index = false;
-            mailboxes::put(&txn, account, &before, &mb)?;
+            mailboxes::put(&admin, account, &before, &mb)?;
             txn.set(
                 &keyspace::change_floor(account, mailbox),
                 &(mb.highest_modseq as i64).to_le_bytes(),
@@ -164,7 +167,7 @@ async fn fix_mailbox(
                 unseen: counts.unseen - now.unseen,
                 bytes: counts.bytes - now.bytes,
             };
-            mailboxes::add_counts(&txn, account, mailbox, delta)?;
+            mailboxes::add_counts(&admin, account, mailbox, delta)?;
             Ok((delta != Counts::default(), raised))
         })
         .await?;
@@ -175,7 +178,7 @@ async fn fix_mailbox(
         // have brought more: index them now (one transaction: they are the
         // rows delivered while the backup ran, a bounded number).
         db.run("restore_index", move |txn| async move {
-            unindexed::index_first(&txn, account, mailbox).await
+            unindexed::index_first(&FencedTxn::admin(&txn, AdminWrite::Restore), account, mailbox).await
         })
         .await?;
     }

@@ -23,6 +23,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::fenced::{AdminWrite, FencedTxn};
 use super::{accounts, directory, get_record, jmap, mailboxes, messages, now_ms, put_record};
 use crate::blob;
 use crate::error::{Result, StorageError};
@@ -116,15 +117,18 @@ pub async fn step(txn: &Txn, account: AccountId) -> Result<Step> {
 /// Expunges up to [`MESSAGES_PER_STEP`] messages of `mailbox`, or removes
 /// it when it has none left.
 async fn empty_or_remove(txn: &Txn, account: AccountId, mailbox: &mailboxes::Mailbox) -> Result<Step> {
+    // Outside the shard's ownership: the account record went first
+    // ([`begin`]), so nothing new resolves the address (see `AdminWrite`).
+    let admin = FencedTxn::admin(txn, AdminWrite::AccountRemoval);
     let (b, e) = keyspace::messages(account, mailbox.id);
     let rows = txn.get_range(&b, &e, RangeOptions::limit(MESSAGES_PER_STEP)).await?;
     if rows.is_empty() {
-        mailboxes::remove_empty(txn, account, mailbox).await?;
+        mailboxes::remove_empty(&admin, account, mailbox).await?;
         return Ok(Step::MailboxRemoved(mailbox.name.clone()));
     }
     for (key, _) in &rows {
         let uid = keyspace::message_uid(key)?;
-        if let Some(body) = messages::expunge(txn, account, mailbox.id, uid).await? {
+        if let Some(body) = messages::expunge(&admin, account, mailbox.id, uid).await? {
             blob::release(txn, &body)?;
         }
     }

@@ -5,6 +5,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use argon2::{Algorithm, Argon2, Params, Version};
 use serde::{Deserialize, Serialize};
 
+use super::fenced::{AdminWrite, FencedTxn};
 use super::{get_record, mailboxes, next_sequence, now_ms, put_record};
 use crate::error::{Result, StorageError};
 use crate::ids::AccountId;
@@ -86,7 +87,9 @@ pub async fn add(txn: &Txn, email: &str, password_hash: &str) -> Result<Account>
     put_record(txn, &key, &account)?;
     txn.set(&keyspace::account_by_id(id), email.as_bytes())?;
     super::directory::changed(txn)?;
-    mailboxes::create_defaults(txn, id).await?;
+    // The account's first mailboxes, in the transaction that creates it:
+    // no shard owner knows the account before this commits.
+    mailboxes::create_defaults(&FencedTxn::admin(txn, AdminWrite::NewAccount), id).await?;
     Ok(account)
 }
 

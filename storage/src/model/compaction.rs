@@ -5,6 +5,7 @@
 //! transaction.
 
 use super::decode;
+use super::fenced::FencedTxn;
 use super::mailboxes::Mailbox;
 use super::messages::change_floor;
 use crate::error::Result;
@@ -72,7 +73,7 @@ pub fn save_mailbox_walk(txn: &Txn, next: &MailboxWalkPosition) -> Result<()> {
 /// Drops a mailbox's change-log entries with MODSEQ up to `cutoff` and
 /// raises its change floor to `cutoff` (a QRESYNC from below it needs a full
 /// resync). False, with nothing written, when the floor is already there.
-pub async fn trim_change_log(txn: &Txn, account: AccountId, mailbox: MailboxId, cutoff: u64) -> Result<bool> {
+pub async fn trim_change_log(txn: &FencedTxn<'_>, account: AccountId, mailbox: MailboxId, cutoff: u64) -> Result<bool> {
     if change_floor(txn, account, mailbox).await? >= cutoff {
         return Ok(false);
     }

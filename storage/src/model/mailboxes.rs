@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::fenced::FencedTxn;
 use super::{get_record, next_sequence, now_ms, put_record};
 use crate::error::{Result, StorageError};
 use crate::ids::{AccountId, MailboxId, Uid};
@@ -102,7 +103,7 @@ pub struct Counts {
     pub bytes: i64,
 }
 
-pub async fn create_defaults(txn: &Txn, account: AccountId) -> Result<()> {
+pub async fn create_defaults(txn: &FencedTxn<'_>, account: AccountId) -> Result<()> {
     for (name, special) in DEFAULT_MAILBOXES {
         create(txn, account, name, special.map(str::to_string)).await?;
     }
@@ -118,7 +119,12 @@ pub fn canonical_name(name: &str) -> String {
     }
 }
 
-pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Option<String>) -> Result<Mailbox> {
+pub async fn create(
+    txn: &FencedTxn<'_>,
+    account: AccountId,
+    name: &str,
+    special_use: Option<String>,
+) -> Result<Mailbox> {
     let name = canonical_name(name);
     if name.is_empty() || name.len() > 1000 {
         return Err(StorageError::Model("mailbox name must be 1..1000 bytes".into()));
@@ -157,7 +163,7 @@ pub async fn create(txn: &Txn, account: AccountId, name: &str, special_use: Opti
 /// mailbox (§6.3.6), and the record's flag (JMAP's `isSubscribed`) says
 /// the same as the subscription key.
 pub async fn create_unsubscribed(
-    txn: &Txn,
+    txn: &FencedTxn<'_>,
     account: AccountId,
     name: &str,
     special_use: Option<String>,
@@ -189,7 +195,7 @@ pub async fn find(txn: &Txn, account: AccountId, name: &str) -> Result<Option<Ma
 }
 
 /// Writes a changed mailbox record. Asserts UIDNEXT/MODSEQ never go back.
-pub fn put(txn: &Txn, account: AccountId, before: &Mailbox, after: &Mailbox) -> Result<()> {
+pub fn put(txn: &FencedTxn<'_>, account: AccountId, before: &Mailbox, after: &Mailbox) -> Result<()> {
     assert!(after.uid_next >= before.uid_next, "UIDNEXT went backwards");
     assert!(
         after.highest_modseq >= before.highest_modseq,
@@ -202,7 +208,11 @@ pub fn put(txn: &Txn, account: AccountId, before: &Mailbox, after: &Mailbox) -> 
 /// `MESHMAIL_FAULT_HOOKS=1`): moves UIDNEXT back by one, so the next append
 /// reuses the last UID — the one thing [`put`] refuses. It exists to prove
 /// that the chaos checker detects a reused UID; nothing else may call it.
-pub async fn rewind_uid_next_for_fault_injection(txn: &Txn, account: AccountId, mailbox: MailboxId) -> Result<()> {
+pub async fn rewind_uid_next_for_fault_injection(
+    txn: &FencedTxn<'_>,
+    account: AccountId,
+    mailbox: MailboxId,
+) -> Result<()> {
     if let Some(mut mb) = get(txn, account, mailbox).await?
         && mb.uid_next > 1
     {
@@ -245,7 +255,7 @@ async fn count(txn: &Txn, account: AccountId, mailbox: MailboxId, kind: &str) ->
 }
 
 /// Changes the counters with atomic adds (no read conflict).
-pub fn add_counts(txn: &Txn, account: AccountId, mailbox: MailboxId, delta: Counts) -> Result<()> {
+pub fn add_counts(txn: &FencedTxn<'_>, account: AccountId, mailbox: MailboxId, delta: Counts) -> Result<()> {
     for (kind, d) in [
         (COUNT_MESSAGES, delta.messages),
         (COUNT_UNSEEN, delta.unseen),
@@ -260,7 +270,7 @@ pub fn add_counts(txn: &Txn, account: AccountId, mailbox: MailboxId, delta: Coun
 
 /// Renames a mailbox (not INBOX: renaming INBOX moves its messages, which
 /// the caller does message by message). Keeps id, UIDVALIDITY and messages.
-pub async fn rename(txn: &Txn, account: AccountId, from: &str, to: &str) -> Result<Mailbox> {
+pub async fn rename(txn: &FencedTxn<'_>, account: AccountId, from: &str, to: &str) -> Result<Mailbox> {
     let to = canonical_name(to);
     if to == "INBOX" {
         return Err(StorageError::AlreadyExists("mailbox INBOX".into()));
@@ -284,7 +294,7 @@ pub async fn rename(txn: &Txn, account: AccountId, from: &str, to: &str) -> Resu
 /// subscription lives in its own key and outlives its mailbox; the
 /// mailbox record's flag (what JMAP's `isSubscribed` reads, and all that
 /// older stores have) is kept in step.
-pub async fn set_subscribed(txn: &Txn, account: AccountId, name: &str, subscribed: bool) -> Result<()> {
+pub async fn set_subscribed(txn: &FencedTxn<'_>, account: AccountId, name: &str, subscribed: bool) -> Result<()> {
     let name = canonical_name(name);
     let key = keyspace::subscription(account, &name);
     let Some(before) = find(txn, account, &name).await? else {
@@ -315,7 +325,12 @@ pub struct Attributes {
 /// mailbox of the account has is refused (`AlreadyExists`): JMAP allows
 /// each role on one mailbox only (RFC 8621 §2). Neither changes a MODSEQ:
 /// the JMAP Mailbox state digests them.
-pub async fn set_attributes(txn: &Txn, account: AccountId, id: MailboxId, attrs: &Attributes) -> Result<Mailbox> {
+pub async fn set_attributes(
+    txn: &FencedTxn<'_>,
+    account: AccountId,
+    id: MailboxId,
+    attrs: &Attributes,
+) -> Result<Mailbox> {
     let before = get(txn, account, id)
         .await?
         .ok_or_else(|| StorageError::NotFound(format!("mailbox {id}")))?;
@@ -362,7 +377,7 @@ pub async fn subscriptions(txn: &Txn, account: AccountId) -> Result<Vec<String>>
 
 /// Removes an empty mailbox's record, name and counters. The caller expunges
 /// its messages first, in bounded transactions.
-pub async fn remove_empty(txn: &Txn, account: AccountId, mailbox: &Mailbox) -> Result<()> {
+pub async fn remove_empty(txn: &FencedTxn<'_>, account: AccountId, mailbox: &Mailbox) -> Result<()> {
     let (b, e) = keyspace::messages(account, mailbox.id);
     if !txn.get_range(&b, &e, RangeOptions::limit(1)).await?.is_empty() {
         return Err(StorageError::Model(format!("mailbox {} is not empty", mailbox.name)));

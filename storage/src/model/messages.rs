@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 pub use super::date_order::{Dated, by_date, date_rank, uids_by_date};
+#[cfg(feature = "fault-hooks")]
+use super::fenced::AdminWrite;
+use super::fenced::FencedTxn;
 use super::ledger::{self, LedgerState};
 use super::mailboxes::{self, Counts};
 use super::message_codec::{self, StoredRow};
@@ -231,7 +234,12 @@ pub struct NewMessage {
 /// membership comes with its other index keys), the counters and the
 /// ledger entry, all in `txn`. The caller must have taken a blob reference
 /// for `body` in the same transaction.
-pub async fn append(txn: &Txn, account: AccountId, mailbox: MailboxId, msg: &NewMessage) -> Result<(Uid, u64)> {
+pub async fn append(
+    txn: &FencedTxn<'_>,
+    account: AccountId,
+    mailbox: MailboxId,
+    msg: &NewMessage,
+) -> Result<(Uid, u64)> {
     let before = mailboxes::get(txn, account, mailbox)
         .await?
         .ok_or_else(|| StorageError::NotFound(format!("mailbox {mailbox} of account {account}")))?;
@@ -376,7 +384,7 @@ pub async fn change_floor(txn: &Txn, account: AccountId, mailbox: MailboxId) -> 
 /// Removes a message (IMAP EXPUNGE): the row, the counters, a change-log
 /// entry, and the placement key of a moved one. Returns the body
 /// reference the caller must release.
-pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<BodyRef>> {
+pub async fn expunge(txn: &FencedTxn<'_>, account: AccountId, mailbox: MailboxId, uid: Uid) -> Result<Option<BodyRef>> {
     expunge_as(txn, account, mailbox, uid, false).await
 }
 
@@ -384,7 +392,7 @@ pub async fn expunge(txn: &Txn, account: AccountId, mailbox: MailboxId, uid: Uid
 /// of a move: its change entry says so, and the placement key, now the
 /// destination's, stays).
 async fn expunge_as(
-    txn: &Txn,
+    txn: &FencedTxn<'_>,
     account: AccountId,
     mailbox: MailboxId,
     uid: Uid,
@@ -466,7 +474,7 @@ pub type StoreResult = std::result::Result<(Vec<String>, u64), u64>;
 /// Changes one message's flags (IMAP STORE). `None` if the message is gone;
 /// otherwise as [`store_flags_many`].
 pub async fn store_flags(
-    txn: &Txn,
+    txn: &FencedTxn<'_>,
     account: AccountId,
     mailbox: MailboxId,
     uid: Uid,
@@ -487,7 +495,7 @@ pub async fn store_flags(
 /// (unchanged flags keep their MODSEQ), or `Err(modseq)` when
 /// UNCHANGEDSINCE failed. At most [`RANGE_KEYS_MAX`] UIDs.
 pub async fn store_flags_many(
-    txn: &Txn,
+    txn: &FencedTxn<'_>,
     account: AccountId,
     mailbox: MailboxId,
     uids: &[Uid],
@@ -603,7 +611,7 @@ fn same_flags(a: &[String], b: &[String]) -> bool {
 /// plain COPY is another message: no origin, an id of its own. Returns
 /// the new UID.
 pub async fn copy_to(
-    txn: &Txn,
+    txn: &FencedTxn<'_>,
     account: AccountId,
     from: MailboxId,
     uid: Uid,
@@ -708,6 +716,7 @@ pub async fn rewrite_in_earlier_form(
     uid: Uid,
     form: EarlierForm,
 ) -> Result<bool> {
+    let txn = &FencedTxn::admin(txn, AdminWrite::Fixture);
     unindexed::index_first(txn, account, mailbox).await?;
     let Some(m) = get(txn, account, mailbox, uid).await? else {
         return Ok(false);

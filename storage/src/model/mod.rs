@@ -15,6 +15,7 @@ pub mod date_order;
 pub mod directory;
 pub mod dkim;
 pub mod domains;
+pub mod fenced;
 pub mod format_switch;
 pub mod jmap;
 pub mod ledger;

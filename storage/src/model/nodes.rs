@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::cluster;
+use super::fenced::{self, FencedTxn};
 use super::format_switch::FormatRange;
 use super::{decode, get_record, now_ms, put_record};
 use crate::error::{Result, StorageError};
@@ -260,21 +261,17 @@ pub async fn acquire_lease(txn: &Txn, shard: u32, node: &str, generation: u64) -
     Ok(l)
 }
 
-/// The fence of every write transaction of a shard: reads the lease (so a
-/// concurrent takeover conflicts with this transaction) and refuses unless
-/// (node, generation, epoch) still own it. A released lease fences its last
-/// owner too: after a hand-off the old owner must not write.
-pub async fn check_lease(txn: &Txn, shard: u32, node: &str, generation: u64, epoch: u64) -> Result<()> {
-    match lease(txn, shard).await? {
-        Some(l) if !l.released && l.node == node && l.generation == generation && l.epoch == epoch => Ok(()),
-        other => {
-            metrics::counter!("meshmail_lease_fenced_total").increment(1);
-            Err(StorageError::Fenced {
-                shard,
-                detail: format!("writer {node}#{generation} epoch {epoch}, lease {other:?}"),
-            })
-        }
-    }
+/// The fence of every write transaction of a shard: [`fenced::fence`],
+/// which reads the lease and refuses unless (node, generation, epoch) still
+/// own it. The [`FencedTxn`] it returns is what the shard's writes take.
+pub async fn check_lease<'a>(
+    txn: &'a Txn,
+    shard: u32,
+    node: &str,
+    generation: u64,
+    epoch: u64,
+) -> Result<FencedTxn<'a>> {
+    fenced::fence(txn, shard, node, generation, epoch).await
 }
 
 /// One write fenced like every write of a shard ([`check_lease`]) that the
@@ -282,8 +279,8 @@ pub async fn check_lease(txn: &Txn, shard: u32, node: &str, generation: u64, epo
 /// that a stale incarnation cannot write. Stores `node` under the
 /// `fence_probe` cursor.
 pub async fn fence_probe(txn: &Txn, shard: u32, node: &str, generation: u64, epoch: u64) -> Result<()> {
-    check_lease(txn, shard, node, generation, epoch).await?;
-    txn.set(&keyspace::cursor("fence_probe"), node.as_bytes())
+    let fenced = check_lease(txn, shard, node, generation, epoch).await?;
+    fenced.set(&keyspace::cursor("fence_probe"), node.as_bytes())
 }
 
 /// Marks a lease released (graceful hand-off) if (node, generation, epoch)
@@ -344,7 +341,7 @@ mod tests {
 
     async fn check(db: &Database, shard: u32, node: &'static str, generation: u64, epoch: u64) -> Result<()> {
         db.read("test_check", |txn| async move {
-            check_lease(&txn, shard, node, generation, epoch).await
+            check_lease(&txn, shard, node, generation, epoch).await.map(drop)
         })
         .await
     }

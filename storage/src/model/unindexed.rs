@@ -38,6 +38,7 @@
 //! FoundationDB, indexing [`INDEX_AFTER`] rows writes ≤ ~25 KB in one
 //! transaction, far inside its 10 MB.
 
+use super::fenced::FencedTxn;
 use super::mailboxes::{self, Mailbox};
 use super::message_reads::{self, RANGE_KEYS_MAX};
 use super::messages::{self, ChangeKind, MessageMeta};
@@ -130,7 +131,7 @@ pub(super) async fn index_all(txn: &Txn, account: AccountId, mb: &mut Mailbox, t
 /// The mailbox's record with every row indexed, written if that took
 /// indexing (None: no such mailbox). What every write to a mailbox's
 /// messages other than a delivery calls before it changes anything.
-pub async fn index_first(txn: &Txn, account: AccountId, mailbox: MailboxId) -> Result<Option<Mailbox>> {
+pub async fn index_first(txn: &FencedTxn<'_>, account: AccountId, mailbox: MailboxId) -> Result<Option<Mailbox>> {
     let Some(before) = mailboxes::get(txn, account, mailbox).await? else {
         return Ok(None);
     };

@@ -5,9 +5,10 @@
 #![allow(dead_code)]
 
 use meshmail_storage::ids::{AccountId, MailboxId};
+use meshmail_storage::model::fenced::{AdminWrite, FencedTxn};
 use meshmail_storage::model::messages::{BodyRef, NewMessage};
 use meshmail_storage::model::{accounts, domains, mailboxes, new_id};
-use meshmail_storage::{Database, StorageError};
+use meshmail_storage::{Database, StorageError, Txn};
 
 /// Adds `email`'s domain and account; returns the account and its INBOX.
 pub async fn account_with_inbox(db: &Database, email: &str) -> (AccountId, MailboxId) {
@@ -38,4 +39,11 @@ pub fn placeholder_message() -> NewMessage {
         summary: Default::default(),
         acceptance_id: new_id(),
     }
+}
+
+/// A transaction allowed to write mailboxes, for a store no node serves:
+/// the mailbox writes of these tests are admin writes
+/// (`AdminWrite::Fixture`), outside any shard's lease.
+pub fn fixture(txn: &Txn) -> FencedTxn<'_> {
+    FencedTxn::admin(txn, AdminWrite::Fixture)
 }
