@@ -3,10 +3,12 @@
 //! the fact).
 //!
 //! A lease names (node, generation, epoch). Every write transaction of a shard
-//! reads its lease key with `check_lease`, so the moment another incarnation
-//! takes a lease with a higher epoch, the old owner's writes stop committing,
-//! whatever it believes. This manager only decides *when* a lease may change
-//! hands:
+//! reads its lease key with `check_lease` (`model::fenced::fence`), so the
+//! moment another incarnation takes a lease with a higher epoch, the old
+//! owner's writes stop committing, whatever it believes. That every write
+//! does is a type, not a convention: the shard's mailbox writes take the
+//! `FencedTxn` that only the lease check returns. This manager only decides
+//! *when* a lease may change hands:
 //! - [`LeaseManager::acquire`] takes a shard that is free, released, already
 //!   ours, or held by an incarnation membership says is dead;
 //!   [`LeaseManager::acquire_many`] does the same for many shards in a few
@@ -142,7 +144,7 @@ pub struct LeaseManager {
     /// The leases this manager took and has not released: where a shard's
     /// writer finds the epoch it fences with. A cache, never the truth — a
     /// lease taken from us stays here until released, and our writes fail
-    /// `check_lease` meanwhile.
+    /// `check_lease` meanwhile (no `FencedTxn`, so nothing is written).
     held: Mutex<BTreeMap<u32, Lease>>,
 }
 

@@ -1,5 +1,6 @@
 //! The mail data model as typed functions over a [`Txn`]: callers never see
-//! raw keys or bytes. Records are JSON (self-describing, so adding a field
+//! raw keys or bytes. The writes of a shard's mailboxes take a
+//! [`fenced::FencedTxn`] instead, which only the lease check builds. Records are JSON (self-describing, so adding a field
 //! with `#[serde(default)]` needs no migration), except the two records
 //! written per delivery, the message row and its summary, which have
 //! compact versioned binary forms ([`message_codec`], [`summary_codec`],
