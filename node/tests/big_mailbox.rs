@@ -103,7 +103,9 @@ fn row_forms(data_dir: &std::path::Path) -> (usize, usize, usize) {
             let mut forms = (0, 0, 0);
             for uid in 1..top {
                 match messages::stored_form(&txn, account, old.id, uid).await? {
-                    Some(message_codec::VERSION_2 | message_codec::VERSION_3 | message_codec::VERSION_4) => forms.0 += 1,
+                    Some(message_codec::VERSION_2 | message_codec::VERSION_3 | message_codec::VERSION_4) => {
+                        forms.0 += 1
+                    }
                     Some(message_codec::VERSION_1) => forms.1 += 1,
                     Some(b'{') => forms.2 += 1,
                     _ => {}
