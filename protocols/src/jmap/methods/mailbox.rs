@@ -306,30 +306,30 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
     let all = store::mailboxes_with_counts(&call.shared.ctx, call.caller.account).await?;
     let by_name: BTreeMap<&str, i64> = all.iter().map(|(m, _)| (m.name.as_str(), m.id)).collect();
     let plain: Vec<Mailbox> = all.iter().map(|(m, _)| m.clone()).collect();
-    let mut objs = Vec::with_capacity(all.len());
-    for o in all.iter().map(|(m, c)| object(m, *c, &by_name)) {
-        let keep = match &args.filter {
-            Some(f) => f.matches(&mut |c| Ok(c.matches(&o)))?,
-            None => true,
-        };
-        if keep {
-            objs.push(o);
-        }
-    }
-    for c in args.sort.unwrap_or_default().iter().rev() {
-        match c.property.as_str() {
-            "name" => objs.sort_by(|a, b| a.name.cmp(&b.name)),
-            "sortOrder" => objs.sort_by_key(|o| o.sort_order),
-            other => return Err(MethodError::UnsupportedSort(other.to_string())),
-        }
-        if !c.is_ascending {
-            objs.reverse();
-        }
-    }
-    let total = objs.len();
+    let objs = all.iter().map(|(m, c)| object(m, *c, &by_name));
+    let page = QueryPage::of(
+        objs,
+        args.filter.as_ref(),
+        |c, o| c.matches(o),
+        &args.sort.unwrap_or_default(),
+        |property, objs| {
+            match property {
+                "name" => objs.sort_by(|a, b| a.name.cmp(&b.name)),
+                "sortOrder" => objs.sort_by_key(|o| o.sort_order),
+                other => return Err(MethodError::UnsupportedSort(other.to_string())),
+            }
+            Ok(())
+        },
+    )?;
+    let total = page.total;
     let position = clamp_position(args.position.unwrap_or(0), total);
-    let limit = args.limit.unwrap_or(usize::MAX);
-    let ids: Vec<String> = objs.into_iter().skip(position).take(limit).map(|o| o.id).collect();
+    let ids: Vec<String> = page
+        .objs
+        .into_iter()
+        .skip(position)
+        .take(args.limit.unwrap_or(usize::MAX))
+        .map(|o| o.id)
+        .collect();
     reply(
         "Mailbox/query",
         &QueryResponse {
@@ -342,6 +342,48 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
             limit: None,
         },
     )
+}
+
+/// What an in-memory /query keeps (RFC 8620 §5.5), before its window:
+/// the objects the filter keeps, sorted by the comparators.
+pub struct QueryPage<O> {
+    pub objs: Vec<O>,
+    pub total: usize,
+}
+
+impl<O> QueryPage<O> {
+    /// Filters `objs` (`test` answers one condition for one object) and
+    /// sorts them with `sort_by` (one property, ascending; an unknown one
+    /// is its error), comparator by comparator, last first and stable, so
+    /// the first comparator decides.
+    pub fn of<C>(
+        objs: impl Iterator<Item = O>,
+        filter: Option<&Filter<C>>,
+        test: impl Fn(&C, &O) -> bool,
+        sort: &[Comparator],
+        sort_by: impl Fn(&str, &mut Vec<O>) -> Result<(), MethodError>,
+    ) -> Result<QueryPage<O>, MethodError> {
+        let mut kept = Vec::new();
+        for o in objs {
+            let keep = match filter {
+                Some(f) => f.matches(&mut |c| Ok(test(c, &o)))?,
+                None => true,
+            };
+            if keep {
+                kept.push(o);
+            }
+        }
+        for c in sort.iter().rev() {
+            sort_by(&c.property, &mut kept)?;
+            if !c.is_ascending {
+                kept.reverse();
+            }
+        }
+        Ok(QueryPage {
+            total: kept.len(),
+            objs: kept,
+        })
+    }
 }
 
 /// RFC 8620 §5.5: a negative position counts from the end.

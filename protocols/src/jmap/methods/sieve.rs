@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::blob::{self, BlobError};
-use super::mailbox::{Comparator, QueryResponse, clamp_position};
+use super::mailbox::{Comparator, QueryPage, QueryResponse, clamp_position};
 use crate::jmap::dispatch::{
     Call, ChangesArgs, ChangesResponse, GetArgs, GetResponse, Output, check_get_size, parse, reply, select_properties,
 };
@@ -180,31 +180,30 @@ struct QueryArgs {
 pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output, MethodError> {
     let args: QueryArgs = parse(args)?;
     let all = Scripts::read(call).await?;
-    let mut objs = Vec::with_capacity(all.list.len());
-    for o in all.list.iter().map(|s| all.object(s)) {
-        let keep = match &args.filter {
-            Some(f) => f.matches(&mut |c| Ok(c.matches(&o)))?,
-            None => true,
-        };
-        if keep {
-            objs.push(o);
-        }
-    }
-    // Stable sorts, last comparator first: the first decides.
-    for c in args.sort.unwrap_or_default().iter().rev() {
-        match c.property.as_str() {
-            "name" => objs.sort_by(|a, b| a.name.cmp(&b.name)),
-            "isActive" => objs.sort_by_key(|o| o.is_active),
-            other => return Err(MethodError::UnsupportedSort(other.to_string())),
-        }
-        if !c.is_ascending {
-            objs.reverse();
-        }
-    }
-    let total = objs.len();
+    let objs = all.list.iter().map(|s| all.object(s));
+    let page = QueryPage::of(
+        objs,
+        args.filter.as_ref(),
+        |c, o| c.matches(o),
+        &args.sort.unwrap_or_default(),
+        |property, objs| {
+            match property {
+                "name" => objs.sort_by(|a, b| a.name.cmp(&b.name)),
+                "isActive" => objs.sort_by_key(|o| o.is_active),
+                other => return Err(MethodError::UnsupportedSort(other.to_string())),
+            }
+            Ok(())
+        },
+    )?;
+    let total = page.total;
     let position = clamp_position(args.position.unwrap_or(0), total);
-    let limit = args.limit.unwrap_or(usize::MAX);
-    let ids: Vec<String> = objs.into_iter().skip(position).take(limit).map(|o| o.id).collect();
+    let ids: Vec<String> = page
+        .objs
+        .into_iter()
+        .skip(position)
+        .take(args.limit.unwrap_or(usize::MAX))
+        .map(|o| o.id)
+        .collect();
     reply(
         "SieveScript/query",
         &QueryResponse {
