@@ -211,3 +211,39 @@ fn a_vacation_action_answers_once_per_period_from_an_allowed_address() {
         "a :from the account may not use is replaced by its own: {headers}"
     );
 }
+
+/// `mailboxexists` and `fileinto` are answered from the store at each
+/// delivery (by name, not from a list read once): a folder created over
+/// IMAP between two deliveries changes the next one's outcome, and a
+/// `fileinto` without `:create` to a missing folder keeps in INBOX.
+#[test]
+fn mailbox_tests_see_folders_created_between_deliveries() {
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), ALICE, PW);
+    setup_account(dir.path(), BOB, PW);
+    let script = "require [\"fileinto\", \"mailbox\", \"imap4flags\"];\n\
+        if mailboxexists [\"Clients\", \"Projects\"] { fileinto \"Projects\"; stop; }\n\
+        if header :contains \"subject\" \"plain\" { fileinto \"Elsewhere\"; stop; }\n\
+        addflag \"\\\\Flagged\";\n";
+    let out = put(dir.path(), "exists", script, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], &[]);
+    let (smtp, imap) = (node.addr("smtp"), node.addr("imap"));
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("first")).0, 250);
+    let (n, flags) = mailbox(imap, ALICE, "INBOX");
+    assert_eq!(n, 1, "no Projects yet: kept");
+    assert!(flags.contains("\\Flagged"), "{flags}");
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("plain")).0, 250);
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2, "fileinto a missing folder keeps");
+
+    let (host, port) = imap.rsplit_once(':').unwrap();
+    let create = format!(
+        "import imaplib\nc = imaplib.IMAP4('{host}', {port})\nc.login('{ALICE}', '{PW}')\n\
+         for m in ('Clients', 'Projects'):\n    assert c.create(m)[0] == 'OK'\n"
+    );
+    let out = Command::new("python3").args(["-c", &create]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(smtp_send(smtp, BOB, ALICE, &mail("second")).0, 250);
+    assert_eq!(mailbox(imap, ALICE, "Projects").0, 1, "both folders exist now");
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2);
+}

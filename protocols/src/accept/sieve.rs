@@ -5,10 +5,14 @@
 //! carries the actions out.
 //!
 //! The run itself never waits on I/O, so the store's answers are fetched
-//! before it: the account's mailbox names in one read, then the run is
-//! repeated while it asks for duplicate ids or included scripts not yet
-//! fetched, at most [`PASSES_MAX`] times. Runs are pure, so a repeat with
-//! more answers is the same run with fewer unknowns.
+//! around it: the active record alone first (one point read: most
+//! deliveries ask nothing else), then the run is repeated while it asks
+//! for mailboxes (`mailboxexists`), duplicate ids or included scripts not
+//! yet fetched, at most [`PASSES_MAX`] times. Runs are pure, so a repeat
+//! with more answers is the same run with fewer unknowns. Last, the
+//! `fileinto` targets not yet known are looked up by name, in one read.
+//! Nothing reads the account's whole mailbox list: that read was most of
+//! a delivery's Sieve cost (bench smtp --sieve-rules, issue 43 item 7).
 //!
 //! A failure of any kind (runtime error, budget, a store read) is a keep
 //! in INBOX, logged and counted: a script never loses a message.
@@ -29,8 +33,6 @@ use crate::sieve::{self, Action, Env, Envelope, Outcome, Script, SieveError};
 pub const PASSES_MAX: usize = 4;
 /// Compiled scripts a node keeps (a full cache starts over).
 const CACHE_ENTRIES_MAX: usize = 4096;
-/// Mailbox names read for `mailboxexists` and `fileinto` (bounded read).
-const MAILBOXES_MAX: usize = 10_000;
 
 /// What the script decided for one copy; `None` from [`decide`] means the
 /// account has no active script (the usual INBOX delivery).
@@ -41,7 +43,8 @@ pub struct Decision {
     pub edited: Option<Vec<u8>>,
     /// Ids to record once the copy is stored.
     pub duplicates: Vec<sieve::DuplicateMark>,
-    /// The account's mailbox names when the script ran (canonical).
+    /// The mailboxes the run asked about or files into that existed when
+    /// it ran (canonical names).
     pub mailboxes: HashSet<String>,
 }
 
@@ -99,7 +102,8 @@ fn compiled(account: AccountId, s: &store::StoredScript, own: &str) -> Result<Ar
 /// The store's answers a run may ask for, and what it asked for that is
 /// not here yet (fetched before the next pass).
 struct Answers {
-    mailboxes: HashSet<String>,
+    /// Canonical mailbox name: whether it exists.
+    mailboxes: HashMap<String, bool>,
     seen: HashSet<String>,
     unseen: HashSet<String>,
     scripts: HashMap<String, Option<store::StoredScript>>,
@@ -108,11 +112,51 @@ struct Answers {
     now_s: i64,
     asked_ids: RefCell<HashSet<String>>,
     asked_scripts: RefCell<HashSet<String>>,
+    asked_mailboxes: RefCell<HashSet<String>>,
+}
+
+/// What one pass asked for that the answers lack.
+#[derive(Default)]
+struct Asked {
+    ids: HashSet<String>,
+    scripts: HashSet<String>,
+    mailboxes: HashSet<String>,
+}
+
+impl Asked {
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty() && self.scripts.is_empty() && self.mailboxes.is_empty()
+    }
+}
+
+impl Answers {
+    fn take_asked(&self) -> Asked {
+        Asked {
+            ids: self.asked_ids.take(),
+            scripts: self.asked_scripts.take(),
+            mailboxes: self.asked_mailboxes.take(),
+        }
+    }
+
+    /// The names known to exist.
+    fn existing(&self) -> HashSet<String> {
+        self.mailboxes
+            .iter()
+            .filter_map(|(name, exists)| exists.then(|| name.clone()))
+            .collect()
+    }
 }
 
 impl Env for Answers {
     fn mailbox_exists(&self, name: &str) -> bool {
-        self.mailboxes.contains(&mailboxes::canonical_name(name))
+        let name = mailboxes::canonical_name(name);
+        match self.mailboxes.get(&name) {
+            Some(exists) => *exists,
+            None => {
+                self.asked_mailboxes.borrow_mut().insert(name);
+                false
+            }
+        }
     }
     fn duplicate_seen(&self, id: &str) -> bool {
         if !self.seen.contains(id) && !self.unseen.contains(id) {
@@ -208,16 +252,9 @@ async fn run_active(
     raw: &[u8],
 ) -> Result<RunResult, StorageError> {
     let db = &acceptor.ctx.db;
-    let (active, names) = db
+    let active = db
         .read("sieve_active", move |txn| async move {
-            let Some(active) = store::active_ref(&txn, account).await? else {
-                return Ok::<_, StorageError>((None, Vec::new()));
-            };
-            let names = mailboxes::list(&txn, account).await?;
-            Ok((
-                Some(active),
-                names.into_iter().take(MAILBOXES_MAX).map(|m| m.name).collect(),
-            ))
+            store::active_ref(&txn, account).await
         })
         .await?;
     let Some(active) = active else {
@@ -245,7 +282,7 @@ async fn run_active(
         }
     };
     let mut answers = Answers {
-        mailboxes: names.into_iter().collect(),
+        mailboxes: HashMap::new(),
         seen: HashSet::new(),
         unseen: HashSet::new(),
         scripts: HashMap::new(),
@@ -254,6 +291,7 @@ async fn run_active(
         now_s: (now_ms() / 1000) as i64,
         asked_ids: RefCell::default(),
         asked_scripts: RefCell::default(),
+        asked_mailboxes: RefCell::default(),
     };
     let envelope = || Envelope {
         from: sender.to_string(),
@@ -261,29 +299,50 @@ async fn run_active(
     };
     for _ in 0..PASSES_MAX {
         let result = sieve::run(&script, raw, envelope(), &answers);
-        let ids = answers.asked_ids.take();
-        let scripts = answers.asked_scripts.take();
-        if ids.is_empty() && scripts.is_empty() {
-            return Ok(Some(result.map(|o| (o, answers.mailboxes)).map_err(RunFailure::from)));
+        let asked = answers.take_asked();
+        if !asked.is_empty() {
+            fetch(acceptor, &mut answers, asked).await?;
+            continue;
         }
-        fetch(acceptor, &mut answers, ids, scripts).await?;
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => return Ok(Some(Err(e.into()))),
+        };
+        let targets: HashSet<String> = outcome
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::FileInto { mailbox, .. } => Some(mailboxes::canonical_name(mailbox)),
+                _ => None,
+            })
+            .filter(|name| !answers.mailboxes.contains_key(name))
+            .collect();
+        if !targets.is_empty() {
+            let asked = Asked {
+                mailboxes: targets,
+                ..Asked::default()
+            };
+            fetch(acceptor, &mut answers, asked).await?;
+        }
+        return Ok(Some(Ok((outcome, answers.existing()))));
     }
     Ok(Some(Err(RunFailure::Passes)))
 }
 
-/// Reads the duplicate ids and included scripts a pass asked for.
-async fn fetch(
-    acceptor: Acceptor<'_>,
-    answers: &mut Answers,
-    ids: HashSet<String>,
-    scripts: HashSet<String>,
-) -> Result<(), StorageError> {
+/// Reads the mailboxes, duplicate ids and included scripts a pass asked
+/// for, in one read transaction.
+async fn fetch(acceptor: Acceptor<'_>, answers: &mut Answers, asked: Asked) -> Result<(), StorageError> {
     let (account, now) = (answers.account, now_ms());
-    let (seen, found) = acceptor
+    let Asked {
+        ids,
+        scripts,
+        mailboxes,
+    } = asked;
+    let (seen, found, exist) = acceptor
         .ctx
         .db
         .read("sieve_answers", move |txn| {
-            let (ids, scripts) = (ids.clone(), scripts.clone());
+            let (ids, scripts, names) = (ids.clone(), scripts.clone(), mailboxes.clone());
             async move {
                 let mut seen = Vec::new();
                 for id in ids {
@@ -295,7 +354,12 @@ async fn fetch(
                     let s = store::get(&txn, account, &name).await?;
                     found.push((name, s));
                 }
-                Ok::<_, StorageError>((seen, found))
+                let mut exist = Vec::new();
+                for name in names {
+                    let e = mailboxes::find(&txn, account, &name).await?.is_some();
+                    exist.push((name, e));
+                }
+                Ok::<_, StorageError>((seen, found, exist))
             }
         })
         .await?;
@@ -307,6 +371,7 @@ async fn fetch(
         }
     }
     answers.scripts.extend(found);
+    answers.mailboxes.extend(exist);
     Ok(())
 }
 
