@@ -73,6 +73,11 @@ pub const HELP: &[(&str, Kind, &str)] = &[
     ("meshmail_blob_put_bytes_total", C, "Body bytes written to the blob store."),
     ("meshmail_blob_put_seconds", H, "Time of one body write to the blob store."),
     ("meshmail_blob_get_seconds", H, "Time of one body read from the blob store."),
+    (
+        "meshmail_blob_prefix_reads_total",
+        C,
+        "Bodies read only up to the end of their header section (a FETCH of headers alone).",
+    ),
     ("meshmail_blob_sweep_deleted_total", C, "Unreferenced bodies deleted by the blob sweep."),
     ("meshmail_blob_sweep_freed_bytes_total", C, "Bytes freed by the blob sweep."),
     ("meshmail_ledger_entries_total", C, "Acceptances recorded in the accept ledger, by final state."),

@@ -235,6 +235,63 @@ async fn many_bodies_are_read_in_order_each_failure_in_its_place() {
     assert_eq!(got[4].as_ref().unwrap(), &want[13]);
 }
 
+/// `get_prefixes` (a FETCH of headers only): each body's first bytes, in
+/// order, for objects and for inline bodies small (in the key's row) and
+/// large (in SQLite's heap, read through a blob handle); a length past the
+/// end gives the whole body. An object is read only that far (a byte
+/// changed past the prefix is not seen, a whole read still sees it); a
+/// truncated object is an error.
+#[tokio::test]
+async fn prefixes_read_only_the_asked_bytes_of_objects() {
+    let e = env().await;
+    let object = e.blobs.prepare(&e.db, large(40)).await.unwrap();
+    let inline = e.blobs.prepare(&e.db, body(41, 300)).await.unwrap();
+    let heap = e.blobs.prepare(&e.db, body(42, 20_000)).await.unwrap();
+    for p in [&object, &inline, &heap] {
+        reference(&e.db, p).await.unwrap();
+    }
+    let (object, inline, heap) = (object.body, inline.body, heap.body);
+    assert!(!object.inline && inline.inline && heap.inline);
+    let bodies = vec![
+        object.clone(),
+        inline.clone(),
+        heap.clone(),
+        heap.clone(),
+        object.clone(),
+    ];
+    let lens = [100, 20, 9_000, 30_000, 1 << 30];
+    let got = e.blobs.get_prefixes(&e.db, &bodies, &lens).await.unwrap();
+    assert_eq!(got[0].as_ref().unwrap(), &large(40).slice(..100));
+    assert_eq!(got[1].as_ref().unwrap(), &body(41, 300).slice(..20));
+    assert_eq!(got[2].as_ref().unwrap(), &body(42, 20_000).slice(..9_000));
+    assert_eq!(
+        got[3].as_ref().unwrap(),
+        &body(42, 20_000),
+        "a length past the end is all of it"
+    );
+    assert_eq!(got[4].as_ref().unwrap(), &large(40));
+
+    // A byte changed after the prefix: the prefix still reads, a whole
+    // read of the same body is refused.
+    let path = file_of(&e.root, &object.hash);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[5000] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let got = e
+        .blobs
+        .get_prefixes(&e.db, std::slice::from_ref(&object), &[100])
+        .await
+        .unwrap();
+    assert_eq!(got[0].as_ref().unwrap(), &large(40).slice(..100));
+    let whole = e.blobs.get_many(&e.db, std::slice::from_ref(&object)).await.unwrap();
+    assert!(matches!(whole[0], Err(StorageError::Corrupt { .. })), "{:?}", whole[0]);
+
+    // Cut short before the prefix ends.
+    std::fs::write(&path, &bytes[..50]).unwrap();
+    let got = e.blobs.get_prefixes(&e.db, &[object], &[100]).await.unwrap();
+    assert!(got[0].is_err(), "a short object gave {:?}", got[0]);
+}
+
 #[tokio::test]
 async fn sweep_deletes_only_unreferenced_bodies_past_grace() {
     let e = env().await;

@@ -85,6 +85,7 @@ mod on_fdb {
     suite!(
         ordering_and_limits,
         read_your_writes,
+        value_prefixes,
         conflicting_transactions_serialize,
         range_reads_conflict_and_snapshots_do_not,
         atomic_add_many_tasks,

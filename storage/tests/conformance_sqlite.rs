@@ -44,6 +44,12 @@ async fn read_your_writes() {
     conformance::read_your_writes(&t).await;
 }
 
+#[tokio::test]
+async fn value_prefixes() {
+    let (_d, _b, t) = target();
+    conformance::value_prefixes(&t).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicting_transactions_serialize() {
     let (_d, _b, t) = target();

@@ -142,7 +142,8 @@ impl Answers {
     fn existing(&self) -> HashSet<String> {
         self.mailboxes
             .iter()
-            .filter_map(|(name, exists)| exists.then(|| name.clone()))
+            .filter(|&(_, exists)| *exists)
+            .map(|(name, _)| name.clone())
             .collect()
     }
 }

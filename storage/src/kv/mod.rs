@@ -36,12 +36,26 @@ use crate::error::{Result, StorageError};
 /// One key and its value.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
+/// A value cut to its first `len` bytes, with its whole length.
+pub fn cut(mut value: Vec<u8>, len: usize) -> (Vec<u8>, usize) {
+    let whole = value.len();
+    value.truncate(len);
+    (value, whole)
+}
+
 /// One transaction of a backend. Mutations are buffered or applied as the
 /// backend likes, but reads must see the transaction's own writes.
 #[async_trait]
 pub trait BackendTransaction: Send + Sync {
     /// Point read. `snapshot` reads add no read conflict.
     async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>>;
+    /// The first `len` bytes of a value (all of a shorter one) and the
+    /// whole value's length. By default the value is read whole and cut
+    /// (FoundationDB has no partial read); SQLite reads only the pages of
+    /// the prefix of a value in its heap (incremental blob I/O).
+    async fn get_prefix(&self, key: &[u8], len: usize, snapshot: bool) -> Result<Option<(Vec<u8>, usize)>> {
+        Ok(self.get(key, snapshot).await?.map(|v| cut(v, len)))
+    }
     /// Keys in `[begin, end)`, at most `limit` (never 0), ascending or
     /// descending. `snapshot` reads add no read conflict.
     async fn get_range(
@@ -247,6 +261,16 @@ impl Txn {
         self.check_alive()?;
         self.inner.limits.check_key(key)?;
         self.inner.raw.get(key, self.inner.read_only).await
+    }
+
+    /// The first `len` bytes of one key's value (all of a shorter one) and
+    /// the whole value's length, read as [`Txn::get`] reads: a body's
+    /// header section without reading its body (see
+    /// [`BackendTransaction::get_prefix`]).
+    pub async fn get_prefix(&self, key: &[u8], len: usize) -> Result<Option<(Vec<u8>, usize)>> {
+        self.check_alive()?;
+        self.inner.limits.check_key(key)?;
+        self.inner.raw.get_prefix(key, len, self.inner.read_only).await
     }
 
     /// Reads one key without a read conflict: a concurrent change to it will

@@ -153,6 +153,12 @@ impl WriteBuffer {
         }
     }
 
+    /// Whether this transaction wrote or cleared `key` (its reads then come
+    /// from the buffer, whole).
+    pub fn touches(&self, key: &[u8]) -> bool {
+        self.points.contains_key(key) || self.is_cleared(key)
+    }
+
     /// Reads at most `limit` keys of `[begin, end)` through the buffer.
     /// `base(begin, end, limit, reverse)` reads stored rows; it is called in
     /// bounded chunks until `limit` rows survive the merge or the store runs out.

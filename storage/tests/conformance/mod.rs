@@ -153,6 +153,45 @@ pub async fn read_your_writes(t: &Target) {
     .unwrap();
 }
 
+/// `get_prefix` gives the first bytes of a value and its whole length, for
+/// small values and large ones (SQLite keeps those apart, in its heap),
+/// committed or written by the same transaction; a missing key is None.
+pub async fn value_prefixes(t: &Target) {
+    let (small, large, own, none) = (t.key("pre-s"), t.key("pre-l"), t.key("pre-o"), t.key("pre-n"));
+    let big: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+    let (s2, l2, b2) = (small.clone(), large.clone(), big.clone());
+    t.db.run("t_prefix_put", move |txn| {
+        let (small, large, big) = (s2.clone(), l2.clone(), b2.clone());
+        async move {
+            txn.set(&small, b"hello world")?;
+            txn.set(&large, &big)?;
+            R::Ok(())
+        }
+    })
+    .await
+    .unwrap();
+    t.db.run("t_prefix_get", move |txn| {
+        let (small, large, own, none, big) = (small.clone(), large.clone(), own.clone(), none.clone(), big.clone());
+        async move {
+            assert_eq!(txn.get_prefix(&small, 5).await?, Some((b"hello".to_vec(), 11)));
+            assert_eq!(txn.get_prefix(&small, 100).await?, Some((b"hello world".to_vec(), 11)));
+            assert_eq!(
+                txn.get_prefix(&large, 3000).await?,
+                Some((big[..3000].to_vec(), 50_000))
+            );
+            assert_eq!(txn.get_prefix(&large, 60_000).await?, Some((big.clone(), 50_000)));
+            assert_eq!(txn.get_prefix(&none, 10).await?, None);
+            txn.set(&own, &big[..4000])?;
+            assert_eq!(txn.get_prefix(&own, 10).await?, Some((big[..10].to_vec(), 4000)));
+            txn.set(&large, b"short now")?;
+            assert_eq!(txn.get_prefix(&large, 5).await?, Some((b"short".to_vec(), 9)));
+            R::Ok(())
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// Two transactions read the same counter and both write it: one commit
 /// fails with a conflict, the retry loop reruns it, and the result is what a
 /// serial execution gives (2, not 1).

@@ -95,13 +95,51 @@ fn needs_raw(a: &FetchAttr) -> bool {
     )
 }
 
+/// Whether `a` shows bytes of the message's own header section alone
+/// (`BODY.PEEK[HEADER]`, `HEADER.FIELDS (...)`, `RFC822.HEADER`: what a
+/// client rebuilding its cache asks of every message).
+fn header_only(a: &FetchAttr) -> bool {
+    match a {
+        FetchAttr::Rfc822Header => true,
+        FetchAttr::BodySection { section, .. } => {
+            section.part.is_empty()
+                && matches!(
+                    section.text,
+                    Some(SectionText::Header | SectionText::HeaderFields(_) | SectionText::HeaderFieldsNot(_))
+                )
+        }
+        _ => false,
+    }
+}
+
+/// What a FETCH reads of the message bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RawNeed {
+    Nothing,
+    /// The header section only: each body is read up to the summary's
+    /// `header_len` (`BlobStore::get_prefixes`), not whole and hashed.
+    Header,
+    Whole,
+}
+
+fn raw_need(attrs: &[FetchAttr]) -> RawNeed {
+    let mut raw = attrs.iter().filter(|a| needs_raw(a)).peekable();
+    if raw.peek().is_none() {
+        RawNeed::Nothing
+    } else if raw.all(header_only) {
+        RawNeed::Header
+    } else {
+        RawNeed::Whole
+    }
+}
+
 /// How a FETCH shows each of its rows.
 struct Shown<'a> {
     cmd: &'a FetchCommand,
     shows_flags: bool,
     /// UIDs (sorted) whose flags this FETCH changed (`\Seen`).
     flags_changed: &'a [Uid],
-    raw_needed: bool,
+    raw: RawNeed,
 }
 
 /// Body bytes a FETCH holds at once: the rows of one store read are
@@ -121,16 +159,14 @@ async fn send_rows(
     let mut unknown_cte = false;
     let mut start = 0;
     while start < rows.len() {
-        let end = if show.raw_needed {
-            body_run_end(rows, start)
-        } else {
-            rows.len()
+        let end = match show.raw {
+            RawNeed::Nothing => rows.len(),
+            need => body_run_end(rows, start, need),
         };
         let run = &rows[start..end];
-        let mut raws = if show.raw_needed {
-            read_bodies(st, run).await
-        } else {
-            Vec::new()
+        let mut raws = match show.raw {
+            RawNeed::Nothing => Vec::new(),
+            need => read_bodies(st, run, need).await,
         };
         for (k, (m, summary)) in run.iter().enumerate() {
             let Some(seq) = to_show(sel, conn, m, show.cmd, show.shows_flags) else {
@@ -147,23 +183,41 @@ async fn send_rows(
     unknown_cte
 }
 
-/// The end of the run of `rows` from `start` whose bodies together stay
-/// within [`FETCH_BODY_BYTES_MAX`] (one row at least).
-fn body_run_end(rows: &[(MessageMeta, Option<Summary>)], start: usize) -> usize {
+/// The end of the run of `rows` from `start` whose bodies (or headers)
+/// together stay within [`FETCH_BODY_BYTES_MAX`] (one row at least).
+fn body_run_end(rows: &[(MessageMeta, Option<Summary>)], start: usize, need: RawNeed) -> usize {
+    let size = |i: usize| read_len(&rows[i], need);
     let mut end = start + 1;
-    let mut bytes = rows[start].0.body.size;
-    while end < rows.len() && bytes + rows[end].0.body.size <= FETCH_BODY_BYTES_MAX {
-        bytes += rows[end].0.body.size;
+    let mut bytes = size(start);
+    while end < rows.len() && bytes + size(end) <= FETCH_BODY_BYTES_MAX {
+        bytes += size(end);
         end += 1;
     }
     end
 }
 
-/// The bodies of `rows`, in order, read together (see
-/// `BlobStore::get_many`); None for one that cannot be read, logged.
-async fn read_bodies(st: &State, rows: &[(MessageMeta, Option<Summary>)]) -> Vec<Option<Bytes>> {
+/// The bytes of a row a FETCH reads: its header section (when the summary
+/// knows where it ends) or the whole body.
+fn read_len((m, summary): &(MessageMeta, Option<Summary>), need: RawNeed) -> u64 {
+    match (need, summary) {
+        (RawNeed::Header, Some(s)) => s.header_len.min(m.body.size),
+        _ => m.body.size,
+    }
+}
+
+/// The bodies of `rows` (or their header sections), in order, read
+/// together (see `BlobStore::get_many`); None for one that cannot be
+/// read, logged.
+async fn read_bodies(st: &State, rows: &[(MessageMeta, Option<Summary>)], need: RawNeed) -> Vec<Option<Bytes>> {
     let refs: Vec<_> = rows.iter().map(|(m, _)| m.body.clone()).collect();
-    match st.shared.ctx.blobs.get_many(&st.shared.ctx.db, &refs).await {
+    let (blobs, db) = (&st.shared.ctx.blobs, &st.shared.ctx.db);
+    let read = if need == RawNeed::Header {
+        let lens: Vec<u64> = rows.iter().map(|r| read_len(r, need)).collect();
+        blobs.get_prefixes(db, &refs, &lens).await
+    } else {
+        blobs.get_many(db, &refs).await
+    };
+    match read {
         Ok(read) => read
             .into_iter()
             .zip(rows)
@@ -184,7 +238,7 @@ async fn read_bodies(st: &State, rows: &[(MessageMeta, Option<Summary>)]) -> Vec
 pub(super) async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, tag: &str, cmd: FetchCommand) {
     let uids = resolve(st, sel, &cmd.set, cmd.uid);
     let set_seen = !sel.read_only && cmd.attrs.iter().any(FetchAttr::sets_seen);
-    let raw_needed = cmd.attrs.iter().any(needs_raw);
+    let raw = raw_need(&cmd.attrs);
     // Summaries only for the items that show them: `FETCH 1:* (UID FLAGS)`
     // reads hot rows alone, `ENVELOPE` no body structure.
     let need = cmd.attrs.iter().map(summary_need).max().unwrap_or(SummaryNeed::Nothing);
@@ -200,7 +254,7 @@ pub(super) async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, t
     let mut vanished = 0usize;
     // Hot-row items alone (`FETCH 1:* (UID FLAGS)`): from the node's
     // hot-row cache when it answers, else from the store below.
-    let cached = if need == SummaryNeed::Nothing && !raw_needed && !set_seen {
+    let cached = if need == SummaryNeed::Nothing && raw == RawNeed::Nothing && !set_seen {
         fetch_cached(st, sel, conn, &uids, &cmd).await
     } else {
         None
@@ -216,7 +270,7 @@ pub(super) async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, t
         cmd: &cmd,
         need,
         set_seen,
-        raw_needed,
+        raw,
     };
     let Some((gone, unknown_cte)) = fetch_from_store(st, sel, conn, from_store, &plan).await else {
         st.tagged(conn, tag, Status::No, Some("UNAVAILABLE"), "Try again later");
@@ -240,7 +294,7 @@ struct Plan<'a> {
     cmd: &'a FetchCommand,
     need: SummaryNeed,
     set_seen: bool,
-    raw_needed: bool,
+    raw: RawNeed,
 }
 
 /// Reads, marks `\Seen` and sends the rows of `uids` a chunk at a time;
@@ -270,7 +324,7 @@ async fn fetch_from_store(
             cmd: plan.cmd,
             shows_flags,
             flags_changed: &flags_changed,
-            raw_needed: plan.raw_needed,
+            raw: plan.raw,
         };
         unknown_cte |= send_rows(st, sel, conn, &rows, &show).await;
         // The envelopes just read serve later searches of the mailbox.

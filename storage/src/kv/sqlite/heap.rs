@@ -30,6 +30,17 @@ pub fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS kv_heap (id INTEGER PRIMARY KEY, v BLOB NOT NULL);")
 }
 
+/// The first `len` bytes of heap row `id` and the whole value's length,
+/// read through an incremental blob handle (only the pages of the prefix),
+/// inside the connection's open read transaction.
+pub fn read_prefix(conn: &Connection, id: i64, len: usize) -> rusqlite::Result<(Vec<u8>, usize)> {
+    let blob = conn.blob_open(rusqlite::MAIN_DB, "kv_heap", "v", id, true)?;
+    let whole = blob.len();
+    let mut buf = vec![0u8; len.min(whole)];
+    blob.read_at_exact(&mut buf, 0)?;
+    Ok((buf, whole))
+}
+
 /// What a `kv.v` cell holds.
 pub enum Cell {
     Inline(Vec<u8>),

@@ -418,6 +418,23 @@ fn read_one(conn: &Connection, key: &[u8]) -> Result<Option<Vec<u8>>> {
     cell.map(|c| c.resolve(conn)).transpose().map_err(sql_err)
 }
 
+/// [`read_one`] of the first `len` bytes: a value in the heap is read
+/// through an incremental blob handle, which touches only the pages that
+/// hold those bytes (a 10 KB body's header is in its first page).
+fn read_prefix(conn: &Connection, key: &[u8], len: usize) -> Result<Option<(Vec<u8>, usize)>> {
+    let mut stmt = conn.prepare_cached(POINT_READ).map_err(sql_err)?;
+    let cell = stmt
+        .query_row(params![key], |r| heap::Cell::from_sql(r.get_ref(0)?))
+        .optional()
+        .map_err(sql_err)?;
+    drop(stmt);
+    match cell {
+        None => Ok(None),
+        Some(heap::Cell::Inline(v)) => Ok(Some(super::cut(v, len))),
+        Some(heap::Cell::Heap(id)) => heap::read_prefix(conn, id, len).map(Some).map_err(sql_err),
+    }
+}
+
 fn read_range(conn: &Connection, begin: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
     // No `LIMIT ?`: SQLite re-prepares a statement whose LIMIT is a bound
     // parameter at every execution (the value may change the plan), ~6 % of
@@ -453,6 +470,24 @@ impl BackendTransaction for SqliteTxn {
         self.shared.ensure_snapshot(st)?;
         let snap = st.snapshot.as_ref().expect("snapshot pinned");
         let value = st.buffer.get(key, |k| read_one(&snap.conn, k))?;
+        if !snapshot {
+            st.reads.push((key.to_vec(), key_after(key)));
+        }
+        Ok(value)
+    }
+
+    async fn get_prefix(&self, key: &[u8], len: usize, snapshot: bool) -> Result<Option<(Vec<u8>, usize)>> {
+        let mut guard = self.state.lock().expect("txn state poisoned");
+        let st = &mut *guard;
+        self.shared.ensure_snapshot(st)?;
+        let snap = st.snapshot.as_ref().expect("snapshot pinned");
+        let value = if st.buffer.touches(key) {
+            st.buffer
+                .get(key, |k| read_one(&snap.conn, k))?
+                .map(|v| super::cut(v, len))
+        } else {
+            read_prefix(&snap.conn, key, len)?
+        };
         if !snapshot {
             st.reads.push((key.to_vec(), key_after(key)));
         }
