@@ -41,6 +41,6 @@ log "actors, mesh, node: compactor, leases and fencing; SMTP, IMAP, POP3, Manage
 cargo test -p meshmail-actors -p meshmail-mesh -p meshmail-node --features meshmail-node/fdb \
     --test compactor --test leases \
     --test smtp --test imap --test pop3 --test managesieve --test jmap --test jmap_sieve --test jmap_mesh --test jmap_email_ids --test jmap_rfc8621 --test outbound \
-    --test quarantine --test crash --test mesh --test big_mailbox \
+    --test quarantine --test crash --test mesh --test big_mailbox --test imap_dovecot \
     --test imap_state --test ops --test vacation --test sieve --test account_delete --test export_import --test migrate --test backup --test fdb_limits --test up_fdb --test fdb_outage --test commit_unknown --test rolling_upgrade \
     --no-fail-fast -- --skip a_commit_times_its_wal_write_and_fsync_apart

@@ -140,6 +140,14 @@ const ENVELOPE: SummaryRead<(MessageMeta, Envelope)> = SummaryRead {
     },
 };
 
+const HEADER_LEN: SummaryRead<(MessageMeta, u64)> = SummaryRead {
+    split: |meta, raw| Ok((meta, summary_codec::decode_header_len(raw)?)),
+    whole: |m| {
+        let (meta, summary): (MessageMeta, Summary) = m.into_parts();
+        (meta, summary.header_len)
+    },
+};
+
 /// Messages from decoded rows (in UID order), through `read`: the
 /// summaries of split rows are read as one range over the UIDs they span
 /// when dense, else one by one.
@@ -267,6 +275,20 @@ pub async fn get_envelopes_many(
 ) -> Result<Vec<(MessageMeta, Envelope)>> {
     let rows = decoded_rows(txn, account, mailbox, uids).await?;
     with_summaries(txn, account, mailbox, rows, &ENVELOPE).await
+}
+
+/// The hot parts of the messages `uids` that exist, in UID order, each
+/// with the length of its header section (nothing else of the summary
+/// decoded): what a FETCH of `BODY.PEEK[HEADER]` and the like needs to
+/// read each body's header alone. At most [`RANGE_KEYS_MAX`] UIDs.
+pub async fn get_header_lens_many(
+    txn: &Txn,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<(MessageMeta, u64)>> {
+    let rows = decoded_rows(txn, account, mailbox, uids).await?;
+    with_summaries(txn, account, mailbox, rows, &HEADER_LEN).await
 }
 
 async fn decoded_rows(txn: &Txn, account: AccountId, mailbox: MailboxId, uids: &[Uid]) -> Result<Vec<StoredRow>> {

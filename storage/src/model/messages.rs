@@ -12,8 +12,8 @@ use super::mailboxes::{self, Counts};
 use super::message_codec::{self, StoredRow};
 use super::message_reads::raw_rows;
 pub use super::message_reads::{
-    RANGE_KEYS_MAX, get, get_envelopes_many, get_many, get_meta, get_meta_many, list, list_between, list_meta,
-    unseen_uids,
+    RANGE_KEYS_MAX, get, get_envelopes_many, get_header_lens_many, get_many, get_meta, get_meta_many, list,
+    list_between, list_meta, unseen_uids,
 };
 use super::placement;
 pub use super::placement::{find, find_meta};

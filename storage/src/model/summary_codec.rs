@@ -107,6 +107,19 @@ pub fn decode_envelope(raw: &[u8]) -> Result<Envelope> {
     }
 }
 
+/// Where the header section of a stored summary's message ends (any
+/// version; version 2 skips the envelope by its length prefix and decodes
+/// nothing else): what a FETCH of header sections alone needs.
+pub fn decode_header_len(raw: &[u8]) -> Result<u64> {
+    match raw.first() {
+        Some(&SUMMARY_VERSION_2) => {
+            let mut r = Reader::new(raw, 1);
+            r.header_len().map_err(|d| corrupt(&d.to_string()))
+        }
+        _ => decode(raw).map(|s| s.header_len),
+    }
+}
+
 /// The two JSON texts of a version-1 summary (after its version byte).
 fn v1_texts(raw: &[u8]) -> Result<(&[u8], &[u8])> {
     let mut r = Reader::new(raw, 1);
@@ -392,6 +405,15 @@ impl Reader<'_> {
             structure: self.part(0)?,
             envelope,
         })
+    }
+
+    /// The fields of [`Reader::summary`] up to `header_len`, the envelope
+    /// skipped.
+    fn header_len(&mut self) -> Decoded<u64> {
+        self.bytes()?;
+        self.byte()?;
+        self.varint()?;
+        self.varint()
     }
 
     fn envelope_prefixed(&mut self) -> Decoded<Envelope> {

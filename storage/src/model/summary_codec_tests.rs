@@ -183,12 +183,13 @@ fn check_on_a_big_stack<S: Strategy + 'static>(strategy: fn() -> S, test: fn(S::
 }
 
 #[test]
-fn version_2_round_trips_and_reads_the_envelope_alone() {
+fn version_2_round_trips_and_reads_the_envelope_or_header_length_alone() {
     check_on_a_big_stack(summary, |s| {
         let raw = encode(&s);
         prop_assert_eq!(raw[0], SUMMARY_VERSION_2);
         prop_assert_eq!(&decode(&raw).unwrap(), &s);
         prop_assert_eq!(&decode_envelope(&raw).unwrap(), &s.envelope);
+        prop_assert_eq!(decode_header_len(&raw).unwrap(), s.header_len);
         Ok(())
     });
 }
@@ -200,6 +201,7 @@ fn version_1_reads_as_it_did() {
         prop_assert_eq!(v1[0], SUMMARY_VERSION_1);
         prop_assert_eq!(&decode(&v1).unwrap(), &s);
         prop_assert_eq!(&decode_envelope(&v1).unwrap(), &s.envelope);
+        prop_assert_eq!(decode_header_len(&v1).unwrap(), s.header_len);
         Ok(())
     });
 }

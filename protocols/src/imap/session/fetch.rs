@@ -29,8 +29,20 @@ fn summary_need(a: &FetchAttr) -> SummaryNeed {
         | FetchAttr::EmailId
         | FetchAttr::ThreadId
         | FetchAttr::Rfc822 => SummaryNeed::Nothing,
+        a if header_only(a) => SummaryNeed::HeaderLen,
         FetchAttr::Envelope => SummaryNeed::Envelope,
         _ => SummaryNeed::Whole,
+    }
+}
+
+/// What the items of a FETCH read of the summary together. An envelope
+/// read decodes no `header_len`, so with a header section it is whole.
+fn summary_need_of(attrs: &[FetchAttr]) -> SummaryNeed {
+    let need = attrs.iter().map(summary_need).max().unwrap_or(SummaryNeed::Nothing);
+    if need == SummaryNeed::Envelope && attrs.iter().any(header_only) {
+        SummaryNeed::Whole
+    } else {
+        need
     }
 }
 
@@ -241,7 +253,7 @@ pub(super) async fn fetch(st: &mut State, sel: &mut Selected, conn: &mut Conn, t
     let raw = raw_need(&cmd.attrs);
     // Summaries only for the items that show them: `FETCH 1:* (UID FLAGS)`
     // reads hot rows alone, `ENVELOPE` no body structure.
-    let need = cmd.attrs.iter().map(summary_need).max().unwrap_or(SummaryNeed::Nothing);
+    let need = summary_need_of(&cmd.attrs);
     // The first FETCH that uses MODSEQ makes the session CONDSTORE-aware
     // (RFC 7162 §3.1): the client learns the HIGHESTMODSEQ in an untagged
     // OK before the first MODSEQ it sees (§3.1.2.1), as from SELECT.

@@ -9,7 +9,7 @@ use meshmail_storage::ids::Uid;
 use meshmail_storage::model::messages::{self, ChangeKind, FlagOp, MessageMeta};
 
 use super::commands::{find, refused, write};
-use super::view::{Selected, load_envelopes, load_meta, load_rows};
+use super::view::{Selected, load_envelopes, load_header_lens, load_meta, load_rows};
 use super::{State, Transition};
 use crate::imap::wire::response::{self, FetchResponse, Status};
 use crate::imap::wire::sequence::{IdSet, SequenceSet};
@@ -161,6 +161,9 @@ pub(super) fn resolve(st: &State, sel: &Selected, set: &SequenceSet, uid: bool) 
 pub(super) enum SummaryNeed {
     /// Hot rows alone (`FETCH (UID FLAGS)`, SEARCH UNSEEN).
     Nothing,
+    /// Where the header section ends, nothing else decoded (`FETCH
+    /// BODY.PEEK[HEADER]` and the other header sections).
+    HeaderLen,
     /// The envelope, its body structure not decoded (FETCH ENVELOPE,
     /// SEARCH FROM/SUBJECT, SORT, THREAD).
     Envelope,
@@ -173,7 +176,7 @@ pub(super) enum SummaryNeed {
 pub(super) fn rows_per_read(need: SummaryNeed) -> usize {
     match need {
         SummaryNeed::Nothing => META_ROWS_PER_READ,
-        SummaryNeed::Envelope => ENVELOPE_ROWS_PER_READ,
+        SummaryNeed::HeaderLen | SummaryNeed::Envelope => ENVELOPE_ROWS_PER_READ,
         SummaryNeed::Whole => ROWS_PER_READ,
     }
 }
@@ -192,6 +195,18 @@ pub(super) async fn load_for(
         SummaryNeed::Nothing => {
             let rows = load_meta(db, account, mailbox, uids).await.ok()?;
             rows.into_iter().map(|m| (m, None)).collect()
+        }
+        SummaryNeed::HeaderLen => {
+            let rows = load_header_lens(db, account, mailbox, uids).await.ok()?;
+            rows.into_iter()
+                .map(|(m, header_len)| {
+                    let s = Summary {
+                        header_len,
+                        ..Summary::default()
+                    };
+                    (m, Some(s))
+                })
+                .collect()
         }
         SummaryNeed::Envelope => {
             let rows = load_envelopes(db, account, mailbox, uids).await.ok()?;

@@ -332,6 +332,22 @@ pub async fn load_envelopes(
     .await
 }
 
+/// The hot parts and header section lengths (nothing else of the summary
+/// decoded) of some UIDs, in UID order.
+pub async fn load_header_lens(
+    db: &Database,
+    account: AccountId,
+    mailbox: MailboxId,
+    uids: &[Uid],
+) -> Result<Vec<(messages::MessageMeta, u64)>, StorageError> {
+    let uids = uids.to_vec();
+    db.read("imap_header_lens", move |txn| {
+        let uids = uids.clone();
+        async move { messages::get_header_lens_many(&txn, account, mailbox, &uids).await }
+    })
+    .await
+}
+
 /// The hot parts (flags, MODSEQ, size, dates; no summary) of some UIDs,
 /// missing ones skipped, in UID order, in one snapshot.
 pub async fn load_meta(
