@@ -21,6 +21,8 @@ mod config;
 mod config_auth;
 mod config_compactor;
 mod config_managesieve;
+mod config_mesh;
+mod config_outbound;
 mod config_pop3;
 mod config_publish;
 mod config_upgrade;
