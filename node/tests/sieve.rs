@@ -247,3 +247,35 @@ fn mailbox_tests_see_folders_created_between_deliveries() {
     assert_eq!(mailbox(imap, ALICE, "Projects").0, 1, "both folders exist now");
     assert_eq!(mailbox(imap, ALICE, "INBOX").0, 2);
 }
+
+/// An account with no active script costs its deliveries no Sieve read:
+/// RCPT learned it (and its cache keeps it until the directory changes),
+/// so delivery neither reads the active record nor runs anything. Once a
+/// script is activated, the next delivery through the node runs it.
+#[test]
+fn accounts_without_a_script_cost_no_sieve_read() {
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), ALICE, PW);
+    setup_account(dir.path(), BOB, PW);
+    let node = Node::start(dir.path(), &["--allow-plaintext-auth-on-loopback"], &[]);
+    let (smtp, imap) = (node.addr("smtp"), node.addr("imap"));
+    for i in 0..3 {
+        assert_eq!(smtp_send(smtp, BOB, ALICE, &mail(&format!("plain {i}"))).0, 250);
+    }
+    assert_eq!(mailbox(imap, ALICE, "INBOX").0, 3);
+    let metrics = common::http_get(node.addr("http"), "/metrics");
+    let reads = common::metric_in(&metrics, "meshmail_kv_txn_seconds_count{op=\"sieve_active\"}");
+    assert_eq!(reads, 0.0, "deliveries read the active script's record");
+
+    let out = put(dir.path(), "sorting", SORTING, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The admin command is another process: this node sees the change
+    // when its RCPT cache next reads the directory version (250 ms).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut subject = 0;
+    while mailbox(imap, ALICE, "Reports").0 == 0 {
+        assert!(std::time::Instant::now() < deadline, "the activated script never ran");
+        subject += 1;
+        assert_eq!(smtp_send(smtp, BOB, ALICE, &mail(&format!("report {subject}"))).0, 250);
+    }
+}

@@ -43,7 +43,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meshmail_actors::node::NodeCtx;
-use meshmail_storage::ids::AccountId;
 
 use crate::envelope::{DsnRet, Mailbox, RcptDsn};
 
@@ -56,7 +55,9 @@ pub mod srs;
 pub mod store;
 pub mod vacation;
 
-pub use recipient::{RcptCheck, RcptOutcome, check_recipient, is_local_domain, resolve_recipient, sender_allowed};
+pub use recipient::{
+    LearnedAtRcpt, RcptCheck, RcptOutcome, check_recipient, is_local_domain, resolve_recipient, sender_allowed,
+};
 pub use store::{accept_message, queue_remote, tls_required_no};
 
 /// One final recipient of a message: the router's targets are exactly what
@@ -150,10 +151,11 @@ pub struct Accepted {
     /// MAIL's and RCPT's parameters that outbound delivery honours
     /// (`Default` when there are none: JMAP submission, tests).
     pub envelope: EnvelopeParams,
-    /// Local accounts known to have no vacation response on (read at RCPT,
-    /// [`RcptCheck`](recipient::RcptCheck)): no vacation lookup after their delivery. Others
-    /// (empty: JMAP submission, vacation replies) are looked up.
-    pub vacation_off: Vec<AccountId>,
+    /// What RCPT learned of the local targets ([`LearnedAtRcpt`]): no
+    /// vacation lookup after delivery for accounts with none on, no Sieve
+    /// run for accounts with no active script. Empty (JMAP submission,
+    /// vacation replies): each is looked up.
+    pub learned: LearnedAtRcpt,
 }
 
 /// What the outbound queue keeps of the envelope besides the addresses:

@@ -8,7 +8,10 @@
 //! entry goes. An entry is kept only if it was read at the version the
 //! cache holds, so a lookup that raced a change never stores the old
 //! answer under the new version. A change made on another node or by an
-//! admin command is seen within [`VALIDATE_EVERY`] (plus one read).
+//! admin command is seen within [`VALIDATE_EVERY`] (plus one read); one
+//! made by this process (ManageSieve, JMAP) calls [`local_change`], and the
+//! next RCPT reads the version again: a script activated over ManageSieve
+//! filters the very next delivery through the same node.
 //!
 //! Not cached:
 //! - refusals (unknown, relay denied, misconfigured): an address added a
@@ -24,12 +27,13 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::directory;
 use meshmail_storage::{Database, StorageError};
 
+use super::recipient::LearnedAtRcpt;
 use super::routing::Route;
 
 /// How long the cache trusts the directory version it last read.
@@ -38,11 +42,21 @@ pub const VALIDATE_EVERY: Duration = Duration::from_millis(250);
 /// that changes without the store: the clock, a bug).
 const ENTRY_MAX_AGE: Duration = Duration::from_secs(60);
 
+/// Directory changes committed by this process, counted: a cache that
+/// confirmed its version before the last one is not fresh.
+static LOCAL_CHANGES: AtomicU64 = AtomicU64::new(0);
+
+/// Records that this process has just committed a change to the directory
+/// (after the commit: the version read that follows must see it).
+pub fn local_change() {
+    LOCAL_CHANGES.fetch_add(1, Ordering::SeqCst);
+}
+
 /// What RCPT reads for one address, when it may be kept.
 #[derive(Debug, Clone)]
 pub struct Cached {
     pub route: Route,
-    pub vacation_off: Vec<AccountId>,
+    pub learned: LearnedAtRcpt,
 }
 
 struct Entry {
@@ -56,12 +70,15 @@ struct State {
     version: Option<i64>,
     /// When the read that confirmed `version` began.
     confirmed: Option<Instant>,
+    /// [`LOCAL_CHANGES`] when that read began.
+    local_changes: u64,
     entries: HashMap<String, Entry>,
 }
 
 impl State {
     fn fresh(&self) -> bool {
         self.confirmed.is_some_and(|t| t.elapsed() < VALIDATE_EVERY)
+            && self.local_changes == LOCAL_CHANGES.load(Ordering::SeqCst)
     }
 }
 
@@ -99,6 +116,7 @@ impl RcptCache {
             return Ok(());
         }
         let began = Instant::now();
+        let local_changes = LOCAL_CHANGES.load(Ordering::SeqCst);
         let version = db
             .read("smtp_rcpt_cache", |txn| async move { directory::version(&txn).await })
             .await?;
@@ -111,6 +129,7 @@ impl RcptCache {
             state.version = Some(version);
         }
         state.confirmed = Some(began);
+        state.local_changes = local_changes;
         metrics::gauge!("meshmail_smtp_rcpt_cache_entries").set(state.entries.len() as f64);
         Ok(())
     }
@@ -158,7 +177,7 @@ mod tests {
     fn route() -> Cached {
         Cached {
             route: Route::Unknown,
-            vacation_off: Vec::new(),
+            learned: LearnedAtRcpt::default(),
         }
     }
 
@@ -166,6 +185,7 @@ mod tests {
         let mut s = cache.state();
         s.version = Some(version);
         s.confirmed = Some(Instant::now());
+        s.local_changes = LOCAL_CHANGES.load(Ordering::SeqCst);
     }
 
     #[test]
@@ -185,6 +205,16 @@ mod tests {
         cache.put("a@x", 1, route());
         cache.state().confirmed = Some(Instant::now() - VALIDATE_EVERY);
         assert!(cache.get("a@x").is_none(), "answered without a recent version");
+    }
+
+    #[test]
+    fn a_change_made_by_this_process_ends_freshness_at_once() {
+        let cache = RcptCache::new(10);
+        confirmed_at(&cache, 1);
+        cache.put("a@x", 1, route());
+        assert!(cache.get("a@x").is_some());
+        local_change();
+        assert!(cache.get("a@x").is_none(), "answered past a local change");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use meshmail_actors::node::NodeCtx;
 use meshmail_storage::ids::AccountId;
-use meshmail_storage::model::{directory, domains, jmap, quota};
+use meshmail_storage::model::{directory, domains, jmap, quota, sieve};
 use meshmail_storage::{StorageError, Txn};
 
 use super::Recipient;
@@ -65,8 +65,9 @@ pub async fn resolve_recipient(
 /// What an SMTP session's RCPT learns from the store, in one read
 /// transaction: where the address goes, whether every target is a local
 /// account already at its quota, and which local accounts have no vacation
-/// response on (delivery then skips the vacation lookup for them). Three
-/// reads of the store per recipient were three snapshots; one is enough.
+/// response on or no active Sieve script (delivery then skips those
+/// lookups, [`LearnedAtRcpt`]). Separate reads of the store per recipient
+/// were as many snapshots; one is enough.
 #[derive(Debug)]
 pub struct RcptCheck {
     pub outcome: RcptOutcome,
@@ -74,8 +75,42 @@ pub struct RcptCheck {
     /// reached): refused at RCPT with 552 5.2.2. A message that would only
     /// exceed the quota is refused at DATA by the delivery.
     pub all_over_quota: bool,
-    /// Local targets whose vacation response was disabled at RCPT.
+    /// What RCPT learned of the local targets for delivery.
+    pub learned: LearnedAtRcpt,
+}
+
+/// What RCPT learned of its local targets that delivery would otherwise
+/// read again, per message: accounts with no vacation response on and
+/// accounts with no active Sieve script. Empty (nothing learned: JMAP
+/// submission, vacation replies, redirects) makes delivery read each for
+/// itself. A plain delivery read the active script's record once per
+/// message, ~5 % of `bench smtp`'s rate and 10 % of its CPU per message
+/// (the A/B in `soak/reports/ab-restructuring-2026-12-07.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LearnedAtRcpt {
     pub vacation_off: Vec<AccountId>,
+    pub sieve_off: Vec<AccountId>,
+}
+
+impl LearnedAtRcpt {
+    pub fn extend(&mut self, other: LearnedAtRcpt) {
+        self.vacation_off.extend(other.vacation_off);
+        self.sieve_off.extend(other.sieve_off);
+    }
+
+    /// Reads what there is to learn of `accounts` in `txn`.
+    async fn read(txn: &Txn, accounts: &[AccountId]) -> Result<LearnedAtRcpt, StorageError> {
+        let mut learned = LearnedAtRcpt::default();
+        for &a in accounts {
+            if !jmap::get_vacation(txn, a).await?.is_enabled {
+                learned.vacation_off.push(a);
+            }
+            if sieve::active_ref(txn, a).await?.is_none() {
+                learned.sieve_off.push(a);
+            }
+        }
+        Ok(learned)
+    }
 }
 
 /// [`resolve_recipient`], the quota check and the vacation flags of the
@@ -96,20 +131,20 @@ pub async fn check_recipient(
             return Ok(RcptCheck {
                 outcome: outcome_of(hit.route, mailbox, submission),
                 all_over_quota: false,
-                vacation_off: hit.vacation_off,
+                learned: hit.learned,
             });
         }
     }
     let cfg = routing.clone();
     let read_address = address.clone();
-    let (route, quota, vacation_off, version) = ctx
+    let (route, quota, learned, version) = ctx
         .db
         .read("smtp_rcpt", move |txn| {
             let (address, cfg) = (read_address.clone(), cfg.clone());
             async move {
                 let route = routing::route(&txn, &address, &cfg).await?;
                 let Route::Targets { targets, .. } = &route else {
-                    return Ok((route, QuotaState::Unlimited, Vec::new(), None));
+                    return Ok((route, QuotaState::Unlimited, LearnedAtRcpt::default(), None));
                 };
                 let locals: Vec<AccountId> = targets
                     .iter()
@@ -118,12 +153,7 @@ pub async fn check_recipient(
                         Recipient::Remote { .. } => None,
                     })
                     .collect();
-                let mut vacation_off = Vec::new();
-                for &a in &locals {
-                    if !jmap::get_vacation(&txn, a).await?.is_enabled {
-                        vacation_off.push(a);
-                    }
-                }
+                let learned = LearnedAtRcpt::read(&txn, &locals).await?;
                 let all_local = locals.len() == targets.len();
                 let quota = quota_state(&txn, &locals, all_local).await?;
                 // Read in this snapshot, so the answer is known to hold
@@ -133,21 +163,21 @@ pub async fn check_recipient(
                 } else {
                     None
                 };
-                Ok::<_, StorageError>((route, quota, vacation_off, version))
+                Ok::<_, StorageError>((route, quota, learned, version))
             }
         })
         .await?;
     if let (Some(cache), Some(version)) = (cache, version) {
         let cached = Cached {
             route: route.clone(),
-            vacation_off: vacation_off.clone(),
+            learned: learned.clone(),
         };
         cache.put(&address, version, cached);
     }
     Ok(RcptCheck {
         outcome: outcome_of(route, mailbox, submission),
         all_over_quota: quota == QuotaState::AllFull,
-        vacation_off,
+        learned,
     })
 }
 

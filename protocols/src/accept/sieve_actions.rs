@@ -231,7 +231,7 @@ async fn redirect(
         auth_results: None,
         junk: false,
         envelope: Default::default(),
-        vacation_off: Vec::new(),
+        learned: Default::default(),
     };
     // Boxed: acceptance calls this, which calls acceptance again (one
     // level per redirect; the loop header ends a cycle).

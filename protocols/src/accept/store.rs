@@ -94,7 +94,7 @@ pub async fn accept_message(acceptor: Acceptor<'_>, m: Accepted, body: Vec<u8>) 
         if outcome.is_stored()
             && !m.junk
             && let Recipient::Local { account, address } = rcpt
-            && !m.vacation_off.contains(account)
+            && !m.learned.vacation_off.contains(account)
         {
             super::vacation::after_delivery(acceptor, *account, address, &sender, &raw).await;
         }
@@ -117,6 +117,7 @@ async fn deliver_one(
 ) -> Outcome {
     if let Recipient::Local { account, address } = rcpt
         && !m.junk
+        && !m.learned.sieve_off.contains(account)
     {
         // The script's store reads are bounded by the delivery's own
         // deadline: with the store down they would otherwise wait out the

@@ -152,7 +152,7 @@ async fn send(acceptor: Acceptor<'_>, recipients: Vec<super::Recipient>, reply: 
         auth_results: None,
         junk: false,
         envelope: Default::default(),
-        vacation_off: Vec::new(),
+        learned: Default::default(),
     };
     // The reply's own delivery has a null sender, so it never recurses
     // further than this one level.

@@ -107,19 +107,23 @@ pub async fn put(
 
 /// Makes `name` the active script (`None`: none runs).
 pub async fn activate(db: &Database, account: AccountId, name: Option<&str>) -> Result<(), ScriptError> {
-    db.run("sieve_script_activate", |txn| {
-        let name = name.map(str::to_string);
-        async move {
-            if let Some(n) = &name
-                && store::get(&txn, account, n).await?.is_none()
-            {
-                return Ok(Err(ScriptError::NotFound));
+    let done = db
+        .run("sieve_script_activate", |txn| {
+            let name = name.map(str::to_string);
+            async move {
+                if let Some(n) = &name
+                    && store::get(&txn, account, n).await?.is_none()
+                {
+                    return Ok(Err(ScriptError::NotFound));
+                }
+                store::activate(&txn, account, name.as_deref()).await?;
+                Ok::<_, StorageError>(Ok(()))
             }
-            store::activate(&txn, account, name.as_deref()).await?;
-            Ok::<_, StorageError>(Ok(()))
-        }
-    })
-    .await?
+        })
+        .await?;
+    // RCPT caches whether the account has an active script.
+    crate::accept::rcpt_cache::local_change();
+    done
 }
 
 /// Deletes a script that is not the active one.

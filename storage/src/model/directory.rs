@@ -1,7 +1,8 @@
 //! The directory's version: one counter that every change to what an SMTP
 //! RCPT reads raises (accounts, aliases, domains, quota limits, vacation
-//! responses), so a node that caches RCPT answers can tell with one read
-//! that they still hold (`protocols::accept::rcpt_cache`).
+//! responses, which Sieve script is active), so a node that caches RCPT
+//! answers can tell with one read that they still hold
+//! (`protocols::accept::rcpt_cache`).
 //!
 //! An atomic add: changes never conflict on it, and they are rare (admin
 //! commands, JMAP VacationResponse/set), so it is no hot key on

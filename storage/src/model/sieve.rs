@@ -129,6 +129,9 @@ pub async fn list(txn: &Txn, account: AccountId) -> Result<Vec<StoredScript>> {
 
 /// Makes `name` the active script (`None`: no script runs).
 pub async fn activate(txn: &Txn, account: AccountId, name: Option<&str>) -> Result<()> {
+    // Whether an account has an active script is what RCPT learns and its
+    // cache keeps (`accept::recipient`): the directory changes with it.
+    super::directory::changed(txn)?;
     let key = keyspace::sieve_active(account);
     match name {
         None => txn.clear(&key),

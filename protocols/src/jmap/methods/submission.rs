@@ -445,7 +445,7 @@ async fn submit_one(call: &Call<'_>, c: &SubmissionCreate) -> Result<Submission,
         auth_results: None,
         junk: false,
         envelope: Default::default(),
-        vacation_off: Vec::new(),
+        learned: Default::default(),
     };
     let started = std::time::Instant::now();
     let outcomes = accept_message(call.shared.smtp.acceptor(), accepted, strip_bcc(&email.raw)).await;

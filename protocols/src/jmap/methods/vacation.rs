@@ -160,6 +160,8 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
                 async move { jmap::put_vacation(&txn, account, &rec) }
             })
             .await?;
+        // RCPT caches whether the account's vacation response is on.
+        crate::accept::rcpt_cache::local_change();
         resp.updated.insert(id, None);
     }
     resp.new_state = v.version.to_string();

@@ -21,7 +21,6 @@ use async_trait::async_trait;
 use meshmail_actors::auth::Authenticator;
 use meshmail_actors::node::NodeCtx;
 use meshmail_actors::session::{Ended, Session};
-use meshmail_storage::ids::AccountId;
 use meshmail_storage::model::accounts::Account;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -40,8 +39,8 @@ use super::wire::command::{
 use super::wire::data::{BdatReader, DataDecoder, DataError, DataLimits};
 use super::wire::reply::Reply;
 use crate::accept::{
-    Accepted, Acceptor, EnvelopeParams, RcptCheck, RcptOutcome, Recipient, accept_message, check_recipient,
-    sender_allowed,
+    Accepted, Acceptor, EnvelopeParams, LearnedAtRcpt, RcptCheck, RcptOutcome, Recipient, accept_message,
+    check_recipient, sender_allowed,
 };
 use crate::envelope::Mailbox;
 use crate::net::{Conn, ConnError, Line, Stream};
@@ -179,8 +178,8 @@ struct MailTxn {
     /// LMTP: how many of `recipients` each accepted RCPT stands for (an
     /// alias may stand for several), so each RCPT gets its one reply.
     rcpt_groups: Vec<usize>,
-    /// Local accounts whose vacation response was off at RCPT.
-    vacation_off: Vec<AccountId>,
+    /// What RCPT learned of the local targets.
+    learned: LearnedAtRcpt,
     bdat: Option<BdatReader>,
     /// A BDAT transaction that already failed: chunks are read and dropped.
     bdat_failed: Option<Reply>,
@@ -414,7 +413,7 @@ impl State {
             envelope,
             recipients: Vec::new(),
             rcpt_groups: Vec::new(),
-            vacation_off: Vec::new(),
+            learned: LearnedAtRcpt::default(),
             bdat: None,
             bdat_failed: None,
         });
@@ -445,13 +444,13 @@ impl State {
             return self.reply(conn, Reply::utf8_address_without_smtputf8());
         }
         let checked = self.recipient_check(&mailbox).await;
-        let reply = match checked.map(|c| (c.outcome, c.all_over_quota, c.vacation_off)) {
+        let reply = match checked.map(|c| (c.outcome, c.all_over_quota, c.learned)) {
             Ok((RcptOutcome::Accept(_), true, _)) => {
                 metrics::counter!("meshmail_smtp_rcpt_over_quota_total").increment(1);
                 Reply::over_quota()
             }
-            Ok((RcptOutcome::Accept(found), false, vacation_off)) => {
-                self.add_recipients(found, vacation_off, &dsn);
+            Ok((RcptOutcome::Accept(found), false, learned)) => {
+                self.add_recipients(found, learned, &dsn);
                 Reply::recipient_ok()
             }
             Ok((RcptOutcome::Unknown, ..)) => Reply::unknown_user(),
@@ -492,10 +491,10 @@ impl State {
 
     /// Adds an accepted RCPT's targets to the transaction, each with the
     /// RCPT's DSN parameters.
-    fn add_recipients(&mut self, found: Vec<Recipient>, vacation_off: Vec<AccountId>, dsn: &RcptDsn) {
+    fn add_recipients(&mut self, found: Vec<Recipient>, learned: LearnedAtRcpt, dsn: &RcptDsn) {
         let lmtp = self.shared.mode == Mode::Lmtp;
         let txn = self.txn.as_mut().expect("checked");
-        txn.vacation_off.extend(vacation_off);
+        txn.learned.extend(learned);
         if lmtp {
             // One reply per RCPT after the data: keep each RCPT's own.
             txn.rcpt_groups.push(found.len());
@@ -666,7 +665,7 @@ impl State {
             auth_results,
             junk,
             envelope: txn.envelope,
-            vacation_off: txn.vacation_off,
+            learned: txn.learned,
         };
         let outcomes = accept_message(self.shared.acceptor(), accepted, raw).await;
         metrics::histogram!("meshmail_smtp_accept_seconds", "listener" => self.label())
