@@ -409,26 +409,23 @@ const RANGE_READ: &str = "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY 
 const RANGE_READ_REVERSE: &str = "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC";
 
 fn read_one(conn: &Connection, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let mut stmt = conn.prepare_cached(POINT_READ).map_err(sql_err)?;
-    let cell = stmt
-        .query_row(params![key], |r| heap::Cell::from_sql(r.get_ref(0)?))
-        .optional()
-        .map_err(sql_err)?;
-    drop(stmt);
+    let cell = read_cell(conn, key)?;
     cell.map(|c| c.resolve(conn)).transpose().map_err(sql_err)
+}
+
+/// The `kv` cell of `key`: the value, or where it lives in the heap.
+fn read_cell(conn: &Connection, key: &[u8]) -> Result<Option<heap::Cell>> {
+    let mut stmt = conn.prepare_cached(POINT_READ).map_err(sql_err)?;
+    stmt.query_row(params![key], |r| heap::Cell::from_sql(r.get_ref(0)?))
+        .optional()
+        .map_err(sql_err)
 }
 
 /// [`read_one`] of the first `len` bytes: a value in the heap is read
 /// through an incremental blob handle, which touches only the pages that
 /// hold those bytes (a 10 KB body's header is in its first page).
 fn read_prefix(conn: &Connection, key: &[u8], len: usize) -> Result<Option<(Vec<u8>, usize)>> {
-    let mut stmt = conn.prepare_cached(POINT_READ).map_err(sql_err)?;
-    let cell = stmt
-        .query_row(params![key], |r| heap::Cell::from_sql(r.get_ref(0)?))
-        .optional()
-        .map_err(sql_err)?;
-    drop(stmt);
-    match cell {
+    match read_cell(conn, key)? {
         None => Ok(None),
         Some(heap::Cell::Inline(v)) => Ok(Some(super::cut(v, len))),
         Some(heap::Cell::Heap(id)) => heap::read_prefix(conn, id, len).map(Some).map_err(sql_err),
