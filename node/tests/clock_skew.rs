@@ -21,17 +21,7 @@ const SHARDS: u64 = 1024;
 const JUMP_S: u64 = 3600;
 
 fn start(dir: &Path, name: &str, seeds: &str) -> Node {
-    let mut args = vec![
-        "--node-name",
-        name,
-        "--mesh",
-        "127.0.0.1:0",
-        "--allow-plaintext-auth-on-loopback",
-    ];
-    if !seeds.is_empty() {
-        args.extend(["--seeds", seeds]);
-    }
-    Node::start(dir, &args, &[("MESHMAIL_FAULT_HOOKS", "1")])
+    common::start_mesh_node(dir, name, seeds, &[("MESHMAIL_FAULT_HOOKS", "1")])
 }
 
 /// (owner, epoch) of `shard` in `node`'s last lease scan.

@@ -21,17 +21,7 @@ const PW: &str = "secret";
 const PUSH_LATENCY_MAX: Duration = Duration::from_millis(50);
 
 fn start(dir: &Path, name: &str, seeds: &str) -> Node {
-    let mut args = vec![
-        "--node-name",
-        name,
-        "--mesh",
-        "127.0.0.1:0",
-        "--allow-plaintext-auth-on-loopback",
-    ];
-    if !seeds.is_empty() {
-        args.extend(["--seeds", seeds]);
-    }
-    Node::start(dir, &args, &[])
+    common::start_mesh_node(dir, name, seeds, &[])
 }
 
 fn converged(nodes: &[&Node]) -> bool {

@@ -26,17 +26,7 @@ fn cluster(dir: &Path, names: &[&str]) {
 }
 
 fn start(dir: &Path, name: &str, seeds: &str) -> Node {
-    let mut args = vec![
-        "--node-name",
-        name,
-        "--mesh",
-        "127.0.0.1:0",
-        "--allow-plaintext-auth-on-loopback",
-    ];
-    if !seeds.is_empty() {
-        args.extend(["--seeds", seeds]);
-    }
-    Node::start(dir, &args, &[("MESHMAIL_FAULT_HOOKS", "1")])
+    common::start_mesh_node(dir, name, seeds, &[("MESHMAIL_FAULT_HOOKS", "1")])
 }
 
 /// Three nodes on one store: A alone first, then B and C with A as their

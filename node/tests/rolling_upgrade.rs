@@ -36,22 +36,12 @@ fn old_admin(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
 }
 
 fn start(dir: &Path, name: &str, seeds: &str, old: bool) -> Node {
-    let mut args = vec![
-        "--node-name",
-        name,
-        "--mesh",
-        "127.0.0.1:0",
-        "--allow-plaintext-auth-on-loopback",
-    ];
-    if !seeds.is_empty() {
-        args.extend(["--seeds", seeds]);
-    }
     let env: &[(&str, &str)] = if old {
         &[("MESHMAIL_PIN_STORE_FORMAT", "3")]
     } else {
         &[]
     };
-    Node::start(dir, &args, env)
+    common::start_mesh_node(dir, name, seeds, env)
 }
 
 fn endpoints(n: &Node) -> Endpoints {

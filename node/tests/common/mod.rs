@@ -128,6 +128,23 @@ impl Drop for Node {
 }
 
 /// A domain and an account with a password.
+/// A node of a mesh on `dir`'s store: named `name`, mesh on a port-0 UDP
+/// socket, joining through `seeds` ("NAME@HOST:PORT", empty for the
+/// first), plaintext logins on loopback, with `env` set.
+pub fn start_mesh_node(dir: &Path, name: &str, seeds: &str, env: &[(&str, &str)]) -> Node {
+    let mut args = vec![
+        "--node-name",
+        name,
+        "--mesh",
+        "127.0.0.1:0",
+        "--allow-plaintext-auth-on-loopback",
+    ];
+    if !seeds.is_empty() {
+        args.extend(["--seeds", seeds]);
+    }
+    Node::start(dir, &args, env)
+}
+
 pub fn setup_account(data_dir: &Path, email: &str, password: &str) {
     let domain = email.split('@').nth(1).unwrap();
     let _ = meshmail(data_dir).args(["domain", "add", domain]).output();
