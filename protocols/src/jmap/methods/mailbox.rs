@@ -322,14 +322,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
         },
     )?;
     let total = page.total;
-    let position = clamp_position(args.position.unwrap_or(0), total);
-    let ids: Vec<String> = page
-        .objs
-        .into_iter()
-        .skip(position)
-        .take(args.limit.unwrap_or(usize::MAX))
-        .map(|o| o.id)
-        .collect();
+    let (position, ids) = page.window(args.position, args.limit, |o| o.id);
     reply(
         "Mailbox/query",
         &QueryResponse {
@@ -383,6 +376,20 @@ impl<O> QueryPage<O> {
             total: kept.len(),
             objs: kept,
         })
+    }
+
+    /// The window RFC 8620 §5.5 answers: the position clamped (negative
+    /// counts from the end) and the ids of at most `limit` objects from it.
+    pub fn window(self, position: Option<i64>, limit: Option<usize>, id: impl Fn(O) -> String) -> (usize, Vec<String>) {
+        let position = clamp_position(position.unwrap_or(0), self.total);
+        let ids = self
+            .objs
+            .into_iter()
+            .skip(position)
+            .take(limit.unwrap_or(usize::MAX))
+            .map(id)
+            .collect();
+        (position, ids)
     }
 }
 

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::blob::{self, BlobError};
-use super::mailbox::{Comparator, QueryPage, QueryResponse, clamp_position};
+use super::mailbox::{Comparator, QueryPage, QueryResponse};
 use crate::jmap::dispatch::{
     Call, ChangesArgs, ChangesResponse, GetArgs, GetResponse, Output, check_get_size, parse, reply, select_properties,
 };
@@ -196,14 +196,7 @@ pub async fn query(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Outp
         },
     )?;
     let total = page.total;
-    let position = clamp_position(args.position.unwrap_or(0), total);
-    let ids: Vec<String> = page
-        .objs
-        .into_iter()
-        .skip(position)
-        .take(args.limit.unwrap_or(usize::MAX))
-        .map(|o| o.id)
-        .collect();
+    let (position, ids) = page.window(args.position, args.limit, |o| o.id);
     reply(
         "SieveScript/query",
         &QueryResponse {
