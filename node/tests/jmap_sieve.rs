@@ -421,3 +421,58 @@ async fn a_script_set_on_one_node_runs_on_another() {
         "filed by a script set through another node"
     );
 }
+
+/// Push (RFC 8620 §7.3) carries `SieveScript` state changes: a client
+/// subscribed to that type alone hears of a script created over JMAP and
+/// of one activated over ManageSieve, each within 10 s (in practice at
+/// once: the write publishes a hint on the account).
+#[tokio::test(flavor = "multi_thread")]
+async fn script_changes_are_pushed() {
+    use jmap_client::DataType;
+    use jmap_client::event_source::PushNotification;
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), ALICE, PW);
+    let node = Node::start(
+        dir.path(),
+        &["--allow-plaintext-auth-on-loopback", "--managesieve", "127.0.0.1:0"],
+        &[],
+    );
+    let addr = node.addr("http").to_string();
+    let client = connect(&addr).await;
+    let mut events = client
+        .event_source(Some([DataType::SieveScript]), false, Some(30), None)
+        .await
+        .unwrap();
+    let (tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(PushNotification::StateChange(ch)) if ch.has_type(DataType::SieveScript) => {
+                    let _ = tx.send(());
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    let next_push = async |pushes: &mut tokio::sync::mpsc::UnboundedReceiver<()>, what: &str| {
+        tokio::time::timeout(Duration::from_secs(10), pushes.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no SieveScript push after {what}"))
+            .expect("the stream ended");
+    };
+    // The node answers the EventSource request once the stream has
+    // subscribed: every write from here on is pushed.
+    client.sieve_script_create("pushed", "keep;\n", false).await.unwrap();
+    next_push(&mut pushes, "SieveScript/set create").await;
+    let addr_ms = node.addr("managesieve").to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut ms = Sieve::login(&addr_ms);
+        let out = ms.cmd("SETACTIVE \"pushed\"");
+        assert!(out.last().unwrap().starts_with("OK"), "{out:?}");
+    })
+    .await
+    .unwrap();
+    next_push(&mut pushes, "ManageSieve SETACTIVE").await;
+}

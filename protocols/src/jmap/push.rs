@@ -14,12 +14,13 @@ use serde::Serialize;
 
 use super::methods::email_get::email_state;
 use super::methods::mailbox::state_of;
+use super::methods::sieve::Scripts;
 use super::wire::MethodError;
 use super::wire::ids;
 use super::{JmapShared, store};
 
 /// Data types a client can ask pushes for.
-pub const TYPES: &[&str] = &["Email", "Mailbox", "Thread", "EmailDelivery"];
+pub const TYPES: &[&str] = &["Email", "Mailbox", "Thread", "EmailDelivery", "SieveScript"];
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct StateChange {
@@ -34,11 +35,13 @@ pub type TypeStates = BTreeMap<String, String>;
 pub async fn states(shared: &JmapShared, account: i64) -> Result<TypeStates, MethodError> {
     let mailboxes = store::mailboxes(&shared.ctx, account).await?;
     let email = email_state(&mailboxes);
+    let scripts = Scripts::read_for(&shared.ctx.db, account).await?;
     Ok(BTreeMap::from([
         ("Email".to_string(), email.clone()),
         ("Thread".to_string(), email.clone()),
         ("EmailDelivery".to_string(), email),
         ("Mailbox".to_string(), state_of(&mailboxes)),
+        ("SieveScript".to_string(), scripts.state().encode()),
     ]))
 }
 

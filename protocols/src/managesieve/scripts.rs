@@ -105,6 +105,22 @@ pub async fn put(
     .await?
 }
 
+/// Tells the account's push clients (JMAP EventSource and WebSocket) that
+/// its scripts changed: a hint on the account with no mailbox, as a
+/// mailbox write publishes after its commit. It reaches the streams on
+/// this node and, when this node owns the account, the nodes watching it;
+/// a stream watching through another owner sees the change at its next
+/// wake-up (hints are hints).
+pub fn changed(ctx: &meshmail_actors::node::NodeCtx, account: AccountId) {
+    ctx.publish_hint(meshmail_actors::shard::ChangeHint {
+        account,
+        mailbox: 0,
+        uid: 0,
+        modseq: 0,
+        committed_at: std::time::Instant::now(),
+    });
+}
+
 /// Makes `name` the active script (`None`: none runs).
 pub async fn activate(db: &Database, account: AccountId, name: Option<&str>) -> Result<(), ScriptError> {
     let done = db

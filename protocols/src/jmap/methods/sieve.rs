@@ -24,14 +24,21 @@ use crate::jmap::wire::{MethodError, SetError};
 use crate::managesieve::scripts::{self, ScriptError};
 
 /// The account's scripts and the active one's name, as of one snapshot.
-pub(super) struct Scripts {
+pub(crate) struct Scripts {
     pub list: Vec<StoredScript>,
     pub active: Option<String>,
 }
 
 impl Scripts {
     pub async fn read(call: &Call<'_>) -> Result<Scripts, MethodError> {
-        match scripts::list(&call.shared.ctx.db, call.caller.account).await {
+        Scripts::read_for(&call.shared.ctx.db, call.caller.account).await
+    }
+
+    pub async fn read_for(
+        db: &meshmail_storage::Database,
+        account: meshmail_storage::ids::AccountId,
+    ) -> Result<Scripts, MethodError> {
+        match scripts::list(db, account).await {
             Ok((list, active)) => Ok(Scripts { list, active }),
             Err(e) => Err(MethodError::ServerUnavailable(e.to_string())),
         }

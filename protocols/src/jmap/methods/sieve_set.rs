@@ -107,6 +107,9 @@ pub async fn set(call: &mut Call<'_>, args: Map<String, Value>) -> Result<Output
         .await?;
     }
     resp.new_state = Scripts::read(call).await?.state().encode();
+    if resp.old_state.as_deref() != Some(resp.new_state.as_str()) {
+        scripts::changed(&call.shared.ctx, call.caller.account);
+    }
     reply("SieveScript/set", &resp)
 }
 

@@ -44,6 +44,13 @@ impl ManageSieve {
     /// Runs a script command for the logged-in `account` (`email`).
     pub(super) async fn script_command(&mut self, conn: &mut Conn, account: AccountId, email: &str, cmd: Command) {
         let db = self.shared.ctx.db.clone();
+        let writes = matches!(
+            cmd,
+            Command::PutScript { .. }
+                | Command::SetActive { .. }
+                | Command::DeleteScript { .. }
+                | Command::RenameScript { .. }
+        );
         let done: Result<(), ScriptError> = match cmd {
             Command::HaveSpace { name, size } => {
                 if size > SCRIPT_BYTES_MAX as u64 {
@@ -74,7 +81,12 @@ impl ManageSieve {
             _ => return self.reply(conn, Status::No, None, "Not allowed now."),
         };
         match done {
-            Ok(()) => self.reply(conn, Status::Ok, None, "Done."),
+            Ok(()) => {
+                if writes {
+                    scripts::changed(&self.shared.ctx, account);
+                }
+                self.reply(conn, Status::Ok, None, "Done.")
+            }
             Err(e) => self.refused(conn, &e),
         }
     }
