@@ -198,27 +198,17 @@ pub(super) async fn load_for(
         }
         SummaryNeed::HeaderLen => {
             let rows = load_header_lens(db, account, mailbox, uids).await.ok()?;
-            rows.into_iter()
-                .map(|(m, header_len)| {
-                    let s = Summary {
-                        header_len,
-                        ..Summary::default()
-                    };
-                    (m, Some(s))
-                })
-                .collect()
+            partial(rows, |header_len| Summary {
+                header_len,
+                ..Summary::default()
+            })
         }
         SummaryNeed::Envelope => {
             let rows = load_envelopes(db, account, mailbox, uids).await.ok()?;
-            rows.into_iter()
-                .map(|(m, envelope)| {
-                    let s = Summary {
-                        envelope,
-                        ..Summary::default()
-                    };
-                    (m, Some(s))
-                })
-                .collect()
+            partial(rows, |envelope| Summary {
+                envelope,
+                ..Summary::default()
+            })
         }
         SummaryNeed::Whole => {
             let rows = load_rows(db, account, mailbox, uids).await.ok()?;
@@ -230,6 +220,11 @@ pub(super) async fn load_for(
                 .collect()
         }
     })
+}
+
+/// Rows with a summary holding only what was read of it (`part`).
+fn partial<T>(rows: Vec<(MessageMeta, T)>, part: impl Fn(T) -> Summary) -> Vec<(MessageMeta, Option<Summary>)> {
+    rows.into_iter().map(|(m, t)| (m, Some(part(t)))).collect()
 }
 
 #[allow(clippy::too_many_arguments)] // the COPY/MOVE command's parts, named
