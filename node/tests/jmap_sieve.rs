@@ -55,6 +55,18 @@ fn call(addr: &str, method: &str, args: Value) -> Value {
     r[0][1].clone()
 }
 
+/// A node with Alice's account, JMAP and ManageSieve on loopback.
+fn start_node() -> (tempfile::TempDir, Node) {
+    let dir = tempfile::tempdir().unwrap();
+    setup_account(dir.path(), ALICE, PW);
+    let node = Node::start(
+        dir.path(),
+        &["--allow-plaintext-auth-on-loopback", "--managesieve", "127.0.0.1:0"],
+        &[],
+    );
+    (dir, node)
+}
+
 async fn connect(addr: &str) -> Client {
     Client::new()
         .credentials((ALICE, PW))
@@ -190,13 +202,7 @@ fn deliver(smtp: &str, subject: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn scripts_over_jmap_are_managesieves_and_run_at_delivery() {
-    let dir = tempfile::tempdir().unwrap();
-    setup_account(dir.path(), ALICE, PW);
-    let node = Node::start(
-        dir.path(),
-        &["--allow-plaintext-auth-on-loopback", "--managesieve", "127.0.0.1:0"],
-        &[],
-    );
+    let (_dir, node) = start_node();
     let addr = node.addr("http").to_string();
     check_session(&addr);
     let client = connect(&addr).await;
@@ -373,22 +379,9 @@ async fn a_script_set_on_one_node_runs_on_another() {
     for n in ["node-a", "node-b"] {
         run_ok(meshmail(dir).args(["cluster", "cert", n]), None);
     }
-    let start = |name: &str, seeds: Option<&str>| {
-        let mut args = vec![
-            "--node-name",
-            name,
-            "--mesh",
-            "127.0.0.1:0",
-            "--allow-plaintext-auth-on-loopback",
-        ];
-        if let Some(s) = seeds {
-            args.extend(["--seeds", s]);
-        }
-        Node::start(dir, &args, &[])
-    };
-    let a = start("node-a", None);
+    let a = common::start_mesh_node(dir, "node-a", "", &[]);
     let seed = format!("node-a@{}", a.addr("mesh"));
-    let b = start("node-b", Some(&seed));
+    let b = common::start_mesh_node(dir, "node-b", &seed, &[]);
     common::wait_for("the mesh", Duration::from_secs(60), || {
         common::converged(1024, &[&a, &b])
     });
@@ -430,13 +423,7 @@ async fn a_script_set_on_one_node_runs_on_another() {
 async fn script_changes_are_pushed() {
     use jmap_client::DataType;
     use jmap_client::event_source::PushNotification;
-    let dir = tempfile::tempdir().unwrap();
-    setup_account(dir.path(), ALICE, PW);
-    let node = Node::start(
-        dir.path(),
-        &["--allow-plaintext-auth-on-loopback", "--managesieve", "127.0.0.1:0"],
-        &[],
-    );
+    let (_dir, node) = start_node();
     let addr = node.addr("http").to_string();
     let client = connect(&addr).await;
     let mut events = client
